@@ -1,0 +1,34 @@
+# Two entry points for a fresh machine: `make run` (the flywheel on embedded defaults) and
+# `make test`. Both set up what they need first (idempotent: later runs start at once).
+VENV ?= .venv
+PY ?= $(shell command -v python3.12 2>/dev/null || ls -d $$HOME/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | tail -1)
+EXTRAS ?= dev
+PYTEST_ARGS ?=
+export LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=1 HARBOR_TELEMETRY=0
+
+.PHONY: setup system test run bench
+
+system:
+	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v debootstrap >/dev/null || missing="$$missing debootstrap"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing with apt-get"; \
+	  (apt-get install -y --no-install-recommends $$missing || \
+	   (apt-get update -qq && apt-get install -y --no-install-recommends $$missing)); fi
+
+$(VENV)/.installed-$(EXTRAS): pyproject.toml
+	@test -n "$(PY)" || (echo "python3.12 not found: install Python 3.12" && exit 1)
+	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e '.[$(EXTRAS)]'
+	touch $@
+
+setup: system $(VENV)/.installed-$(EXTRAS)
+
+test: setup
+	$(VENV)/bin/python -m pytest -q -rs $(PYTEST_ARGS)
+
+run: setup
+	$(VENV)/bin/autoenvscaling run
+
+bench: setup
+	$(VENV)/bin/python benchmarks/run_all.py

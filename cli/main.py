@@ -1,0 +1,99 @@
+"""`autoenvscaling` command line: one command per job; sub-apps for the MCP servers and training."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+for _var, _value in (("HARBOR_TELEMETRY", "0"), ("LANGGRAPH_CLI_NO_ANALYTICS", "1"),
+                     ("LANGGRAPH_NO_VERSION_CHECK", "1")):
+    os.environ.setdefault(_var, _value)
+
+app = typer.Typer(
+    name="autoenvscaling",
+    help="Run the data flywheel for terminal agents: propose, admit, train, swap, refresh.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+console = Console(stderr=True)
+
+BackendOpt = Annotated[str, typer.Option("--backend", "-b", help="bwrap | docker | harbor-docker")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+
+
+def _mount_subapps() -> None:
+    """Sub-apps live next to what they drive; a missing optional one must not break the CLI."""
+    import importlib
+
+    for module, attr, name in (("autoenvscaling.cli.mcp", "mcp_app", "mcp"),
+                               ("autoenvscaling.cli.train", "train_app", None)):
+        try:
+            sub = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            continue
+        if name:
+            app.add_typer(sub, name=name)
+        else:
+            app.registered_commands.extend(sub.registered_commands)
+
+
+@app.command()
+def trial(
+    tasks: Annotated[list[Path], typer.Argument(help="Harbor task folders.", exists=True)],
+    agent: Annotated[str, typer.Option("--agent", "-a", help="oracle | nop | module:Class")] = "oracle",
+    backend: BackendOpt = "bwrap",
+    concurrency: Annotated[int, typer.Option("--concurrency", "-n")] = 2,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run real Harbor trials of TASKS and print one result per task."""
+    from autoenvscaling.tools.trials import run_trials
+
+    def progress(outcome) -> None:  # noqa: ANN001
+        mark = "[red]error[/]" if outcome.error else f"reward {outcome.reward}"
+        console.print(f"  {outcome.task_name}: {mark} ({outcome.duration_sec:.1f} s)")
+
+    outcomes = asyncio.run(run_trials(tasks, agent=agent, backend=backend,
+                                      concurrency=concurrency, on_done=progress))
+    if as_json:
+        typer.echo(json.dumps([o.model_dump(mode="json") for o in outcomes], indent=2))
+        return
+    table = Table("task", "reward", "error", "seconds")
+    for o in outcomes:
+        table.add_row(o.task_name, "-" if o.reward is None else f"{o.reward:g}",
+                      (o.error or "")[:80], f"{o.duration_sec:.1f}")
+    Console().print(table)
+
+
+@app.command()
+def doctor(as_json: JsonOpt = False) -> None:
+    """Say which sandbox backends work on this machine, and why not for the others."""
+    from autoenvscaling.tools.doctor import diagnose
+
+    statuses = asyncio.run(diagnose())
+    if as_json:
+        typer.echo(json.dumps([s.model_dump() for s in statuses], indent=2))
+        return
+    table = Table("backend", "works", "detail")
+    for s in statuses:
+        table.add_row(s.name, "[green]yes[/]" if s.ok else "[red]no[/]", s.detail)
+    Console().print(table)
+
+
+@app.callback()
+def main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+
+
+_mount_subapps()
+
+if __name__ == "__main__":
+    app()

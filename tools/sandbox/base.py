@@ -1,0 +1,120 @@
+"""The sandbox contract every backend (bwrap, docker) implements.
+
+A sandbox is one live, isolated root filesystem with processes in it. Harbor's environments, the
+terminal MCP server and the trainer all drive sandboxes through this one interface, and any of
+them can attach to a live sandbox from another process through its serialisable `SandboxRef`.
+"""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from autoenvscaling.tools.sandbox.shell import PersistentShell
+
+Backend = Literal["bwrap", "docker"]
+
+
+class SandboxError(RuntimeError):
+    """A sandbox could not be built, started, reached or cleaned up."""
+
+
+class BuildError(SandboxError):
+    """The task's environment definition could not be built. The message says which line and why."""
+
+
+class SandboxLimits(BaseModel):
+    """Resource limits applied to every process in the sandbox."""
+
+    memory_mb: int | None = Field(2048, description="Memory ceiling for the whole sandbox.")
+    pids: int | None = Field(512, description="Most processes alive at once in the sandbox.")
+    cpus: float | None = Field(None, description="CPU share (docker only; bwrap ignores it).")
+    output_bytes: int = Field(1_000_000, description="Cap on one command's captured output.")
+
+
+class SandboxRef(BaseModel):
+    """Everything another process needs to attach to a live sandbox."""
+
+    backend: Backend
+    id: str
+    workdir: str = "/"
+    env: dict[str, str] = Field(default_factory=dict)
+    user: str | None = None
+    limits: SandboxLimits = Field(default_factory=SandboxLimits)
+    network: bool = False
+    # Backend-specific handles: bwrap keeps the holder pid and cgroup paths, docker the container id.
+    handle: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExecOutput(BaseModel):
+    """What one command in a sandbox produced."""
+
+    exit_code: int | None = Field(description="None when the command was killed by its timeout.")
+    stdout: str = ""
+    stderr: str = ""
+    duration_sec: float = 0.0
+    timed_out: bool = False
+    truncated: bool = False
+
+
+class Sandbox(abc.ABC):
+    """A live sandbox. Backends implement this; callers never branch on the backend."""
+
+    ref: SandboxRef
+
+    @abc.abstractmethod
+    async def exec(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: float | None = None,
+        user: str | int | None = None,
+    ) -> ExecOutput:
+        """Run `bash -c command` in a fresh process inside the sandbox."""
+
+    @abc.abstractmethod
+    async def upload(self, source: Path, target: str) -> None:
+        """Copy a host file or folder to `target` inside the sandbox (folders: contents into target)."""
+
+    @abc.abstractmethod
+    async def download(self, source: str, target: Path) -> None:
+        """Copy a sandbox file or folder to `target` on the host (folders: contents into target)."""
+
+    @abc.abstractmethod
+    async def open_shell(
+        self, *, cwd: str | None = None, env: dict[str, str] | None = None
+    ) -> PersistentShell:
+        """Start one long-lived bash in the sandbox; cwd and environment persist between commands."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Stop every process and release the sandbox's resources. Safe to call twice."""
+
+    async def is_alive(self) -> bool:
+        result = await self.exec("true", timeout_sec=10)
+        return result.exit_code == 0
+
+    async def __aenter__(self) -> Sandbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+async def attach(ref: SandboxRef) -> Sandbox:
+    """Attach to a live sandbox started by another process (or this one)."""
+    if ref.backend == "bwrap":
+        from autoenvscaling.tools.sandbox.bwrap import BwrapSandbox
+
+        return await BwrapSandbox.attach(ref)
+    if ref.backend == "docker":
+        from autoenvscaling.tools.sandbox.docker import DockerSandbox  # type: ignore[import-not-found]
+
+        return await DockerSandbox.attach(ref)
+    raise SandboxError(f"unknown sandbox backend {ref.backend!r}")
