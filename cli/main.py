@@ -37,7 +37,9 @@ def _mount_subapps() -> None:
                                ("autoenvscaling.cli.train", "train_app", None)):
         try:
             sub = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError):
+        except ModuleNotFoundError as exc:
+            if exc.name != module:  # a broken sub-app must fail loudly, not vanish
+                raise
             continue
         if name:
             app.add_typer(sub, name=name)
@@ -70,6 +72,41 @@ def trial(
         table.add_row(o.task_name, "-" if o.reward is None else f"{o.reward:g}",
                       (o.error or "")[:80], f"{o.duration_sec:.1f}")
     Console().print(table)
+
+
+@app.command()
+def solve(
+    tasks: Annotated[list[Path], typer.Argument(help="Harbor task folders.", exists=True)],
+    model: Annotated[str, typer.Option(help="init_chat_model string (openai:NAME for vLLM)")] = "openai:policy",
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
+    attempts: Annotated[int, typer.Option("--attempts", "-k")] = 1,
+    max_turns: Annotated[int, typer.Option()] = 20,
+    store: Annotated[Path, typer.Option(help="Rollout store (SQLite)")] = Path("rollouts.db"),
+    backend: BackendOpt = "bwrap",
+    as_json: JsonOpt = False,
+) -> None:
+    """Let the solver attempt TASKS in real Harbor trials; every attempt goes to the store."""
+    from autoenvscaling.graphs.agent_loop import LoopBudget
+    from autoenvscaling.graphs.models import ModelConfig
+    from autoenvscaling.graphs.solver import SolverSettings, solve_task
+
+    settings = SolverSettings(model=ModelConfig(model=model, base_url=base_url),
+                              budget=LoopBudget(max_turns=max_turns), store_path=str(store),
+                              run_id="cli")
+
+    async def run_all():  # noqa: ANN202
+        results = []
+        for task in tasks:
+            for sample in range(attempts):
+                result = await solve_task(task, settings, sample=sample, backend=backend)
+                console.print(f"  {task.name} #{sample}: reward {result.reward} "
+                              f"({result.outcome}, {result.steps} tool calls)")
+                results.append(result)
+        return results
+
+    results = asyncio.run(run_all())
+    if as_json:
+        typer.echo(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
 
 
 @app.command()

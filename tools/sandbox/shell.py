@@ -293,8 +293,22 @@ class PersistentShell:
 
 async def wait_exit(proc: asyncio.subprocess.Process) -> int:
     """Wait for the process to exit. (`proc.wait()` on Python 3.12.1 also waits for its pipes
-    to close, which a background child can hold open for ever.)"""
-    delay = 0.0005
+    to close, which a background child can hold open for ever.) A pidfd wakes us at the exit."""
+    if proc.returncode is None:
+        try:
+            fd = os.pidfd_open(proc.pid)
+        except (OSError, AttributeError):
+            fd = -1
+        if fd >= 0:
+            loop = asyncio.get_running_loop()
+            exited = loop.create_future()
+            loop.add_reader(fd, lambda: exited.done() or exited.set_result(None))
+            try:
+                await exited
+            finally:
+                loop.remove_reader(fd)
+                os.close(fd)
+    delay = 0.0002  # asyncio's child watcher records the exit status a moment later
     while proc.returncode is None:
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.02)

@@ -1,0 +1,157 @@
+"""The tool-calling loop both roles run: model -> tools -> model ..., with budgets and retries.
+
+A small LangGraph graph rather than a prebuilt agent because the loop must stop on the budgets
+the flywheel sets (turns, tokens, wall time), time every tool call for the rollout store, turn a
+failed model call into an `error` outcome after retries, and end when a stop tool (`submit`) runs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command
+from pydantic import BaseModel, Field
+
+from autoenvscaling.tools.rollout_store import Step
+
+StopReason = Literal["done", "submitted", "max_turns", "max_tokens", "time_budget", "error"]
+
+
+class LoopBudget(BaseModel):
+    max_turns: int = Field(30, description="Model calls per attempt")
+    max_total_tokens: int = Field(120_000, description="Prompt + completion tokens per attempt")
+    time_budget_sec: float = Field(900, description="Wall time per attempt")
+    max_retries: int = Field(2, description="Retries of a failed model call (exponential backoff)")
+
+
+class LoopState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    turns: int
+    prompt_tokens: int
+    completion_tokens: int
+    started_at: float
+    stop_reason: StopReason | None
+    error: str | None
+    tool_seconds: dict[str, float]
+
+
+def _over_budget(state: LoopState, budget: LoopBudget) -> StopReason | None:
+    if state.get("turns", 0) >= budget.max_turns:
+        return "max_turns"
+    if state.get("prompt_tokens", 0) + state.get("completion_tokens", 0) >= budget.max_total_tokens:
+        return "max_tokens"
+    if time.monotonic() - state.get("started_at", time.monotonic()) >= budget.time_budget_sec:
+        return "time_budget"
+    return None
+
+
+def build_agent_loop(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    budget: LoopBudget,
+    *,
+    stop_tools: frozenset[str] = frozenset({"submit"}),
+    name: str = "agent_loop",
+) -> Any:
+    by_name = {tool.name: tool for tool in tools}
+    bound = model.bind_tools(list(tools)) if tools else model
+    caller = bound.with_retry(stop_after_attempt=budget.max_retries + 1, wait_exponential_jitter=True)
+
+    async def agent(state: LoopState) -> Command[Literal["tools", "__end__"]]:
+        if reason := _over_budget(state, budget):
+            return Command(goto=END, update={"stop_reason": reason})
+        try:
+            reply: AIMessage = await caller.ainvoke(state["messages"])
+        except Exception as exc:  # after retries: recorded as an error outcome, never raised
+            return Command(goto=END, update={"stop_reason": "error",
+                                             "error": f"model call failed: {type(exc).__name__}: {exc}"})
+        usage = reply.usage_metadata or {}
+        update: dict[str, Any] = {
+            "messages": [reply],
+            "turns": state.get("turns", 0) + 1,
+            "prompt_tokens": state.get("prompt_tokens", 0) + usage.get("input_tokens", 0),
+            "completion_tokens": state.get("completion_tokens", 0) + usage.get("output_tokens", 0),
+        }
+        if not reply.tool_calls:
+            return Command(goto=END, update={**update, "stop_reason": "done"})
+        return Command(goto="tools", update=update)
+
+    async def run_tools(state: LoopState) -> Command[Literal["agent", "__end__"]]:
+        last = state["messages"][-1]
+        assert isinstance(last, AIMessage)
+        results: list[ToolMessage] = []
+        seconds = dict(state.get("tool_seconds", {}))
+        for call in last.tool_calls:
+            started = time.monotonic()
+            tool = by_name.get(call["name"])
+            if tool is None:
+                message = ToolMessage(content=f"unknown tool {call['name']!r}; available: "
+                                      f"{', '.join(sorted(by_name))}", tool_call_id=call["id"],
+                                      name=call["name"], status="error")
+            else:
+                try:
+                    message = await tool.ainvoke({**call, "type": "tool_call"})
+                except Exception as exc:  # a tool's failure is the model's feedback, not a crash
+                    message = ToolMessage(content=f"{type(exc).__name__}: {exc}",
+                                          tool_call_id=call["id"], name=call["name"], status="error")
+            seconds[call["id"]] = round(time.monotonic() - started, 4)
+            results.append(message)
+        update = {"messages": results, "tool_seconds": seconds}
+        if any(call["name"] in stop_tools for call in last.tool_calls):
+            return Command(goto=END, update={**update, "stop_reason": "submitted"})
+        return Command(goto="agent", update=update)
+
+    builder = StateGraph(LoopState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", run_tools)
+    builder.add_edge(START, "agent")
+    return builder.compile(name=name)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+    return str(content)
+
+
+def _exit_code(output: str) -> int | None:
+    try:
+        data = json.loads(output)
+    except (json.JSONDecodeError, TypeError):
+        return None
+    code = data.get("exit_code") if isinstance(data, dict) else None
+    return code if isinstance(code, int) else None
+
+
+def steps_from_messages(messages: Sequence[BaseMessage], seconds: dict[str, float]) -> list[Step]:
+    """One rollout step per tool call (plus a final step for a closing message without one)."""
+    outputs = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    steps: list[Step] = []
+    for message in messages:
+        if not isinstance(message, AIMessage):
+            continue
+        text = _text(message.content) or None
+        if not message.tool_calls:
+            steps.append(Step(index=len(steps), message=text))
+            continue
+        for i, call in enumerate(message.tool_calls):
+            out = outputs.get(call["id"])
+            output = _text(out.content) if out else None
+            steps.append(Step(
+                index=len(steps), message=text if i == 0 else None, tool_name=call["name"],
+                tool_args=call["args"], tool_output=output,
+                output_bytes=len(output.encode()) if output is not None else None,
+                exit_code=_exit_code(output) if output else None,
+                duration_sec=seconds.get(call["id"]),
+            ))
+    return steps

@@ -1,0 +1,63 @@
+"""Chat models for both roles, by `init_chat_model` strings, plus the shared policy both roles use.
+
+One policy endpoint (vLLM, the embedded llama.cpp server or any OpenAI-compatible server) serves
+proposer and solver; either role may be overridden (e.g. a frontier proposer). `scripted:<name>`
+resolves to a scripted model (tests and offline demos): the only thing that may be scripted.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from pydantic import BaseModel, Field
+
+
+class Policy(BaseModel):
+    """The model both roles use this round; the training node replaces it with a new checkpoint."""
+
+    model: str = Field("openai:policy", description="init_chat_model string, e.g. openai:policy")
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint (vLLM, llama.cpp)")
+    checkpoint_id: str | None = Field(None, description="Registry id of the served checkpoint")
+    version: str = Field("base", description="Recorded with every rollout")
+
+
+class ModelConfig(BaseModel):
+    """How one role calls its model."""
+
+    model: str = "openai:policy"
+    base_url: str | None = None
+    api_key_env: str = Field("OPENAI_API_KEY", description="Env var holding the key ('none' if unset)")
+    temperature: float = 0.7
+    max_tokens: int = Field(1024, description="Cap on one reply")
+    timeout_sec: float = 180
+    max_retries: int = Field(2, description="Retries with exponential backoff before an error outcome")
+    extra: dict[str, Any] = Field(default_factory=dict, description="More init_chat_model kwargs")
+
+    @classmethod
+    def for_policy(cls, policy: Policy, override: ModelConfig | None = None) -> ModelConfig:
+        """A role's config: the shared policy unless this role is configured apart."""
+        if override is not None:
+            return override
+        return cls(model=policy.model, base_url=policy.base_url)
+
+
+def load_chat_model(config: ModelConfig) -> BaseChatModel:
+    if config.model.startswith("scripted:"):
+        from autoenvscaling.graphs.scripted_model import load_scripted
+
+        return load_scripted(config.model.removeprefix("scripted:"))
+    from langchain.chat_models import init_chat_model
+
+    kwargs: dict[str, Any] = {
+        "temperature": config.temperature,
+        "max_tokens": config.max_tokens,
+        "timeout": config.timeout_sec,
+        "max_retries": 0,  # retries are ours (with backoff), so failures are recorded
+        **config.extra,
+    }
+    if config.base_url:
+        kwargs["base_url"] = config.base_url
+        kwargs["api_key"] = os.environ.get(config.api_key_env) or "none"
+    return init_chat_model(config.model, **kwargs)

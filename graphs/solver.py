@@ -1,0 +1,223 @@
+"""The solver role: a terminal agent that works inside a real Harbor trial.
+
+`SolverAgent` is a Harbor custom agent, so Harbor builds the sandbox, hides the tests, runs the
+verifier and reads the reward; the agent only sees the instruction and an MCP terminal attached to
+the trial's live sandbox. Each attempt is written to the rollout store with its steps, then given
+its reward and outcome by `solve_tasks` once Harbor has verified it.
+
+    autoenvscaling solve TASK... --model openai:policy --attempts 4 --json
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, TypedDict, override
+
+from harbor.agents.base import BaseAgent
+from harbor.environments.base import BaseEnvironment
+from harbor.models.agent.context import AgentContext
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+from pydantic import BaseModel, Field
+
+from autoenvscaling.graphs.agent_loop import LoopBudget, build_agent_loop, steps_from_messages
+from autoenvscaling.graphs.mcp_tools import open_mcp_tools
+from autoenvscaling.graphs.models import ModelConfig, load_chat_model
+from autoenvscaling.mcp_servers.terminal import build_terminal_server
+from autoenvscaling.prompts import load_prompt
+from autoenvscaling.tools.rollout_store import Outcome, RolloutStore, stable_attempt_id
+from autoenvscaling.tools.trials import BackendName, TrialOutcome, run_trial
+
+SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
+
+
+class SolverSettings(BaseModel):
+    """Everything one solver attempt needs; JSON, because Harbor passes it as agent kwargs."""
+
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    budget: LoopBudget = Field(default_factory=lambda: LoopBudget(max_turns=20))
+    store_path: str | None = Field(None, description="Rollout store; None records nothing")
+    run_id: str = ""
+    round: int = 0
+    policy_version: str = "base"
+    attempt_id: str | None = None
+    task_id: str = ""
+    category: str = ""
+
+
+class SolverAttempt(BaseModel):
+    task: str
+    reward: float | None
+    steps: int = Field(description="Number of tool calls the solver made")
+    rollout_id: str
+    outcome: Outcome
+    stop_reason: str | None = None
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duration_sec: float = 0.0
+
+
+class SolverAgent(BaseAgent):
+    """Harbor agent: the LangGraph tool loop over an MCP terminal attached to the trial's sandbox."""
+
+    def __init__(self, *args: Any, settings: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.settings = SolverSettings.model_validate(settings or {})
+
+    @staticmethod
+    @override
+    def name() -> str:
+        return "autoenvscaling-solver"
+
+    @override
+    def version(self) -> str:
+        return "1"
+
+    @override
+    async def setup(self, environment: BaseEnvironment) -> None:
+        return None
+
+    @override
+    async def run(self, instruction: str, environment: BaseEnvironment,
+                  context: AgentContext) -> None:
+        s = self.settings
+        ref = environment.sandbox_ref  # type: ignore[attr-defined]  # our SandboxEnvironment
+        started = time.monotonic()
+        server = build_terminal_server(ref=ref)
+        messages = [SystemMessage(load_prompt("solver")), HumanMessage(instruction)]
+        async with open_mcp_tools({"terminal": server}) as tools:
+            loop = build_agent_loop(load_chat_model(s.model), tools, s.budget, name="solver")
+            state = await loop.ainvoke({"messages": messages, "started_at": time.monotonic()},
+                                       {"recursion_limit": 4 * s.budget.max_turns + 10})
+        steps = steps_from_messages(state["messages"], state.get("tool_seconds", {}))
+        tool_steps = sum(1 for step in steps if step.tool_name)
+        if s.store_path and s.attempt_id:
+            with RolloutStore(s.store_path) as store:
+                store.start_attempt(id=s.attempt_id, task_id=s.task_id, role="solver",
+                                    run_id=s.run_id, round=s.round, category=s.category,
+                                    policy_version=s.policy_version)
+                for step in steps:
+                    store.add_step(s.attempt_id, step.index, **step.model_dump(
+                        exclude={"attempt_id", "index"}))
+        context.n_input_tokens = state.get("prompt_tokens", 0)
+        context.n_output_tokens = state.get("completion_tokens", 0)
+        context.metadata = {
+            **(context.metadata or {}),
+            "attempt_id": s.attempt_id, "steps": tool_steps, "turns": state.get("turns", 0),
+            "stop_reason": state.get("stop_reason"), "error": state.get("error"),
+            "prompt_tokens": state.get("prompt_tokens", 0),
+            "completion_tokens": state.get("completion_tokens", 0),
+            "agent_seconds": round(time.monotonic() - started, 3),
+        }
+
+
+def outcome_of(trial: TrialOutcome) -> Outcome:
+    meta = trial.agent_metadata
+    if meta.get("stop_reason") == "error" or (trial.error and trial.error_kind != "timeout"):
+        return "error"
+    if trial.error_kind == "timeout" or meta.get("stop_reason") == "time_budget":
+        return "timeout"
+    return "solved" if (trial.reward or 0.0) >= 1.0 else "failed"
+
+
+async def solve_task(
+    task_dir: Path, settings: SolverSettings, *, sample: int = 0,
+    backend: BackendName = "bwrap", trials_dir: Path | None = None,
+) -> SolverAttempt:
+    """One solver attempt in a real Harbor trial; recorded and rewarded in the store."""
+    from autoenvscaling.tools.task_format import TaskFormatError, load_task
+
+    task_dir = Path(task_dir).resolve()
+    try:
+        category = load_task(task_dir).category or ""
+    except TaskFormatError:
+        category = ""
+    attempt_id = settings.attempt_id or stable_attempt_id(
+        settings.run_id, settings.round, "solver", task_dir.name, settings.policy_version, sample)
+    settings = settings.model_copy(update={"attempt_id": attempt_id, "task_id": task_dir.name,
+                                           "category": category})
+    trial = await run_trial(task_dir, agent=SOLVER_AGENT, backend=backend, trials_dir=trials_dir,
+                            agent_kwargs={"settings": settings.model_dump(mode="json")})
+    meta = trial.agent_metadata
+    outcome = outcome_of(trial)
+    error = meta.get("error") or trial.error
+    if settings.store_path:
+        with RolloutStore(settings.store_path) as store:
+            # The agent may have died before recording: make sure the attempt exists.
+            store.start_attempt(id=attempt_id, task_id=task_dir.name, role="solver",
+                                run_id=settings.run_id, round=settings.round, category=category,
+                                policy_version=settings.policy_version)
+            store.finish_attempt(
+                attempt_id, reward=trial.reward, outcome=outcome, error=error,
+                prompt_tokens=meta.get("prompt_tokens"), completion_tokens=meta.get("completion_tokens"),
+                duration_sec=trial.duration_sec,
+                metadata={"trial_dir": trial.trial_dir, "stop_reason": meta.get("stop_reason"),
+                          "backend": backend, "verifier_output": trial.verifier_output[-1500:]})
+    return SolverAttempt(
+        task=str(task_dir), reward=trial.reward, steps=int(meta.get("steps", 0)),
+        rollout_id=attempt_id, outcome=outcome, stop_reason=meta.get("stop_reason"),
+        error=error, prompt_tokens=int(meta.get("prompt_tokens", 0)),
+        completion_tokens=int(meta.get("completion_tokens", 0)), duration_sec=trial.duration_sec)
+
+
+# -- the Studio / langgraph.json face: attempt tasks k times each, fanned out with Send ----------
+
+
+@dataclass(kw_only=True)
+class SolverContext:
+    """What Studio's form shows for the solver graph."""
+
+    model: str = field(default="openai:policy", metadata={"description": "init_chat_model string"})
+    base_url: str | None = field(default=None, metadata={"description": "OpenAI-compatible endpoint"})
+    max_turns: int = field(default=20, metadata={"description": "Model calls per attempt"})
+    time_budget_sec: float = field(default=900, metadata={"description": "Wall time per attempt"})
+    backend: str = field(default="bwrap", metadata={"description": "bwrap | docker"})
+    store_path: str | None = field(default=None, metadata={"description": "Rollout store (SQLite)"})
+    policy_version: str = field(default="base", metadata={"description": "Recorded with rollouts"})
+
+
+class SolveInput(TypedDict):
+    tasks: list[str]
+    attempts: int
+
+
+class SolveState(SolveInput, total=False):
+    results: Annotated[list[dict[str, Any]], operator.add]
+
+
+class _One(TypedDict):
+    task: str
+    sample: int
+
+
+def _fan_out(state: SolveState) -> list[Send]:
+    return [Send("attempt", _One(task=t, sample=i))
+            for t in state["tasks"] for i in range(max(1, state.get("attempts", 1)))]
+
+
+async def _attempt(item: _One, runtime: Runtime[SolverContext]) -> dict[str, Any]:
+    ctx = runtime.context or SolverContext()
+    settings = SolverSettings(
+        model=ModelConfig(model=ctx.model, base_url=ctx.base_url),
+        budget=LoopBudget(max_turns=ctx.max_turns, time_budget_sec=ctx.time_budget_sec),
+        store_path=ctx.store_path, policy_version=ctx.policy_version, run_id="studio")
+    result = await solve_task(Path(item["task"]), settings, sample=item["sample"],
+                              backend=ctx.backend)  # type: ignore[arg-type]
+    return {"results": [result.model_dump(mode="json")]}
+
+
+def build_solver_graph() -> Any:
+    builder = StateGraph(SolveState, input_schema=SolveInput, context_schema=SolverContext)
+    builder.add_node("attempt", _attempt)
+    builder.add_conditional_edges(START, _fan_out, ["attempt"])
+    builder.add_edge("attempt", END)
+    return builder.compile(name="solver")
+
+
+graph = build_solver_graph()
