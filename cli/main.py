@@ -58,6 +58,13 @@ def trial(
     """Run real Harbor trials of TASKS and print one result per task."""
     from autoenvscaling.tools.trials import run_trials
 
+    skipped = [t for t in tasks if not (t / "task.toml").is_file()]
+    for path in skipped:
+        console.print(f"  [yellow]skipping {path}: not a Harbor task folder (no task.toml)[/]")
+    tasks = [t for t in tasks if t not in skipped]
+    if not tasks:
+        raise typer.BadParameter("no Harbor task folders given")
+
     def progress(outcome) -> None:  # noqa: ANN001
         mark = "[red]error[/]" if outcome.error else f"reward {outcome.reward}"
         console.print(f"  {outcome.task_name}: {mark} ({outcome.duration_sec:.1f} s)")
