@@ -119,3 +119,34 @@ async def test_close_removes_everything(bwrap_ready):
         await BwrapSandbox.attach(sandbox.ref)
     for group in sandbox.ref.handle["cgroups"]:
         assert not os.path.exists(group)
+
+
+async def test_a_crashed_owner_leaves_nothing_behind(bwrap_ready, tmp_path):
+    """SIGKILL the process that owns a sandbox: the holder dies with it, the overlay is swept."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "owner.py"
+    script.write_text(
+        "import asyncio, sys\n"
+        "from autoenvscaling.tools.sandbox.bwrap import start_workspace\n"
+        "async def main():\n"
+        "    s = await start_workspace()\n"
+        "    await s.exec('sleep 1000 &')\n"
+        "    print(s.ref.model_dump_json(), flush=True)\n"
+        "    await asyncio.sleep(1000)\n"
+        "asyncio.run(main())\n")
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    from autoenvscaling.tools.sandbox import SandboxRef
+    from autoenvscaling.tools.sandbox.bwrap import sweep_stale
+
+    ref = SandboxRef.model_validate_json(owner.stdout.readline())
+    owner.kill()
+    owner.wait()
+    holder = int(ref.handle["holder_pid"])
+    for _ in range(100):  # --die-with-parent takes the holder down (give a loaded machine time)
+        if not Path(f"/proc/{holder}/stat").exists() or " Z " in Path(f"/proc/{holder}/stat").read_text():
+            break
+        await asyncio.sleep(0.1)
+    assert ref.id in sweep_stale()
+    assert not Path(ref.handle["run_dir"]).exists()

@@ -70,10 +70,12 @@ class BwrapImage(BaseModel):
 
 
 def _start_time(pid: int) -> str | None:
+    """The process's start time (guards against pid reuse); None once it is gone or a zombie."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+    return None if fields[0] in ("Z", "X") else fields[19]
 
 
 def _kill_tree(pid: int) -> None:
@@ -123,14 +125,20 @@ class BwrapSandbox(Sandbox):
         workdir: str | None = None,
         upper_dir: Path | None = None,
         name: str | None = None,
+        binds: list[tuple[Path, str]] | None = None,
     ) -> BwrapSandbox:
-        """Start a holder over `image`. `upper_dir` keeps the writable layer (used by builds)."""
+        """Start a holder over `image`. `upper_dir` keeps the writable layer (used by builds).
+
+        `binds` are (host folder, sandbox path) pairs mounted read-write, e.g. a proposer's
+        candidate folder at /workspace/task, so files written on the host run in the sandbox.
+        """
         for tool in ("bwrap", "unshare", "nsenter"):
             if not shutil.which(tool):
                 raise SandboxError(
                     f"{tool} is not installed (apt-get install bubblewrap util-linux)"
                 )
         limits = limits or SandboxLimits()
+        await asyncio.to_thread(sweep_stale)
         sandbox_id = name or f"aes-{uuid.uuid4().hex[:12]}"
         run_dir = get_settings().runtime_dir / sandbox_id
         upper = upper_dir or run_dir / "upper"
@@ -156,6 +164,14 @@ class BwrapSandbox(Sandbox):
             "sandbox",
             "--die-with-parent",
         ]
+        for host, target in binds or []:
+            host = Path(host).resolve()
+            if not host.is_dir():
+                raise SandboxError(f"bind: {host} is not a folder on the host; create it first")
+            if not target.startswith("/") or ".." in Path(target).parts:
+                raise SandboxError(f"bind: {target!r} must be an absolute path without '..'")
+            # After the root bind, so it lands inside the new root; bwrap creates the mount point.
+            bwrap += ["--bind", str(host), target]
         if network:
             if Path("/etc/resolv.conf").exists():
                 bwrap += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
@@ -176,6 +192,8 @@ class BwrapSandbox(Sandbox):
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
+        (run_dir / "holder.json").write_text(json.dumps(
+            {"pid": holder.pid, "start_time": _start_time(holder.pid)}))
         target = await cls._wait_for_target(holder)
         ref = SandboxRef(
             backend="bwrap",
@@ -460,6 +478,24 @@ class BwrapSandbox(Sandbox):
                 shutil.move(os.path.join(tmp, name), target)
 
 
+def sweep_stale() -> list[str]:
+    """Delete the overlay folders of sandboxes whose holder died without cleaning up (a crash)."""
+    removed = []
+    root = get_settings().runtime_dir
+    if not root.is_dir():
+        return removed
+    for run_dir in root.iterdir():
+        marker = run_dir / "holder.json"
+        try:
+            holder = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            continue  # starting right now, or not ours
+        if _start_time(int(holder["pid"])) != holder.get("start_time"):
+            shutil.rmtree(run_dir, ignore_errors=True)
+            removed.append(run_dir.name)
+    return removed
+
+
 # -- building images ---------------------------------------------------------------------------
 def _layers_dir() -> Path:
     return get_settings().cache_dir / "layers"
@@ -583,11 +619,15 @@ async def start_workspace(
     network: bool = False,
     workdir: str = "/workspace",
     env: dict[str, str] | None = None,
+    binds: list[tuple[Path, str]] | None = None,
 ) -> BwrapSandbox:
-    """A bare sandbox on the base rootfs: the proposer's own terminal workspace."""
+    """A bare sandbox on the base rootfs: the proposer's own terminal workspace.
+
+    `binds`: (host folder, sandbox path) pairs mounted read-write (see `BwrapSandbox.start`).
+    """
     base = await asyncio.to_thread(ensure_base_rootfs)
     image = BwrapImage(id="workspace", layers=[base], workdir=workdir)
-    sandbox = await BwrapSandbox.start(image, limits=limits, network=network, env=env)
+    sandbox = await BwrapSandbox.start(image, limits=limits, network=network, env=env, binds=binds)
     await sandbox.exec(f"mkdir -p {shlex.quote(workdir)}", cwd="/", user="root")
     return sandbox
 

@@ -1,0 +1,125 @@
+"""`autoenvscaling mcp terminal|filesystem|rollouts`: run one MCP server standalone."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+mcp_app = typer.Typer(
+    help="Run an MCP server over stdio (default) or streamable HTTP (--transport http).",
+    no_args_is_help=True,
+)
+
+TransportOpt = Annotated[
+    str, typer.Option("--transport", "-t", help="stdio | http (streamable HTTP at /mcp)")
+]
+HostOpt = Annotated[str, typer.Option("--host", help="HTTP bind address.")]
+PortOpt = Annotated[
+    int | None, typer.Option("--port", "-p", help="HTTP port (default per server).")
+]
+
+
+def _serve(name: str, transport: str, host: str, port: int | None, **options: object) -> None:
+    from autoenvscaling.mcp_servers.serve import serve
+
+    # stdout carries the protocol under stdio: logs go to stderr, and only warnings.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        serve(name, transport=transport, host=host, port=port, **options)  # type: ignore[arg-type]
+    except (ValueError, OSError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
+@mcp_app.command()
+def terminal(
+    ref: Annotated[
+        str | None,
+        typer.Option(
+            "--ref",
+            envvar="AUTOENVSCALING_SANDBOX_REF",
+            help="SandboxRef JSON of a live sandbox to attach to.",
+        ),
+    ] = None,
+    ref_file: Annotated[
+        Path | None,
+        typer.Option("--ref-file", exists=True, help="File holding the SandboxRef JSON."),
+    ] = None,
+    cwd: Annotated[
+        str | None, typer.Option("--cwd", help="Start directory when attaching.")
+    ] = None,
+    network: Annotated[
+        bool, typer.Option(help="Own workspace only: allow network access.")
+    ] = False,
+    memory_mb: Annotated[int, typer.Option(help="Own workspace only: memory limit.")] = 2048,
+    pids: Annotated[int, typer.Option(help="Own workspace only: process limit.")] = 512,
+    workdir: Annotated[
+        str, typer.Option(help="Own workspace only: working folder.")
+    ] = "/workspace",
+    output_cap: Annotated[int, typer.Option(help="Bytes of output returned per call.")] = 16_000,
+    transport: TransportOpt = "stdio",
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = None,
+) -> None:
+    """A persistent bash per MCP session, in the sandbox --ref points at, or in a fresh workspace."""
+    from autoenvscaling.mcp_servers.terminal import attached_shells, workspace_shells
+    from autoenvscaling.tools.sandbox import SandboxLimits, SandboxRef
+
+    text = ref_file.read_text() if ref_file else ref
+    if text:
+        opener = attached_shells(SandboxRef.model_validate_json(text), cwd=cwd)
+    else:
+        opener = workspace_shells(
+            limits=SandboxLimits(memory_mb=memory_mb, pids=pids), network=network, workdir=workdir
+        )
+    _serve("terminal", transport, host, port, opener=opener, output_cap=output_cap)
+
+
+@mcp_app.command()
+def filesystem(
+    root: Annotated[
+        Path,
+        typer.Option(
+            "--root",
+            "-r",
+            exists=True,
+            file_okay=False,
+            help="The folder every path is confined to.",
+        ),
+    ] = Path("."),
+    max_file_bytes: Annotated[int, typer.Option(help="Larger files are refused.")] = 10_000_000,
+    max_read_bytes: Annotated[int, typer.Option(help="Most bytes one read returns.")] = 64_000,
+    max_write_bytes: Annotated[int, typer.Option(help="Largest write or edit result.")] = 2_000_000,
+    transport: TransportOpt = "stdio",
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = None,
+) -> None:
+    """Read, write, edit, list, glob and grep inside one folder."""
+    from autoenvscaling.tools.rooted_fs import FsLimits
+
+    limits = FsLimits(
+        max_file_bytes=max_file_bytes,
+        max_read_bytes=max_read_bytes,
+        max_write_bytes=max_write_bytes,
+    )
+    _serve("filesystem", transport, host, port, root=root, limits=limits)
+
+
+@mcp_app.command()
+def rollouts(
+    db: Annotated[
+        Path,
+        typer.Option(
+            "--db",
+            envvar="AUTOENVSCALING_ROLLOUT_DB",
+            help="The rollout store (SQLite file), opened read-only.",
+        ),
+    ],
+    transport: TransportOpt = "stdio",
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = None,
+) -> None:
+    """Read-only queries over the rollout store: pass rates, failures, trajectories, search."""
+    _serve("rollouts", transport, host, port, store=db)

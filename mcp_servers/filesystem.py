@@ -1,0 +1,91 @@
+"""MCP filesystem server: read, write, edit, list, glob and grep inside one root folder.
+
+A thin face over `tools.rooted_fs`: paths are relative to the root; anything that resolves outside
+it (`..`, absolute paths, symlinks pointing out) is refused with a reason code and a message.
+"""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+from mcp.server.fastmcp import FastMCP
+from mcp.types import ToolAnnotations
+
+from autoenvscaling.tools.rooted_fs import (
+    EditResult,
+    FsLimits,
+    GlobResult,
+    GrepResult,
+    ListResult,
+    ReadResult,
+    RootedFs,
+    WriteResult,
+)
+
+READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False)
+WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
+
+
+def build_filesystem_server(
+    root: str | os.PathLike[str], limits: FsLimits | None = None, *, name: str = "filesystem"
+) -> FastMCP:
+    fs = RootedFs(root, limits)
+    server = FastMCP(
+        name,
+        # INFO would log every request (and set the root logger's level in embedding apps).
+        log_level="WARNING",
+        instructions=(
+            "Files inside one folder. Paths are relative to that folder; '..', absolute paths and "
+            "symlinks leading outside are refused. Read large files by line ranges."
+        ),
+    )
+
+    @server.tool(annotations=READ_ONLY)
+    async def read_file(path: str, start_line: int = 1, end_line: int | None = None) -> ReadResult:
+        """Read lines start_line..end_line (1-based, inclusive) of a text file.
+
+        Output is capped; when `next_start_line` is set, call again from there for more.
+        """
+        return await anyio.to_thread.run_sync(fs.read, path, start_line, end_line)
+
+    @server.tool(annotations=WRITES)
+    async def write_file(path: str, content: str) -> WriteResult:
+        """Create or overwrite a file with `content` (missing parent folders are created)."""
+        return await anyio.to_thread.run_sync(fs.write, path, content)
+
+    @server.tool(annotations=WRITES)
+    async def edit_file(path: str, old_text: str, new_text: str) -> EditResult:
+        """Replace `old_text` with `new_text` in a file. `old_text` must occur exactly once:
+        copy it exactly from read_file output, with enough context to be unique."""
+        return await anyio.to_thread.run_sync(fs.edit, path, old_text, new_text)
+
+    @server.tool(annotations=READ_ONLY)
+    async def list_dir(path: str = ".") -> ListResult:
+        """List a folder's entries (name, kind, size)."""
+        return await anyio.to_thread.run_sync(fs.list, path)
+
+    @server.tool(annotations=READ_ONLY)
+    async def glob(pattern: str, path: str = ".") -> GlobResult:
+        """Paths under `path` matching a glob pattern; `**` matches any number of folders."""
+        return await anyio.to_thread.run_sync(fs.glob, pattern, path)
+
+    @server.tool(annotations=READ_ONLY)
+    async def grep(
+        pattern: str,
+        path: str = ".",
+        include: str | None = None,
+        ignore_case: bool = False,
+        fixed_string: bool = False,
+    ) -> GrepResult:
+        """Lines matching a regular expression in files under `path` (a file or folder).
+
+        `include` filters file names by glob (e.g. '*.py'); `fixed_string` matches literally.
+        """
+        return await anyio.to_thread.run_sync(
+            lambda: fs.grep(
+                pattern, path, include=include, ignore_case=ignore_case, fixed=fixed_string
+            )
+        )
+
+    return server

@@ -1,0 +1,189 @@
+"""MCP terminal server: one persistent shell per MCP session inside a sandbox.
+
+The server either attaches to a live sandbox by its `SandboxRef` (the graph, a Harbor agent or
+another process started it) or starts a bare workspace sandbox of its own for each session.
+`run` waits up to its timeout; a command that outlives it keeps running, and `read_output` /
+`interrupt` deal with it, as in a real terminal. cwd and environment persist between calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+
+import anyio
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from autoenvscaling.tools.sandbox import (
+    PersistentShell,
+    SandboxLimits,
+    SandboxRef,
+    ShellResult,
+    attach,
+)
+from autoenvscaling.tools.sandbox.shell import ShellBusyError
+from autoenvscaling.tools.text_cap import cap_text
+
+ShellOpener = Callable[[], AbstractAsyncContextManager[PersistentShell]]
+"""Opens one shell for one MCP session and cleans up after it (the sandbox too, if it owns it)."""
+
+MAX_TIMEOUT_SEC = 600.0
+DEFAULT_OUTPUT_CAP = 16_000
+
+
+class TerminalResult(BaseModel):
+    exit_code: int | None = Field(description="None while the command is still running.")
+    output: str = Field(description="stdout and stderr interleaved; long output keeps head + tail.")
+    output_bytes: int = Field(description="Full size of the output this result covers.")
+    truncated: bool
+    duration_sec: float = Field(description="Seconds since the command started.")
+    running: bool = Field(description="The command outlived the timeout and is still running.")
+    restarted: bool = Field(description="The shell was restarted: cwd and environment were reset.")
+    note: str | None = Field(None, description="What to do next, when there is something to say.")
+
+
+def attached_shells(ref: SandboxRef, *, cwd: str | None = None) -> ShellOpener:
+    """Each session opens a shell in the live sandbox `ref` points at; the sandbox stays up."""
+
+    @asynccontextmanager
+    async def open_shell() -> AsyncIterator[PersistentShell]:
+        sandbox = await attach(ref)
+        async with sandbox:  # an attached sandbox closes only the shells it opened
+            yield await sandbox.open_shell(cwd=cwd)
+
+    return open_shell
+
+
+def workspace_shells(
+    *, limits: SandboxLimits | None = None, network: bool = False, workdir: str = "/workspace"
+) -> ShellOpener:
+    """Each session starts a bare workspace sandbox of its own and stops it when the session ends."""
+
+    @asynccontextmanager
+    async def open_shell() -> AsyncIterator[PersistentShell]:
+        from autoenvscaling.tools.sandbox.bwrap import start_workspace
+
+        sandbox = await start_workspace(limits=limits, network=network, workdir=workdir)
+        async with sandbox:
+            yield await sandbox.open_shell()
+
+    return open_shell
+
+
+class _Session:
+    """One MCP session's shell, opened on first use so listing tools starts no sandbox."""
+
+    def __init__(self, opener: ShellOpener) -> None:
+        self._opener = opener
+        self._stack = AsyncExitStack()
+        self._shell: PersistentShell | None = None
+        self._lock = anyio.Lock()
+
+    async def shell(self) -> PersistentShell:
+        async with self._lock:
+            if self._shell is None:
+                self._shell = await self._stack.enter_async_context(self._opener())
+            return self._shell
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+
+
+def build_terminal_server(
+    opener: ShellOpener | None = None,
+    *,
+    ref: SandboxRef | None = None,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
+    name: str = "terminal",
+) -> FastMCP:
+    """A terminal over `opener`'s shells; or attached to `ref`; or a workspace sandbox per session."""
+    if opener is None:
+        opener = attached_shells(ref) if ref is not None else workspace_shells()
+
+    @asynccontextmanager
+    async def lifespan(_server: FastMCP) -> AsyncIterator[_Session]:
+        session = _Session(opener)
+        try:
+            yield session
+        finally:
+            # Shielded: the session's task group is being cancelled, but the sandbox must go.
+            with anyio.CancelScope(shield=True):
+                await session.close()
+
+    server = FastMCP(
+        name,
+        # INFO would log every request (and set the root logger's level in embedding apps).
+        log_level="WARNING",
+        lifespan=lifespan,
+        instructions=(
+            "A bash terminal in a sandbox. State (cwd, variables) persists between run calls. "
+            "A command that outlives timeout_sec keeps running: call read_output to wait for "
+            "more, or interrupt to stop it."
+        ),
+    )
+
+    def present(result: ShellResult) -> TerminalResult:
+        capped = cap_text(result.output, output_cap)
+        note = None
+        if result.running:
+            note = (
+                "still running: call read_output to wait for more output, or interrupt to stop it"
+            )
+        elif result.restarted:
+            note = "the shell was restarted: cwd and environment variables were reset"
+        return TerminalResult(
+            exit_code=result.exit_code,
+            output=capped.text,
+            output_bytes=max(result.output_bytes, capped.total_bytes),
+            truncated=result.truncated or capped.truncated,
+            duration_sec=result.duration_sec,
+            running=result.running,
+            restarted=result.restarted,
+            note=note,
+        )
+
+    async def shell_of(ctx: Context) -> PersistentShell:
+        session: _Session = ctx.request_context.lifespan_context
+        return await session.shell()
+
+    @server.tool(annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False))
+    async def run(command: str, ctx: Context, timeout_sec: float = 60) -> TerminalResult:
+        """Run a bash command in the terminal; returns exit code, output and duration.
+
+        Waits at most timeout_sec (max 600); a longer command keeps running in the background
+        of this terminal (see read_output, interrupt). Do not start interactive programs.
+        """
+        shell = await shell_of(ctx)
+        try:
+            return present(await shell.run(command, timeout_sec=_clamp(timeout_sec)))
+        except ShellBusyError:
+            raise ShellBusyError(
+                "the previous command is still running: call read_output to wait for it "
+                "or interrupt to stop it, then run again"
+            ) from None
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=False))
+    async def read_output(ctx: Context, timeout_sec: float = 10) -> TerminalResult:
+        """More output of the command still running, waiting up to timeout_sec for it to end."""
+        shell = await shell_of(ctx)
+        if not shell.busy:
+            result = await shell.read(0)
+            return present(result).model_copy(update={"note": "no command is running"})
+        return present(await shell.read(timeout_sec=_clamp(timeout_sec)))
+
+    @server.tool(annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False))
+    async def interrupt(ctx: Context) -> TerminalResult:
+        """Stop the running command (like Ctrl-C); its remaining output is returned."""
+        shell = await shell_of(ctx)
+        if not shell.busy:
+            result = await shell.read(0)
+            return present(result).model_copy(update={"note": "no command is running"})
+        return present(await shell.interrupt())
+
+    return server
+
+
+def _clamp(timeout_sec: float) -> float:
+    return max(0.0, min(float(timeout_sec), MAX_TIMEOUT_SEC))

@@ -1,0 +1,102 @@
+"""The terminal MCP server over real bwrap sandboxes, through a real MCP client (in memory)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from mcp.shared.memory import create_connected_server_and_client_session
+
+from autoenvscaling.mcp_servers.terminal import (
+    attached_shells,
+    build_terminal_server,
+    workspace_shells,
+)
+from autoenvscaling.tools.sandbox import SandboxLimits
+from autoenvscaling.tools.settings import get_settings
+
+
+def connect(server):
+    return create_connected_server_and_client_session(server._mcp_server)
+
+
+async def run(session, command, timeout_sec=30):
+    result = await session.call_tool("run", {"command": command, "timeout_sec": timeout_sec})
+    assert not result.isError, result.content[0].text
+    return result.structuredContent
+
+
+async def test_state_persists_across_run_calls(workspace):
+    server = build_terminal_server(ref=workspace.ref)
+    async with connect(server) as client:
+        first = await run(client, "cd /tmp && export GREETING=hello && mkdir -p proj")
+        assert first["exit_code"] == 0 and not first["running"]
+        second = await run(client, "pwd; echo $GREETING; hostname")
+        assert second["output"] == "/tmp\nhello\nsandbox\n"
+        failing = await run(client, "echo oops >&2; false")
+        assert failing["exit_code"] == 1 and failing["output"] == "oops\n"
+        assert failing["duration_sec"] >= 0
+
+
+async def test_output_is_capped_and_marked(workspace):
+    server = build_terminal_server(ref=workspace.ref, output_cap=2000)
+    async with connect(server) as client:
+        result = await run(client, "head -c 100000 /dev/zero | tr '\\0' x; echo; echo END")
+        assert result["truncated"] and result["output_bytes"] == 100005
+        assert "bytes truncated" in result["output"] and result["output"].endswith("END\n")
+        assert len(result["output"]) < 2100
+
+
+async def test_long_command_read_output_and_interrupt(workspace):
+    server = build_terminal_server(ref=workspace.ref)
+    async with connect(server) as client:
+        await run(client, "cd /etc")
+        started = await run(client, "echo begin; sleep 1; echo end", timeout_sec=0.2)
+        assert started["running"] and started["exit_code"] is None
+        assert started["output"] == "begin\n" and "read_output" in started["note"]
+        busy = await client.call_tool("run", {"command": "true"})
+        assert busy.isError and "still running" in busy.content[0].text
+        rest = (await client.call_tool("read_output", {"timeout_sec": 10})).structuredContent
+        assert rest["exit_code"] == 0 and rest["output"] == "end\n" and not rest["running"]
+
+        await run(client, "sleep 60", timeout_sec=0.2)
+        stopped = (await client.call_tool("interrupt", {})).structuredContent
+        assert not stopped["running"] and stopped["exit_code"] != 0
+        assert (await run(client, "pwd"))["output"] == "/etc\n"  # the shell survived
+        idle = (await client.call_tool("interrupt", {})).structuredContent
+        assert idle["note"] == "no command is running"
+
+
+async def test_each_session_gets_its_own_shell_in_the_shared_sandbox(workspace):
+    server = build_terminal_server(attached_shells(workspace.ref))
+    async with connect(server) as one, connect(server) as two:
+        await run(one, "cd /tmp && echo shared > /tmp/note")
+        assert (await run(two, "pwd"))["output"] == "/workspace\n"  # cwd is per session
+        assert (await run(two, "cat /tmp/note"))["output"] == "shared\n"  # files are shared
+    # Closing the sessions closed their shells, not the sandbox the ref points at.
+    assert await workspace.is_alive()
+
+
+@pytest.fixture
+def own_runtime_dir(tmp_path, monkeypatch):
+    """A runtime folder only this test's sandboxes use (other tests may run sandboxes meanwhile)."""
+    monkeypatch.setenv("AUTOENVSCALING_RUNTIME_DIR", str(tmp_path / "rt"))
+    get_settings.cache_clear()
+    yield get_settings().runtime_dir
+    get_settings.cache_clear()
+
+
+async def test_own_workspace_per_session_is_started_lazily_and_removed(
+    bwrap_ready, own_runtime_dir
+):
+    runtime = own_runtime_dir
+    runtime.mkdir(parents=True, exist_ok=True)
+    server = build_terminal_server(workspace_shells(limits=SandboxLimits(memory_mb=256, pids=64)))
+    async with connect(server) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert tools == {"run", "read_output", "interrupt"}
+        assert os.listdir(runtime) == []  # listing tools started no sandbox
+        result = await run(client, "pwd; echo data > file; cat file")
+        assert result["output"].startswith("/workspace\ndata\n")
+        assert len(os.listdir(runtime)) == 1
+    assert os.listdir(runtime) == []  # the session's sandbox was stopped and removed

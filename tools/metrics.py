@@ -1,0 +1,138 @@
+"""What the project measures per round and per run, computed from the run folder and the store.
+
+Numbers come from the same records the report cites: candidate verdicts (candidates/rNN/),
+the rollout store, the pool index and the training result, so a report can be checked against
+its sources.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from autoenvscaling.tools.pool import Pool
+from autoenvscaling.tools.rollout_store import RolloutStore
+
+
+class CandidateRecord(BaseModel):
+    """One proposed environment and what the gate said about it."""
+
+    round: int
+    slot: int
+    revision: int
+    path: str
+    task_id: str
+    attempt_id: str | None = None
+    arm: str = "terminal"
+    admitted: bool = False
+    stage: str | None = None
+    reason: str = ""
+    proposer_reward: float = -1.0
+    infrastructure_error: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
+
+
+class PriceTable(BaseModel):
+    """USD per million tokens, by model string; the embedded model costs nothing."""
+
+    prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+
+    def cost(self, model: str, prompt: int, completion: int) -> float:
+        p_in, p_out = self.prices.get(model, (0.0, 0.0))
+        return (prompt * p_in + completion * p_out) / 1e6
+
+
+class RoundMetrics(BaseModel):
+    round: int
+    candidates: int = 0
+    final_candidates: int = 0
+    scored: int = 0
+    infrastructure_failures: int = 0
+    admitted: int = 0
+    valid_environment_rate: float | None = None
+    reject_reasons: dict[str, int] = Field(default_factory=dict)
+    proposer_tokens: int = 0
+    proposer_cost: float = 0.0
+    tokens_per_valid_environment: float | None = None
+    cost_per_valid_environment: float | None = None
+    solver_attempts: int = 0
+    solver_mean_reward_pool: float | None = None
+    solver_mean_reward_heldout: float | None = None
+    pool_active: int = 0
+    pool_retired: int = 0
+    difficulty_histogram: dict[str, int] = Field(default_factory=dict)
+    training: dict[str, Any] = Field(default_factory=dict)
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
+    policy: str = ""
+    notes: list[str] = Field(default_factory=list)
+
+
+BINS = [(0.0, 0.0, "0"), (0.0, 0.25, "(0,0.25)"), (0.25, 0.75, "[0.25,0.75]"),
+        (0.75, 1.0, "(0.75,1)"), (1.0, 1.0, "1")]
+
+
+def difficulty_bin(mean: float) -> str:
+    if mean <= 0.0:
+        return "0"
+    if mean >= 1.0:
+        return "1"
+    if mean < 0.25:
+        return "(0,0.25)"
+    if mean <= 0.75:
+        return "[0.25,0.75]"
+    return "(0.75,1)"
+
+
+def round_metrics(
+    round_: int,
+    records: list[CandidateRecord],
+    store_path: Path,
+    pool: Pool,
+    run_id: str,
+    *,
+    prices: PriceTable | None = None,
+    proposer_model: str = "",
+    training: dict[str, Any] | None = None,
+    stage_seconds: dict[str, float] | None = None,
+    policy: str = "",
+) -> RoundMetrics:
+    prices = prices or PriceTable()
+    # The last revision of each slot is the candidate that counts; earlier ones were repaired.
+    final: dict[int, CandidateRecord] = {}
+    for record in records:
+        if record.slot not in final or record.revision >= final[record.slot].revision:
+            final[record.slot] = record
+    finals = list(final.values())
+    infra = [r for r in finals if r.infrastructure_error]
+    scored = [r for r in finals if not r.infrastructure_error]
+    admitted = [r for r in scored if r.admitted]
+    reasons = Counter(r.stage or "unknown" for r in scored if not r.admitted)
+    tokens = sum(r.prompt_tokens + r.completion_tokens for r in records)
+    cost = sum(prices.cost(proposer_model, r.prompt_tokens, r.completion_tokens) for r in records)
+    with RolloutStore(store_path) as store:
+        attempts = [a for a in store.list_attempts(run_id=run_id, role="solver", limit=1_000_000)
+                    if a.round == round_ and a.reward is not None]
+    solver = [a for a in attempts if a.metadata.get("purpose") == "refresh"]
+    heldout = [a for a in attempts if a.metadata.get("purpose") == "heldout"]
+    histogram = Counter(difficulty_bin(e.last_mean) for e in pool.entries("active")
+                        if e.last_mean is not None)
+    return RoundMetrics(
+        round=round_, candidates=len(records), final_candidates=len(finals), scored=len(scored),
+        infrastructure_failures=len(infra), admitted=len(admitted),
+        valid_environment_rate=len(admitted) / len(scored) if scored else None,
+        reject_reasons=dict(reasons), proposer_tokens=tokens, proposer_cost=round(cost, 6),
+        tokens_per_valid_environment=tokens / len(admitted) if admitted else None,
+        cost_per_valid_environment=cost / len(admitted) if admitted else None,
+        solver_attempts=len(solver),
+        solver_mean_reward_pool=statistics.fmean(a.reward for a in solver) if solver else None,
+        solver_mean_reward_heldout=statistics.fmean(a.reward for a in heldout) if heldout else None,
+        pool_active=len(pool.entries("active")), pool_retired=len(pool.entries("retired")),
+        difficulty_histogram={label: histogram.get(label, 0) for *_, label in BINS},
+        training=training or {}, stage_seconds=stage_seconds or {}, policy=policy,
+    )
