@@ -33,8 +33,11 @@ def _mount_subapps() -> None:
     """Sub-apps live next to what they drive; a missing optional one must not break the CLI."""
     import importlib
 
-    for module, attr, name in (("autoenvscaling.cli.mcp", "mcp_app", "mcp"),
-                               ("autoenvscaling.cli.train", "train_app", None)):
+    for module, attr, name in (("autoenvscaling.cli.run", "run_app", None),
+                               ("autoenvscaling.cli.mcp", "mcp_app", "mcp"),
+                               ("autoenvscaling.cli.train", "train_app", None),
+                               ("autoenvscaling.cli.validate", "validate_app", None),
+                               ("autoenvscaling.cli.propose", "propose_app", None)):
         try:
             sub = getattr(importlib.import_module(module), attr)
         except ModuleNotFoundError as exc:

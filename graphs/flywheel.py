@@ -1,0 +1,322 @@
+"""The flywheel: inspect -> propose (fan-out) -> admit (gate per candidate) -> train -> refresh -> ...
+
+One round reads the solver's experience from the rollout store, lets K proposers write candidate
+environments, admits what the validation gate accepts into the pool, trains the shared policy on
+the round's admitted and replay tasks, swaps the new checkpoint in for both roles, and re-measures
+the pool with the new policy, retiring tasks that left the difficulty band.
+
+`graph` (for langgraph.json / Studio) is compiled without a checkpointer; `build_flywheel()` takes
+one for durable runs (the CLI uses SQLite in the run folder) and for embedding in other apps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Command, Send, interrupt
+
+from autoenvscaling.graphs.agent_loop import LoopBudget
+from autoenvscaling.graphs.models import ModelConfig, Policy
+from autoenvscaling.graphs.solver import SolverSettings, solve_task
+from autoenvscaling.tools.metrics import CandidateRecord, PriceTable, round_metrics
+from autoenvscaling.tools.pool import Pool, PoolEntry
+from autoenvscaling.tools.report import load_history, round_markdown, save_history
+from autoenvscaling.tools.rollout_store import RolloutStore
+from autoenvscaling.tools.run_dir import RunDir
+
+REPO_SEED = Path(__file__).resolve().parents[1] / "tasks" / "seed"
+
+
+@dataclass(kw_only=True)
+class FlywheelContext:
+    """Run configuration; Studio shows it as the flywheel's form."""
+
+    run_dir: str = field(default="runs/default", metadata={"description": "Run folder"})
+    rounds: int = field(default=1, metadata={"description": "Rounds to run"})
+    proposals: int = field(default=2, metadata={"description": "Proposers per round (K)"})
+    arm: str = field(default="terminal",
+                     metadata={"description": "terminal | error_feedback | prompt_only"})
+    solver_feedback: bool = field(default=True,
+                                  metadata={"description": "Give proposers the solver's rollouts"})
+    max_revisions: int = field(default=2, metadata={"description": "Revisions after a rejection"})
+    policy_model: str = field(default="openai:policy",
+                              metadata={"description": "Shared policy (both roles)"})
+    policy_base_url: str | None = field(default=None,
+                                        metadata={"description": "Policy endpoint (vLLM etc.)"})
+    proposer_model: str | None = field(default=None,
+                                       metadata={"description": "Override: proposer model"})
+    proposer_base_url: str | None = field(default=None, metadata={"description": "Its endpoint"})
+    solver_model: str | None = field(default=None,
+                                     metadata={"description": "Override: solver model"})
+    solver_base_url: str | None = field(default=None, metadata={"description": "Its endpoint"})
+    proposer_max_turns: int = field(default=16, metadata={"description": "Proposer model calls"})
+    solver_max_turns: int = field(default=8, metadata={"description": "Solver model calls"})
+    max_tokens: int = field(default=4096, metadata={"description": "Cap on one model reply"})
+    band_low: float = field(default=0.25, metadata={"description": "Difficulty band, low"})
+    band_high: float = field(default=0.75, metadata={"description": "Difficulty band, high"})
+    calibration_rollouts: int = field(default=4, metadata={"description": "Solver rollouts"})
+    calibrate: bool = field(default=True, metadata={"description": "Run the calibrate stage"})
+    refresh_attempts: int = field(default=2, metadata={"description": "Solver attempts per task"})
+    refresh_limit: int = field(default=0, metadata={"description": "Pool tasks re-measured (0=all)"})
+    heldout_dir: str | None = field(default=None, metadata={"description": "Held-out tasks"})
+    decontam_dirs: list[str] = field(default_factory=list,
+                                     metadata={"description": "Benchmarks to decontaminate against"})
+    seed_dir: str | None = field(default=None, metadata={"description": "Initial pool"})
+    backend: str = field(default="bwrap", metadata={"description": "bwrap | docker"})
+    concurrency: int = field(default=2, metadata={"description": "Trials in flight"})
+    train: bool = field(default=True, metadata={"description": "Run the training node"})
+    base_model: str | None = field(default=None,
+                                   metadata={"description": "HF weights of the policy, for training"})
+    train_steps: int = field(default=2, metadata={"description": "GRPO optimizer steps"})
+    num_generations: int = field(default=4, metadata={"description": "GRPO group size"})
+    policy_server: str = field(default="none",
+                               metadata={"description": "none | embedded | vllm: who swaps"})
+    human_review: bool = field(default=False,
+                               metadata={"description": "Pause for a human to review admissions"})
+    price_per_mtok: tuple[float, float] = field(
+        default=(0.0, 0.0), metadata={"description": "USD per 1M prompt / completion tokens"})
+
+
+class FlywheelInput(TypedDict, total=False):
+    rounds: int
+
+
+class FlywheelState(TypedDict, total=False):
+    run_id: str
+    round: int
+    policy: dict[str, Any]
+    brief: dict[str, Any]
+    candidates: Annotated[list[dict[str, Any]], operator.add]
+    round_started: float
+    stage_seconds: dict[str, float]
+    training: dict[str, Any]
+    metrics: Annotated[list[dict[str, Any]], operator.add]
+
+
+class SlotTask(TypedDict):
+    slot: int
+    round: int
+    run_id: str
+    policy: dict[str, Any]
+    brief: dict[str, Any]
+
+
+def _ctx(runtime: Runtime[FlywheelContext]) -> FlywheelContext:
+    return runtime.context or FlywheelContext()
+
+
+def _run(ctx: FlywheelContext) -> RunDir:
+    return RunDir(Path(ctx.run_dir))
+
+
+def _role_model(ctx: FlywheelContext, policy: Policy, role: Literal["proposer", "solver"]) -> ModelConfig:
+    """Both roles use the shared policy unless this role is configured apart."""
+    model = ctx.proposer_model if role == "proposer" else ctx.solver_model
+    base_url = ctx.proposer_base_url if role == "proposer" else ctx.solver_base_url
+    override = ModelConfig(model=model, base_url=base_url, max_tokens=ctx.max_tokens) if model else None
+    return ModelConfig.for_policy(policy, override).model_copy(update={"max_tokens": ctx.max_tokens})
+
+
+def _timed(state: FlywheelState, stage: str, started: float) -> dict[str, float]:
+    seconds = dict(state.get("stage_seconds", {}))
+    seconds[stage] = round(seconds.get(stage, 0.0) + time.monotonic() - started, 2)
+    return seconds
+
+
+# -- nodes -------------------------------------------------------------------------------------
+async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
+    """Create the run folder and the initial pool (idempotent: a resumed run skips it)."""
+    ctx = _ctx(runtime)
+    run = _run(ctx)
+    manifest = await asyncio.to_thread(run.create, {k: v for k, v in vars(ctx).items()})
+    pool = Pool(run.pool)
+    seed = Path(ctx.seed_dir) if ctx.seed_dir else REPO_SEED
+    if not pool.entries() and seed.exists():
+        await asyncio.to_thread(pool.seed_from, seed)
+    RolloutStore(run.rollouts).close()  # creates the schema once
+    policy = state.get("policy") or Policy(model=ctx.policy_model, base_url=ctx.policy_base_url).model_dump()
+    return {"run_id": manifest.run_id, "round": state.get("round", 1), "policy": policy}
+
+
+async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
+    """A compact brief of the solver's experience for the proposers."""
+    ctx = _ctx(runtime)
+    started = time.monotonic()
+    run = _run(ctx)
+    from autoenvscaling.tools.brief import build_brief
+
+    brief = await asyncio.to_thread(
+        build_brief, run.rollouts, run.pool, solver_feedback=ctx.solver_feedback,
+        band=(ctx.band_low, ctx.band_high))
+    return {"brief": brief.model_dump(mode="json"), "round_started": time.time(),
+            "stage_seconds": {"inspect": round(time.monotonic() - started, 2)}}
+
+
+def propose(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> Command[Literal["propose_one", "review"]]:
+    """Fan out K proposers; each carries what it needs (Send state is per branch)."""
+    ctx = _ctx(runtime)
+    if ctx.proposals <= 0:
+        return Command(goto="review")
+    return Command(goto=[
+        Send("propose_one", SlotTask(slot=slot, round=state["round"],
+                                     run_id=state["run_id"], policy=state["policy"],
+                                     brief=state["brief"]))
+        for slot in range(ctx.proposals)
+    ])
+
+
+async def propose_one(task: SlotTask, runtime: Runtime[FlywheelContext]) -> Command[Literal["admit_one"]]:
+    """One proposer attempt in its own workspace: episodes and revisions against the gate's
+    checks (all but calibrate), recorded as a proposer rollout."""
+    from autoenvscaling.graphs.flywheel_roles import run_proposer
+
+    ctx = _ctx(runtime)
+    candidate = await run_proposer(ctx, _run(ctx), task, _role_model(ctx, Policy(**task["policy"]), "proposer"))
+    return Command(goto=Send("admit_one", {**task, "candidate": candidate}))
+
+
+async def admit_one(item: dict[str, Any], runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
+    """The validation gate on one final candidate; admitted tasks join the pool."""
+    from autoenvscaling.graphs.flywheel_roles import run_gate
+
+    ctx = _ctx(runtime)
+    run = _run(ctx)
+    record: CandidateRecord = await run_gate(ctx, run, item, _role_model(ctx, Policy(**item["policy"]), "solver"))
+    if record.admitted:
+        from autoenvscaling.tools.task_format import TaskFormatError, load_task
+
+        try:
+            task = load_task(Path(record.path))
+            category, difficulty = task.category or "", task.difficulty or ""
+        except TaskFormatError:
+            category = difficulty = ""
+        Pool(run.pool).add(Path(record.path), PoolEntry(
+            task_id=record.task_id, category=category, difficulty=difficulty, source="proposed",
+            admitted_round=item["round"]))
+    return {"candidates": [record.model_dump(mode="json")]}
+
+
+async def review(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
+    """Optional human review: pause with this round's admissions; the reply lists vetoed task ids."""
+    ctx = _ctx(runtime)
+    # Proposing and admitting run as parallel branches; their wall time is measured here.
+    seconds = dict(state.get("stage_seconds", {}))
+    seconds["propose_admit"] = round(time.time() - state.get("round_started", time.time())
+                                     - seconds.get("inspect", 0.0), 2)
+    if not ctx.human_review:
+        return {"stage_seconds": seconds}
+    admitted = [c for c in state.get("candidates", []) if c["round"] == state["round"] and c["admitted"]]
+    if not admitted:
+        return {"stage_seconds": seconds}
+    vetoed = interrupt({"round": state["round"], "admitted": [
+        {"task_id": c["task_id"], "path": c["path"]} for c in admitted],
+        "resume_with": "a list of task ids to veto (empty list keeps all)"})
+    pool = Pool(_run(ctx).pool)
+    for task_id in vetoed or []:
+        if any(e.task_id == task_id for e in pool.entries("active")):
+            pool.retire(task_id, state["round"], "vetoed by human review")
+    return {"stage_seconds": seconds}
+
+
+async def train(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
+    """Train the shared policy on this round's admitted tasks plus replay; swap it in for both roles."""
+    from autoenvscaling.graphs.flywheel_roles import run_training
+
+    ctx = _ctx(runtime)
+    started = time.monotonic()
+    summary, policy = await run_training(ctx, _run(ctx), state)
+    update: dict[str, Any] = {"training": summary, "stage_seconds": _timed(state, "train", started)}
+    if policy is not None:
+        update["policy"] = policy
+    return update
+
+
+async def refresh(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> Command[Literal["inspect", "__end__"]]:
+    """The current policy re-measures the pool; tasks out of the band retire; the round is reported."""
+    ctx = _ctx(runtime)
+    started = time.monotonic()
+    run = _run(ctx)
+    pool = Pool(run.pool)
+    policy = Policy(**state["policy"])
+    round_ = state["round"]
+    entries = pool.entries("active")
+    if ctx.refresh_limit:
+        entries = entries[: ctx.refresh_limit]
+    settings = SolverSettings(
+        model=_role_model(ctx, policy, "solver"), budget=LoopBudget(max_turns=ctx.solver_max_turns),
+        store_path=str(run.rollouts), run_id=state["run_id"], round=round_,
+        policy_version=policy.version, tags={"purpose": "refresh"})
+    gate = asyncio.Semaphore(ctx.concurrency)
+
+    async def attempt(path: Path, sample: int, tags: dict[str, str]) -> float:
+        async with gate:
+            result = await solve_task(path, settings.model_copy(update={"tags": tags}),
+                                      sample=sample, backend=ctx.backend,  # type: ignore[arg-type]
+                                      trials_dir=run.trials)
+        return result.reward or 0.0
+
+    notes: list[str] = []
+    for entry in entries:
+        rewards = await asyncio.gather(*(attempt(pool.path(entry.task_id), i, {"purpose": "refresh"})
+                                         for i in range(ctx.refresh_attempts)))
+        updated = pool.record_eval(entry.task_id, round_, list(rewards))
+        mean = updated.last_mean or 0.0
+        if not ctx.band_low <= mean <= ctx.band_high:
+            pool.retire(entry.task_id, round_, f"solver mean reward {mean:.2f} left the band "
+                        f"[{ctx.band_low}, {ctx.band_high}]")
+    if ctx.heldout_dir and Path(ctx.heldout_dir).exists():
+        heldout = sorted(p for p in Path(ctx.heldout_dir).iterdir() if (p / "task.toml").exists())
+        await asyncio.gather(*(attempt(p, 0, {"purpose": "heldout"}) for p in heldout))
+    stage_seconds = _timed(state, "refresh", started)
+    stage_seconds["round_total"] = round(time.time() - state.get("round_started", time.time()), 2)
+    training = state.get("training", {})
+    if not ctx.train:
+        notes.append("training was skipped (train=false): the policy is unchanged")
+    records = [CandidateRecord(**c) for c in state.get("candidates", []) if c["round"] == round_]
+    metrics = round_metrics(
+        round_, records, run.rollouts, pool, state["run_id"],
+        prices=PriceTable(prices={_role_model(ctx, policy, "proposer").model: ctx.price_per_mtok}),
+        proposer_model=_role_model(ctx, policy, "proposer").model, training=training,
+        stage_seconds=stage_seconds, policy=f"{policy.model} ({policy.version})")
+    metrics.notes += notes
+    history = [m for m in load_history(run.reports) if m.round != round_] + [metrics]
+    save_history(run.reports, history)
+    embedded = ctx.policy_server == "embedded"
+    (run.reports / f"round-{round_:02d}.md").write_text(round_markdown(metrics, embedded=embedded))
+    update = {"metrics": [metrics.model_dump(mode="json")], "round": round_ + 1,
+              "stage_seconds": {}, "training": {}}
+    if round_ >= ctx.rounds:
+        return Command(goto=END, update=update)
+    return Command(goto="inspect", update=update)
+
+
+def build_flywheel(checkpointer: Any = None, store: Any = None, *, name: str = "flywheel") -> Any:
+    """The flywheel graph; pass a checkpointer for durable runs (the CLI uses SQLite)."""
+    builder = StateGraph(FlywheelState, input_schema=FlywheelInput, context_schema=FlywheelContext)
+    builder.add_node("setup", setup)
+    builder.add_node("inspect", inspect)
+    builder.add_node("propose", propose)
+    builder.add_node("propose_one", propose_one)
+    builder.add_node("admit_one", admit_one)
+    # Deferred: waits until every proposer branch (with its revisions) has finished.
+    builder.add_node("review", review, defer=True)
+    builder.add_node("train", train)
+    builder.add_node("refresh", refresh)
+    builder.add_edge(START, "setup")
+    builder.add_edge("setup", "inspect")
+    builder.add_edge("inspect", "propose")
+    builder.add_edge("admit_one", "review")
+    builder.add_edge("review", "train")
+    builder.add_edge("train", "refresh")
+    return builder.compile(checkpointer=checkpointer, store=store, name=name)
+
+
+graph = build_flywheel()

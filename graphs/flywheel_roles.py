@@ -1,0 +1,225 @@
+"""Glue between the flywheel's nodes and the roles they run: proposer, gate, trainer, policy server.
+
+Kept apart from graphs/flywheel.py so the graph file shows only the loop; each function here turns
+the flywheel's configuration into one call of a role and its result into flywheel records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autoenvscaling.graphs.models import ModelConfig, Policy
+from autoenvscaling.tools.metrics import CandidateRecord
+from autoenvscaling.tools.pool import Pool
+from autoenvscaling.tools.run_dir import RunDir
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from autoenvscaling.graphs.flywheel import FlywheelContext, SlotTask
+    from autoenvscaling.training.policy import PolicyServer
+
+# Live policy servers of this process, by kind: they are processes, not graph state.
+_SERVERS: dict[str, Any] = {}
+
+
+# -- policy serving ------------------------------------------------------------------------------
+async def embedded_defaults(console: Console | None = None) -> dict[str, Any]:
+    """Set up (once per machine) and start the embedded policy; returns flywheel context values."""
+    from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
+    from autoenvscaling.training.embedded_setup import ensure_embedded_assets
+
+    if console:
+        console.print("embedded policy: setting up (first time only) and starting the server...")
+    assets = await asyncio.to_thread(ensure_embedded_assets)
+    if console:
+        console.print(f"  {assets.summary()}")
+    server = _SERVERS.get("embedded")
+    if server is None:
+        server = EmbeddedLlamaServer(model_path=assets.model_path)
+        ref = await asyncio.to_thread(server.start)
+        _SERVERS["embedded"] = server
+    else:
+        ref = server.current()
+    values: dict[str, Any] = {"policy_model": f"openai:{ref.model}", "policy_base_url": ref.base_url,
+                              "policy_server": "embedded"}
+    try:
+        from autoenvscaling.training.embedded_setup import ensure_hf_base_model
+
+        values["base_model"] = str(await asyncio.to_thread(ensure_hf_base_model, assets))
+    except ImportError:  # no converter: the run says training had no weights to start from
+        pass
+    if console:
+        console.print(f"  serving {ref.model} at {ref.base_url}")
+    return values
+
+
+def _policy_server(ctx: FlywheelContext) -> PolicyServer | None:
+    if ctx.policy_server == "embedded":
+        return _SERVERS.get("embedded")
+    if ctx.policy_server == "vllm" and ctx.policy_base_url:
+        from autoenvscaling.training.vllm_server import VLLMPolicyServer
+
+        return VLLMPolicyServer(base_url=ctx.policy_base_url, base_model=ctx.base_model or "")
+    return None
+
+
+async def shutdown_servers() -> None:
+    for kind in list(_SERVERS):
+        server = _SERVERS.pop(kind)
+        await asyncio.to_thread(server.stop)
+
+
+# -- training ------------------------------------------------------------------------------------
+async def run_training(
+    ctx: FlywheelContext, run: RunDir, state: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Train on the round's admitted + replay tasks; returns (summary, new policy or None)."""
+    if not ctx.train:
+        return {"reason": "training skipped (train=false); the policy is unchanged"}, None
+    round_ = state["round"]
+    pool = Pool(run.pool)
+    admitted = [c["task_id"] for c in state.get("candidates", [])
+                if c["round"] == round_ and c["admitted"]]
+    active = [e.task_id for e in pool.entries("active")]
+    replay = [t for t in active if t not in admitted]
+    if not admitted and not replay:
+        return {"reason": "no admitted or in-band pool tasks to train on; the policy is unchanged"}, None
+    if not ctx.base_model:
+        return {"reason": "no base_model (HF weights of the policy) configured: training needs "
+                          "the policy's weights; the policy is unchanged"}, None
+    from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainJob
+    from autoenvscaling.training.checkpoints import CheckpointRegistry
+    from autoenvscaling.training.trl_grpo import TRLGRPOBackend
+
+    registry = CheckpointRegistry(run.checkpoints)
+    policy = Policy(**state["policy"])
+    job = TrainJob(
+        job_id=f"{state['run_id']}-r{round_:02d}", base_model=ctx.base_model,
+        parent=registry.get(policy.checkpoint_id) if policy.checkpoint_id else None,
+        task_dirs=[pool.path(t) for t in admitted], replay_task_dirs=[pool.path(t) for t in replay],
+        hyper=TrainHyperParams(steps=ctx.train_steps, num_generations=ctx.num_generations,
+                               tasks_per_step=min(2, max(1, len(admitted) + len(replay)))),
+        work_dir=run.root / "train" / f"r{round_:02d}", sandbox_backend=ctx.backend,  # type: ignore[arg-type]
+    )
+    try:
+        result = await TRLGRPOBackend(registry).train(job)
+    except TrainingError as exc:
+        return {"error": str(exc)[-1500:], "reason": "training failed; the policy is unchanged"}, None
+    summary: dict[str, Any] = {
+        "steps": result.steps_done, "groups": result.groups_total,
+        "groups_without_reward_variance": result.groups_dropped_no_variance,
+        "seconds": round(result.duration_sec, 1),
+        **{k: v for k, v in result.metrics.items() if isinstance(v, int | float | str)},
+    }
+    if result.checkpoint is None:
+        summary["reason"] = result.reason or "no checkpoint published; the policy is unchanged"
+        return summary, None
+    checkpoint = result.checkpoint
+    summary["checkpoint"] = checkpoint.id
+    run.add_lineage({"round": round_, "checkpoint": checkpoint.id, "parent": checkpoint.parent_id,
+                     "base_model": checkpoint.base_model, "kind": checkpoint.kind})
+    server = _policy_server(ctx)
+    if server is None:
+        summary["reason"] = ("checkpoint published but no policy server swaps it in "
+                             "(policy_server=none); both roles keep the served model")
+        return summary, None
+    from autoenvscaling.training.policy import PolicySwapError
+
+    try:
+        ref = await server.activate(checkpoint)
+    except PolicySwapError as exc:
+        summary["reason"] = f"swap failed, the previous policy stays: {exc}"
+        return summary, None
+    summary["served_as"] = ref.model
+    new = Policy(model=f"openai:{ref.model}", base_url=ref.base_url, checkpoint_id=checkpoint.id,
+                 version=checkpoint.id)
+    return summary, new.model_dump()
+
+
+# -- proposer and gate ---------------------------------------------------------------------------
+# The proposer repairs against every stage but calibrate (it cannot calibrate against itself);
+# admission re-checks what can change between candidates (calibrate with the current solver, dedup
+# against a pool other slots may just have grown) on the submitted, now frozen folder.
+PROPOSER_CHECKED = ("lint", "build", "oracle", "nop", "repeat", "anti_cheat", "decontam")
+
+
+def _gate(ctx: FlywheelContext, run: RunDir, solver: ModelConfig | None) -> Any:
+    from autoenvscaling.graphs.proposer import gate_config
+
+    return gate_config(
+        backend=ctx.backend, pool_dir=run.pool, solver=solver if ctx.calibrate else None,
+        solver_max_turns=ctx.solver_max_turns, band=(ctx.band_low, ctx.band_high),
+        calibration_rollouts=ctx.calibration_rollouts, trials_dir=run.trials,
+        heldout_dirs=[Path(d) for d in ctx.decontam_dirs])
+
+
+async def run_proposer(ctx: FlywheelContext, run: RunDir, task: SlotTask,
+                       model: ModelConfig) -> dict[str, Any]:
+    """One proposer attempt (episodes + revisions against the gate minus calibrate)."""
+    from autoenvscaling.graphs.agent_loop import LoopBudget
+    from autoenvscaling.graphs.proposer import ProposerSettings, propose
+    from autoenvscaling.tools.brief import ProposerBrief
+
+    policy = Policy(**task["policy"])
+    settings = ProposerSettings(
+        model=model, arm=ctx.arm, solver_feedback=ctx.solver_feedback,  # type: ignore[arg-type]
+        budget=LoopBudget(max_turns=ctx.proposer_max_turns, time_budget_sec=900),
+        max_revisions=ctx.max_revisions, gate=_gate(ctx, run, None),
+        store_path=str(run.rollouts), run_id=task["run_id"], round=task["round"],
+        policy_version=policy.version)
+    result = await propose(ProposerBrief.model_validate(task["brief"]), settings,
+                           out_dir=run.candidates(task["round"]), index=task["slot"])
+    return result.model_dump(mode="json")
+
+
+async def run_gate(ctx: FlywheelContext, run: RunDir, item: dict[str, Any],
+                   solver_model: ModelConfig) -> CandidateRecord:
+    """Admission of one proposal: the validation subgraph on the final candidate."""
+    from autoenvscaling.graphs.validation import build_validation_graph
+    from autoenvscaling.tools.gate import Verdict
+    from autoenvscaling.tools.rollout_store import RolloutStore
+
+    proposal = item["candidate"]
+    candidate = Path(proposal["candidate"])
+    record = CandidateRecord(
+        round=item["round"], slot=item["slot"], revision=proposal.get("revisions", 0),
+        path=str(candidate), task_id=f"r{item['round']:02d}-{candidate.name}",
+        attempt_id=proposal["attempt_id"], arm=proposal["arm"],
+        prompt_tokens=proposal.get("prompt_tokens", 0),
+        completion_tokens=proposal.get("completion_tokens", 0))
+    last = Verdict.model_validate(proposal["verdict"]) if proposal.get("verdict") else None
+    if last is None or not last.admitted:
+        # Rejected while proposing (or never submitted): that verdict stands.
+        verdict = last
+        reason = (last.reason if last else proposal.get("error") or
+                  f"no candidate submitted ({proposal.get('stop_reason')})")
+        record = record.model_copy(update={
+            "stage": last.stage if last else None, "reason": reason,
+            "proposer_reward": proposal.get("reward") if proposal.get("reward") is not None else -1.0,
+            "infrastructure_error": bool(last and last.infrastructure_error)
+            or proposal.get("outcome") == "error" and last is None,
+        })
+    else:
+        gate = _gate(ctx, run, solver_model).with_skip(*PROPOSER_CHECKED)
+        state = await build_validation_graph().ainvoke({"task": str(candidate)}, context=gate)
+        verdict = Verdict.model_validate(state["verdict"])
+        record = record.model_copy(update={
+            "admitted": verdict.admitted, "stage": verdict.stage, "reason": verdict.reason,
+            "proposer_reward": verdict.proposer_reward if verdict.proposer_reward is not None else 0.0,
+            "infrastructure_error": verdict.infrastructure_error,
+            "stage_seconds": verdict.timings})
+        # The proposer's rollout earns the admission's reward, not the pre-check's.
+        with RolloutStore(run.rollouts) as store:
+            store.finish_attempt(record.attempt_id, reward=verdict.proposer_reward,
+                                 outcome="solved" if verdict.admitted else "failed",
+                                 metadata={"admission": verdict.summary()})
+    if verdict is not None:
+        (candidate.parent / f"{candidate.name}.verdict.json").write_text(
+            verdict.model_dump_json(indent=2))
+    return record
+
+
+__all__ = ["embedded_defaults", "run_gate", "run_proposer", "run_training", "shutdown_servers"]

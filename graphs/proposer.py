@@ -1,0 +1,478 @@
+"""The proposer role: an agent that writes a Harbor task, proves it runs and submits it to the gate.
+
+Three generation arms, as configuration (the paper's comparison):
+- `terminal`: a tool loop in its own workspace sandbox with the task folder bound in, over MCP
+  tools only — terminal, filesystem (the folder on the host), rollout reader, and the gate's
+  `check` / `submit`. It ends at `submit` or at its budget.
+- `error_feedback`: no tools; the model writes every file in one reply (`<file path>` blocks),
+  then reads the gate's rejection and rewrites.
+- `prompt_only`: one reply, no feedback.
+After a submission the full gate (`tools.gate.validate_task`, with calibration when a solver is
+configured) decides; a rejection opens a revision with the gate's stage, reason and excerpt in
+context, up to `max_revisions`. `solver_feedback=False` removes the rollout evidence from the brief
+(and the rollout reader from the tools). Each attempt is one rollout (role "proposer") whose reward
+is the gate's proposer reward: +1 admitted, -0.25 failed calibration, -1 rejected or unsubmitted.
+
+    autoenvscaling propose --n 2 --model openai:policy --base-url http://localhost:8000/v1
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import shutil
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langchain_core.tools import BaseTool
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+from pydantic import BaseModel, Field
+
+from autoenvscaling.graphs.agent_loop import LoopBudget, build_agent_loop, steps_from_messages
+from autoenvscaling.graphs.mcp_tools import open_mcp_tools
+from autoenvscaling.graphs.models import ModelConfig, load_chat_model
+from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
+from autoenvscaling.mcp_servers.gate import build_gate_server
+from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
+from autoenvscaling.mcp_servers.terminal import ShellOpener, build_terminal_server
+from autoenvscaling.prompts import load_prompt
+from autoenvscaling.tools.brief import (
+    ProposerBrief,
+    ReplyFormatError,
+    build_brief,
+    parse_file_blocks,
+)
+from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, GateConfig, Verdict, validate_task
+from autoenvscaling.tools.rollout_store import (
+    Attempt,
+    Outcome,
+    RolloutStore,
+    new_attempt_id,
+    stable_attempt_id,
+)
+from autoenvscaling.tools.sandbox import PersistentShell, SandboxLimits
+from autoenvscaling.tools.task_format import TaskFormatError, load_task, write_task
+
+Arm = Literal["terminal", "error_feedback", "prompt_only"]
+ARMS: tuple[Arm, ...] = ("terminal", "error_feedback", "prompt_only")
+TASK_MOUNT = "/workspace/task"
+"""Where the candidate folder appears inside the proposer's workspace sandbox."""
+
+
+class ProposerSettings(BaseModel):
+    """Everything one proposer attempt needs."""
+
+    model: ModelConfig = Field(
+        default_factory=lambda: ModelConfig(max_tokens=8192),
+        description="The proposer's model; one-reply arms need room for a whole task per reply.")
+    arm: Arm = "terminal"
+    solver_feedback: bool = Field(True, description="False: no rollout evidence in the brief.")
+    budget: LoopBudget = Field(
+        default_factory=lambda: LoopBudget(max_turns=40, max_total_tokens=400_000,
+                                           time_budget_sec=1800),
+        description="Per episode (the first submission and each revision).")
+    max_revisions: int = Field(2, ge=0, description="Revisions after a rejection.")
+    gate: GateConfig = Field(
+        default_factory=GateConfig,
+        description="The full gate after submit; `check` runs the same minus calibrate. "
+        "calibrate runs only when gate.solver is set.")
+    store_path: str | None = Field(None, description="Rollout store; None records nothing")
+    run_id: str = ""
+    round: int = 0
+    policy_version: str = "base"
+    attempt_id: str | None = None
+    workspace_limits: SandboxLimits = Field(
+        default_factory=lambda: SandboxLimits(memory_mb=2048, pids=512))
+
+
+class GateRun(BaseModel):
+    """One verdict of the attempt, compact (the last one is in `ProposalResult.verdict`)."""
+
+    revision: int
+    admitted: bool
+    stage: str | None
+    reason: str
+    proposer_reward: float | None
+
+
+class ProposalResult(BaseModel):
+    attempt_id: str
+    candidate: str = Field(description="The candidate task folder.")
+    arm: Arm
+    solver_feedback: bool
+    admitted: bool = False
+    reward: float | None = Field(description="The gate's proposer reward; None on an error.")
+    outcome: Outcome
+    revisions: int = Field(0, description="Revisions used after the first rejection.")
+    verdict: Verdict | None = Field(None, description="The last full-gate verdict.")
+    gates: list[GateRun] = Field(default_factory=list)
+    submitted: bool = False
+    stop_reason: str | None = None
+    error: str | None = None
+    turns: int = 0
+    tool_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duration_sec: float = 0.0
+
+
+class _Episode(BaseModel):
+    stop_reason: str | None = None
+    error: str | None = None
+    format_error: str | None = None
+    turns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def submitted(self) -> bool:
+        return self.stop_reason == "submitted"
+
+
+# -- prompts ---------------------------------------------------------------------------------------
+
+
+def system_prompt(arm: Arm, band: tuple[float, float]) -> str:
+    rules = load_prompt("proposer_rules").format(band_low=f"{band[0]:g}", band_high=f"{band[1]:g}")
+    return load_prompt(f"proposer_{arm}").format(
+        rules=rules, files_format=load_prompt("proposer_files_format"))
+
+
+def brief_prompt(brief: ProposerBrief) -> str:
+    sections = brief.sections()
+    evidence = ""
+    if brief.solver_feedback:
+        evidence = load_prompt("proposer_evidence").format(
+            policy_version=brief.policy_version or "current", **sections)
+    return load_prompt("proposer_brief").format(
+        round=brief.round, pool_size=brief.pool_size, pool=sections["pool"], evidence=evidence,
+        examples=sections["examples"] or "(none)")
+
+
+def revision_prompt(arm: Arm, verdict: Verdict, revision: int, max_revisions: int) -> str:
+    name = "proposer_revision" if arm == "terminal" else "proposer_revision_files"
+    return load_prompt(name).format(
+        revision=revision, max_revisions=max_revisions, stage=verdict.stage or "-",
+        reason=verdict.reason, excerpt=verdict.excerpt.strip() or "(no output)")
+
+
+# -- tools -----------------------------------------------------------------------------------------
+
+
+def workspace_with_task(candidate: Path, limits: SandboxLimits) -> ShellOpener:
+    """A workspace sandbox per MCP session with the candidate folder bound in at TASK_MOUNT."""
+
+    @asynccontextmanager
+    async def open_shell() -> AsyncIterator[PersistentShell]:
+        from autoenvscaling.tools.sandbox.bwrap import start_workspace
+
+        sandbox = await start_workspace(limits=limits, workdir=TASK_MOUNT,
+                                        binds=[(candidate, TASK_MOUNT)])
+        async with sandbox:
+            yield await sandbox.open_shell()
+
+    return open_shell
+
+
+@asynccontextmanager
+async def proposer_tools(
+    settings: ProposerSettings, candidate: Path
+) -> AsyncIterator[list[BaseTool]]:
+    """The terminal arm's MCP tools; the sandbox starts on the first terminal command."""
+    servers = {
+        "terminal": build_terminal_server(
+            workspace_with_task(candidate, settings.workspace_limits)),
+        "filesystem": build_filesystem_server(candidate),
+        "gate": build_gate_server(candidate, settings.gate),
+    }
+    if settings.solver_feedback and settings.store_path and Path(settings.store_path).exists():
+        servers["rollouts"] = build_rollouts_server(settings.store_path)
+    async with open_mcp_tools(servers) as tools:
+        yield tools
+
+
+# -- episodes --------------------------------------------------------------------------------------
+
+
+def _format_verdict(candidate: Path, problem: str) -> Verdict:
+    """A reply that is not a task folder: rejected like a lint failure, with the reason why."""
+    return Verdict(
+        task=str(candidate), task_name=candidate.name, admitted=False, stage="lint",
+        reason=f"the reply could not be turned into task files: {problem}",
+        proposer_reward=REWARD_VALIDATION_FAILED)
+
+
+class _Conversation:
+    """The attempt's messages and timings across episodes (revisions keep the whole context)."""
+
+    def __init__(self) -> None:
+        self.messages: list[AnyMessage] = []
+        self.tool_seconds: dict[str, float] = {}
+
+    def start(self, system: str, brief: str) -> None:
+        self.messages = [SystemMessage(system), HumanMessage(brief)]
+
+    async def run(self, loop: Any, budget: LoopBudget, *, nudge: bool) -> _Episode:
+        """One episode: the loop until a stop tool, the budget or an error. With `nudge`, a reply
+        without a tool call is answered with a reminder to submit (it still costs budget)."""
+        state: dict[str, Any] = {"messages": self.messages, "started_at": time.monotonic(),
+                                 "turns": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        while True:
+            state = await loop.ainvoke(state, {"recursion_limit": 4 * budget.max_turns + 10})
+            self.tool_seconds.update(state.get("tool_seconds", {}))
+            if not (nudge and state.get("stop_reason") == "done"):
+                break
+            state["messages"] = [*state["messages"], HumanMessage(load_prompt("proposer_continue"))]
+            state["stop_reason"] = None
+        self.messages = list(state["messages"])
+        return _Episode(stop_reason=state.get("stop_reason"), error=state.get("error"),
+                        turns=state.get("turns", 0), prompt_tokens=state.get("prompt_tokens", 0),
+                        completion_tokens=state.get("completion_tokens", 0))
+
+
+def _write_reply(reply: AIMessage | None, candidate: Path) -> str | None:
+    """Write a one-reply arm's files into `candidate`; the parse problem, if it is not a task."""
+    text = reply.text if reply is not None else ""
+    try:
+        spec = parse_file_blocks(text)
+    except ValueError as exc:  # ReplyFormatError, or a TaskSpec field the model got wrong
+        return str(exc) if isinstance(exc, ReplyFormatError) else f"{type(exc).__name__}: {exc}"
+    try:
+        write_task(spec, candidate, overwrite=True)
+    except TaskFormatError:
+        pass  # the files are written; the gate's lint stage names the problem
+    return None
+
+
+async def _episodes(settings: ProposerSettings, candidate: Path, conversation: _Conversation,
+                    tools: list[BaseTool], result: ProposalResult) -> None:
+    """Episodes and gate runs until admitted, out of revisions, unsubmitted or errored."""
+    model = load_chat_model(settings.model)
+    terminal = settings.arm == "terminal"
+    budget = settings.budget if terminal else settings.budget.model_copy(update={"max_turns": 1})
+    loop = build_agent_loop(model, tools, budget, name="proposer")
+    for revision in range(settings.max_revisions + 1):
+        if revision:
+            assert result.verdict is not None
+            conversation.messages.append(HumanMessage(revision_prompt(
+                settings.arm, result.verdict, revision, settings.max_revisions)))
+            result.revisions = revision
+        episode = await conversation.run(loop, budget, nudge=terminal)
+        result.turns += episode.turns
+        result.prompt_tokens += episode.prompt_tokens
+        result.completion_tokens += episode.completion_tokens
+        result.stop_reason = episode.stop_reason
+        if episode.stop_reason == "error":
+            result.outcome, result.reward, result.error = "error", None, episode.error
+            return
+        if terminal and not episode.submitted:  # ran out of budget without submitting
+            result.outcome = "timeout" if episode.stop_reason == "time_budget" else "failed"
+            result.reward = REWARD_VALIDATION_FAILED
+            result.error = f"never submitted: stopped at {episode.stop_reason}"
+            return
+        result.submitted = True
+        problem = None if terminal else _write_reply(_last_reply(conversation.messages), candidate)
+        verdict = (_format_verdict(candidate, problem) if problem is not None
+                   else await validate_task(candidate, settings.gate, skip=()))
+        result.verdict = verdict
+        result.gates.append(GateRun(revision=revision, admitted=verdict.admitted,
+                                    stage=verdict.stage, reason=verdict.reason,
+                                    proposer_reward=verdict.proposer_reward))
+        result.admitted, result.reward = verdict.admitted, verdict.proposer_reward
+        if verdict.infrastructure_error:
+            result.outcome, result.error = "error", verdict.reason
+            return
+        result.outcome = "solved" if verdict.admitted else "failed"
+        if verdict.admitted or settings.arm == "prompt_only":
+            return
+
+
+def _last_reply(messages: list[AnyMessage]) -> AIMessage | None:
+    return next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+
+
+# -- one attempt, recorded -------------------------------------------------------------------------
+
+
+def attempt_id_for(settings: ProposerSettings, index: int) -> str:
+    if settings.attempt_id:
+        return settings.attempt_id
+    if not settings.run_id:
+        return new_attempt_id()
+    return stable_attempt_id(settings.run_id, settings.round, "proposer", settings.arm,
+                             settings.solver_feedback, settings.policy_version, index)
+
+
+async def propose(brief: ProposerBrief, settings: ProposerSettings, *, out_dir: Path | str,
+                  index: int = 0) -> ProposalResult:
+    """One proposer attempt: write a task into a fresh candidate folder under `out_dir`, submit
+    it, revise after rejections; recorded as a rollout. Never raises: failures are outcomes."""
+    started = time.monotonic()
+    attempt_id = attempt_id_for(settings, index)
+    candidate = Path(out_dir).resolve() / f"cand-{attempt_id[:12]}"
+    if not settings.solver_feedback:
+        brief = brief.without_feedback()
+    result = ProposalResult(attempt_id=attempt_id, candidate=str(candidate), arm=settings.arm,
+                            solver_feedback=settings.solver_feedback, reward=None, outcome="error")
+    started_at = datetime.now(UTC)
+    conversation = _Conversation()
+    try:
+        conversation.start(system_prompt(settings.arm, settings.gate.band), brief_prompt(brief))
+        shutil.rmtree(candidate, ignore_errors=True)  # a resumed attempt starts clean
+        candidate.mkdir(parents=True)
+        if settings.arm == "terminal":
+            async with proposer_tools(settings, candidate) as tools:
+                await _episodes(settings, candidate, conversation, tools, result)
+        else:
+            await _episodes(settings, candidate, conversation, [], result)
+    except Exception as exc:  # noqa: BLE001 - an attempt's failure is its outcome, not a crash
+        result.outcome, result.reward = "error", None
+        result.error = f"{type(exc).__name__}: {exc}"
+    steps = steps_from_messages(conversation.messages, conversation.tool_seconds)
+    result.tool_calls = sum(1 for s in steps if s.tool_name)
+    result.duration_sec = round(time.monotonic() - started, 3)
+    if settings.store_path:
+        try:
+            with RolloutStore(settings.store_path) as store:
+                store.record_attempt(_attempt_row(settings, result, index, started_at), steps)
+        except Exception as exc:  # noqa: BLE001 - the result still reaches the caller
+            result.error = f"{result.error or ''}; not recorded: {type(exc).__name__}: {exc}"
+    return result
+
+
+def _attempt_row(settings: ProposerSettings, result: ProposalResult, index: int,
+                 started_at: datetime) -> Attempt:
+    """The attempt as one row, written once at the end (its category is only known then)."""
+    try:
+        category = load_task(result.candidate).category or ""
+    except TaskFormatError:
+        category = ""
+    return Attempt(
+        id=result.attempt_id, run_id=settings.run_id, round=settings.round, role="proposer",
+        task_id=Path(result.candidate).name, category=category,
+        policy_version=settings.policy_version, reward=result.reward, outcome=result.outcome,
+        turns=result.turns, prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens, duration_sec=result.duration_sec,
+        error=result.error, started_at=started_at, finished_at=datetime.now(UTC),
+        metadata={"arm": result.arm, "solver_feedback": result.solver_feedback, "index": index,
+                  "candidate": result.candidate, "revisions": result.revisions,
+                  "submitted": result.submitted, "stop_reason": result.stop_reason,
+                  "admitted": result.admitted, "tool_calls": result.tool_calls,
+                  "stage": result.verdict.stage if result.verdict else None,
+                  "reason": result.verdict.reason if result.verdict else None,
+                  "gates": [g.model_dump() for g in result.gates], "model": settings.model.model})
+
+
+# -- the Studio / langgraph.json face: K proposers fanned out with Send ----------------------------
+
+
+def gate_config(*, backend: str = "bwrap", pool_dir: Path | str | None = None,
+                solver: ModelConfig | None = None, solver_max_turns: int = 20,
+                band: tuple[float, float] = (0.25, 0.75), **more: Any) -> GateConfig:
+    """The gate a proposer faces; `solver` (a model) turns on calibration with our solver agent."""
+    from autoenvscaling.graphs.solver import SOLVER_AGENT, SolverSettings
+
+    kwargs: dict[str, Any] = {"backend": backend, "band": band,
+                              "pool_dir": Path(pool_dir) if pool_dir else None, **more}
+    if solver is not None:
+        settings = SolverSettings(model=solver, budget=LoopBudget(max_turns=solver_max_turns))
+        kwargs |= {"solver": SOLVER_AGENT,
+                   "solver_kwargs": {"settings": settings.model_dump(mode="json")}}
+    return GateConfig(**kwargs)
+
+
+@dataclass(kw_only=True)
+class ProposerContext:
+    """What Studio's form shows for the proposer graph."""
+
+    model: str = field(default="openai:policy", metadata={"description": "init_chat_model string"})
+    base_url: str | None = field(default=None,
+                                 metadata={"description": "OpenAI-compatible endpoint"})
+    arm: str = field(default="terminal",
+                     metadata={"description": "terminal | error_feedback | prompt_only"})
+    solver_feedback: bool = field(default=True,
+                                  metadata={"description": "Show the solver's rollouts"})
+    max_turns: int = field(default=40, metadata={"description": "Model calls per episode"})
+    time_budget_sec: float = field(default=1800, metadata={"description": "Wall time per episode"})
+    max_tokens: int = field(default=8192, metadata={"description": "Cap on one model reply"})
+    max_revisions: int = field(default=2, metadata={"description": "Revisions after a rejection"})
+    pool_dir: str = field(default="tasks/seed",
+                          metadata={"description": "The task pool (examples, dedup)"})
+    out_dir: str = field(default="candidates",
+                         metadata={"description": "Candidate folders go here"})
+    store_path: str | None = field(default=None, metadata={"description": "Rollout store (SQLite)"})
+    backend: str = field(default="bwrap", metadata={"description": "Gate backend: bwrap | docker"})
+    calibrate: bool = field(default=False,
+                            metadata={"description": "Calibrate against the solver (same model)"})
+    policy_version: str = field(default="base", metadata={"description": "Recorded with rollouts"})
+
+
+class ProposeInput(TypedDict):
+    n: int
+
+
+class ProposeState(ProposeInput, total=False):
+    briefs: list[dict[str, Any]]
+    results: Annotated[list[dict[str, Any]], operator.add]
+
+
+class _Slot(TypedDict):
+    index: int
+    brief: dict[str, Any]
+
+
+def _settings_from(ctx: ProposerContext) -> ProposerSettings:
+    model = ModelConfig(model=ctx.model, base_url=ctx.base_url, max_tokens=ctx.max_tokens)
+    return ProposerSettings(
+        model=model, arm=ctx.arm,  # type: ignore[arg-type]  # validated by pydantic
+        solver_feedback=ctx.solver_feedback, max_revisions=ctx.max_revisions,
+        budget=LoopBudget(max_turns=ctx.max_turns, time_budget_sec=ctx.time_budget_sec,
+                          max_total_tokens=400_000),
+        gate=gate_config(backend=ctx.backend, pool_dir=ctx.pool_dir,
+                         solver=model if ctx.calibrate else None),
+        store_path=ctx.store_path, policy_version=ctx.policy_version, run_id="")
+
+
+async def _inspect(state: ProposeState, runtime: Runtime[ProposerContext]) -> dict[str, Any]:
+    ctx = runtime.context or ProposerContext()
+    store = RolloutStore(ctx.store_path) if ctx.store_path else None
+    try:
+        briefs = [await asyncio.to_thread(build_brief, store, ctx.pool_dir, variant=i,
+                                          solver_feedback=ctx.solver_feedback)
+                  for i in range(max(1, state.get("n", 1)))]
+    finally:
+        if store is not None:
+            store.close()
+    return {"briefs": [b.model_dump(mode="json") for b in briefs]}
+
+
+def _fan_out(state: ProposeState) -> list[Send]:
+    return [Send("propose_one", _Slot(index=i, brief=b)) for i, b in enumerate(state["briefs"])]
+
+
+async def _propose_one(slot: _Slot, runtime: Runtime[ProposerContext]) -> dict[str, Any]:
+    ctx = runtime.context or ProposerContext()
+    result = await propose(ProposerBrief.model_validate(slot["brief"]), _settings_from(ctx),
+                           out_dir=ctx.out_dir, index=slot["index"])
+    return {"results": [result.model_dump(mode="json", exclude={"verdict"})]}
+
+
+def build_proposer_graph() -> Any:
+    builder = StateGraph(ProposeState, input_schema=ProposeInput, context_schema=ProposerContext)
+    builder.add_node("inspect", _inspect)
+    builder.add_node("propose_one", _propose_one)
+    builder.add_edge(START, "inspect")
+    builder.add_conditional_edges("inspect", _fan_out, ["propose_one"])
+    builder.add_edge("propose_one", END)
+    return builder.compile(name="proposer")
+
+
+graph = build_proposer_graph()

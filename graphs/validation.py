@@ -1,0 +1,263 @@
+"""The admission gate as LangGraph graphs.
+
+- `build_validation_graph()`: one candidate, one node per stage (`lint` → `build` → `oracle` →
+  `nop` → `repeat` → `anti_cheat` → `decontam` → `calibrate` → `dedup`), then `verdict`. Every
+  stage node returns `Command[Literal[<next>, "verdict"]]`, so Studio draws both exits and shows
+  which one a run took; a failing stage jumps straight to `verdict`.
+- `build_batch_graph()`: many candidates at once. `fan_out` sends each one (`Send`) to
+  `validate_candidate`, which runs the validation graph under a concurrency limit and turns any
+  crash into an infrastructure verdict, so one broken candidate never stops the others;
+  `report` gathers the verdicts in input order.
+
+The stage logic lives in `autoenvscaling.tools.gate`; nodes only route. The run's `GateConfig`
+is the context (`context_schema`), so Studio shows its fields as a form. Progress goes to the
+custom stream: one event per stage and one per verdict.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from autoenvscaling.tools.gate import (
+    GateConfig,
+    StageName,
+    StageResult,
+    Verdict,
+    infrastructure_verdict,
+    make_verdict,
+    run_stage,
+)
+from autoenvscaling.tools.gate.harness import slots
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
+from langgraph.types import Command, Send
+from pydantic import BaseModel, Field
+
+# --------------------------------------------------------------------------- state
+
+
+class ValidationInput(BaseModel):
+    task: str = Field(description="Path of the candidate Harbor task folder.")
+
+
+class ValidationOutput(BaseModel):
+    verdict: Verdict | None = None
+
+
+class ValidationState(ValidationInput):
+    results: Annotated[list[StageResult], operator.add] = Field(
+        default_factory=list, description="One result per stage run, in order."
+    )
+    verdict: Verdict | None = None
+
+
+def _config(runtime: Runtime[GateConfig]) -> GateConfig:
+    return runtime.context if runtime.context is not None else GateConfig()
+
+
+async def _stage(
+    stage: StageName, after: str, state: ValidationState, runtime: Runtime[GateConfig]
+) -> Command[Any]:
+    config = _config(runtime)
+    prior = {r.stage: r for r in state.results}
+    result = await run_stage(stage, state.task, config, prior)
+    runtime.stream_writer({
+        "event": "stage", "task": state.task, "stage": stage, "passed": result.passed,
+        "skipped": result.skipped, "infrastructure_error": result.infrastructure_error,
+        "duration_sec": result.duration_sec, "reason": result.reason,
+    })
+    return Command(update={"results": [result]}, goto=after if result.passed else "verdict")
+
+
+# --------------------------------------------------------------------------- stage nodes
+
+
+async def lint(state: ValidationState, runtime: Runtime[GateConfig]
+               ) -> Command[Literal["build", "verdict"]]:
+    """Static checks: format, Dockerfile subset, no tests/solution in the image, reward file,
+    every checked path named in the instruction, pinned dependencies."""
+    return await _stage("lint", "build", state, runtime)
+
+
+async def build(state: ValidationState, runtime: Runtime[GateConfig]
+                ) -> Command[Literal["oracle", "verdict"]]:
+    """The environment builds within its build timeout."""
+    return await _stage("build", "oracle", state, runtime)
+
+
+async def oracle(state: ValidationState, runtime: Runtime[GateConfig]
+                 ) -> Command[Literal["nop", "verdict"]]:
+    """The reference solution scores exactly 1.0."""
+    return await _stage("oracle", "nop", state, runtime)
+
+
+async def nop(state: ValidationState, runtime: Runtime[GateConfig]
+              ) -> Command[Literal["repeat", "verdict"]]:
+    """An empty attempt scores below the threshold."""
+    return await _stage("nop", "repeat", state, runtime)
+
+
+async def repeat(state: ValidationState, runtime: Runtime[GateConfig]
+                 ) -> Command[Literal["anti_cheat", "verdict"]]:
+    """n more oracle runs give the same reward (no flaky verifier)."""
+    return await _stage("repeat", "anti_cheat", state, runtime)
+
+
+async def anti_cheat(state: ValidationState, runtime: Runtime[GateConfig]
+                     ) -> Command[Literal["decontam", "verdict"]]:
+    """No answer in the image; tampering agents (and an optional cheat agent) fail."""
+    return await _stage("anti_cheat", "decontam", state, runtime)
+
+
+async def decontam(state: ValidationState, runtime: Runtime[GateConfig]
+                   ) -> Command[Literal["calibrate", "verdict"]]:
+    """No 13-gram shared with held-out benchmark instructions."""
+    return await _stage("decontam", "calibrate", state, runtime)
+
+
+async def calibrate(state: ValidationState, runtime: Runtime[GateConfig]
+                    ) -> Command[Literal["dedup", "verdict"]]:
+    """The current solver's mean reward lies in the band, and its rewards vary."""
+    return await _stage("calibrate", "dedup", state, runtime)
+
+
+async def dedup(state: ValidationState, runtime: Runtime[GateConfig]
+                ) -> Command[Literal["verdict"]]:
+    """Not a near-duplicate of a task already in the pool."""
+    return await _stage("dedup", "verdict", state, runtime)
+
+
+def verdict(state: ValidationState, runtime: Runtime[GateConfig]) -> dict[str, Verdict]:
+    """Admitted or not, the rejecting stage and why, the proposer's reward."""
+    return {"verdict": make_verdict(state.task, state.results, backend=_config(runtime).backend)}
+
+
+STAGE_NODES = (lint, build, oracle, nop, repeat, anti_cheat, decontam, calibrate, dedup)
+
+
+def build_validation_graph(
+    *,
+    checkpointer: BaseCheckpointSaver | None = None,
+    store: BaseStore | None = None,
+    name: str = "validation",
+) -> CompiledStateGraph:
+    builder = StateGraph(ValidationState, context_schema=GateConfig,
+                         input_schema=ValidationInput, output_schema=ValidationOutput)
+    for node in STAGE_NODES:
+        builder.add_node(node.__name__, node)
+    builder.add_node("verdict", verdict)
+    builder.add_edge(START, "lint")
+    builder.add_edge("verdict", END)
+    return builder.compile(checkpointer=checkpointer, store=store, name=name)
+
+
+# --------------------------------------------------------------------------- batch
+
+
+class BatchInput(BaseModel):
+    tasks: list[str] = Field(description="Candidate task folders to validate.")
+
+
+class BatchOutput(BaseModel):
+    verdicts: list[Verdict] = Field(default_factory=list)
+    admitted: list[str] = Field(default_factory=list, description="Admitted task folders.")
+
+
+class BatchState(BatchInput):
+    verdicts: Annotated[list[Verdict], operator.add] = Field(default_factory=list)
+    admitted: list[str] = Field(default_factory=list)
+
+
+class Candidate(BaseModel):
+    task: str
+    index: int
+    total: int
+
+
+def fan_out(state: BatchState) -> Command[Literal["validate_candidate", "report"]]:
+    """One `Send` per candidate: they run in one superstep, in parallel."""
+    if not state.tasks:
+        return Command(goto="report")
+    total = len(state.tasks)
+    return Command(goto=[Send("validate_candidate", Candidate(task=t, index=i, total=total))
+                         for i, t in enumerate(state.tasks)])
+
+
+def make_validate_candidate(validation: CompiledStateGraph):
+    async def validate_candidate(state: Candidate, runtime: Runtime[GateConfig]
+                                 ) -> Command[Literal["report"]]:
+        """Run the validation graph on one candidate; a crash becomes an infrastructure verdict."""
+        config = _config(runtime)
+        async with slots("candidate", config.concurrency):
+            try:
+                out = await validation.ainvoke({"task": state.task}, context=config)
+                result = out["verdict"] if isinstance(out, dict) else out.verdict
+                verdict_ = Verdict.model_validate(result)
+            except Exception as exc:  # noqa: BLE001 - one broken candidate never stops a batch
+                verdict_ = infrastructure_verdict(state.task, exc, backend=config.backend)
+        runtime.stream_writer({
+            "event": "verdict", "task": state.task, "index": state.index, "total": state.total,
+            "admitted": verdict_.admitted, "stage": verdict_.stage, "reason": verdict_.reason,
+            "proposer_reward": verdict_.proposer_reward,
+        })
+        return Command(update={"verdicts": [verdict_]}, goto="report")
+
+    return validate_candidate
+
+
+def report(state: BatchState) -> dict[str, list[str]]:
+    """The admitted candidates, in the order they were given."""
+    admitted = {v.task for v in state.verdicts if v.admitted}
+    return {"admitted": [t for t in state.tasks if t in admitted]}
+
+
+def build_batch_graph(
+    *,
+    validation: CompiledStateGraph | None = None,
+    checkpointer: BaseCheckpointSaver | None = None,
+    store: BaseStore | None = None,
+    name: str = "validation_batch",
+) -> CompiledStateGraph:
+    builder = StateGraph(BatchState, context_schema=GateConfig,
+                         input_schema=BatchInput, output_schema=BatchOutput)
+    builder.add_node("fan_out", fan_out)
+    builder.add_node("validate_candidate",
+                     make_validate_candidate(validation or build_validation_graph()))
+    builder.add_node("report", report)
+    builder.add_edge(START, "fan_out")
+    builder.add_edge("report", END)
+    return builder.compile(checkpointer=checkpointer, store=store, name=name)
+
+
+async def validate_batch(
+    tasks: Sequence[Path | str],
+    config: GateConfig | None = None,
+    *,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    graph: CompiledStateGraph | None = None,
+) -> list[Verdict]:
+    """Run the batch graph over `tasks`; `on_event` gets each progress event (stage, verdict)
+    as it happens. Verdicts come back in the order of `tasks`."""
+    config = config or GateConfig()
+    names = [str(Path(t)) for t in tasks]
+    final: dict[str, Any] = {}
+    async for namespace, mode, chunk in (graph or batch_graph).astream(
+        {"tasks": names}, context=config, stream_mode=["custom", "values"], subgraphs=True
+    ):
+        if mode == "custom" and on_event is not None:
+            on_event(chunk)
+        elif mode == "values" and not namespace:
+            final = chunk
+    verdicts = [Verdict.model_validate(v) for v in final.get("verdicts", [])]
+    by_task = {v.task: v for v in verdicts}
+    return [by_task[t] for t in names if t in by_task]
+
+
+graph = build_validation_graph()
+batch_graph = build_batch_graph(validation=graph)

@@ -1,0 +1,109 @@
+"""MCP gate server: the proposer's `check` (the admission gate on its own task folder) and `submit`.
+
+A thin face over `tools.gate.validate_task`, bound to one candidate folder, so a proposer can only
+ever check and submit its own task. `check` runs every stage but calibrate (the proposer cannot
+calibrate against the solver while it builds); `submit` ends the proposer's turn — its caller
+then runs the full gate.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from mcp.server.fastmcp import FastMCP
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from autoenvscaling.tools.gate import STAGES, GateConfig, StageName, Verdict, validate_task
+from autoenvscaling.tools.task_format import check_task
+
+# The stages a proposer may never run against itself.
+NEVER_CHECKED: tuple[StageName, ...] = ("calibrate",)
+
+
+class StageLine(BaseModel):
+    stage: StageName
+    passed: bool
+    skipped: bool
+    reason: str
+    seconds: float
+
+
+class CheckReport(BaseModel):
+    passed: bool = Field(description="Every stage that ran passed.")
+    stage: StageName | None = Field(description="The first failing stage, if any.")
+    reason: str = Field(description="What was found and what to change.")
+    excerpt: str = Field("", description="Tail of the failing output (build, verifier, lint).")
+    infrastructure_error: bool = Field(
+        False, description="The gate itself failed (not your task's fault): try check again."
+    )
+    stages: list[StageLine]
+    seconds: float
+
+
+class SubmitReceipt(BaseModel):
+    submitted: bool
+    files: list[str] = Field(description="The files submitted, relative to the task folder.")
+    format_problems: list[str] = Field(
+        default_factory=list, description="Format errors the gate's lint stage will reject."
+    )
+    note: str
+
+
+def report_of(verdict: Verdict) -> CheckReport:
+    return CheckReport(
+        passed=verdict.admitted, stage=verdict.stage, reason=verdict.reason,
+        excerpt=verdict.excerpt, infrastructure_error=verdict.infrastructure_error,
+        stages=[StageLine(stage=r.stage, passed=r.passed, skipped=r.skipped, reason=r.reason,
+                          seconds=r.duration_sec) for r in verdict.stages],
+        seconds=verdict.duration_sec)
+
+
+def build_gate_server(
+    task_dir: str | os.PathLike[str],
+    config: GateConfig | None = None,
+    *,
+    on_submit: Callable[[str], None] | None = None,
+    name: str = "gate",
+) -> FastMCP:
+    """`check` and `submit` for the task folder `task_dir` (and nothing else)."""
+    root = Path(task_dir).resolve()
+    gate = config or GateConfig()
+    server = FastMCP(
+        name,
+        log_level="WARNING",  # INFO would log every request
+        instructions=(
+            "The admission gate for your task folder. check runs its stages (all but calibrate) "
+            "in clean sandboxes and reports the first failure; submit hands the task in."
+        ),
+    )
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=False))
+    async def check(until: StageName | None = None) -> CheckReport:
+        """Run the gate's stages on your task folder, in order, stopping at the first failure.
+
+        Stages: lint, build, oracle, nop, repeat, anti_cheat, decontam, dedup (calibrate only runs
+        after submit). `until` stops after that stage (e.g. "lint" for a quick static check).
+        Takes from seconds (lint) to a few minutes (builds and trials).
+        """
+        skip = list(NEVER_CHECKED)
+        if until is not None:
+            skip += [s for s in STAGES[STAGES.index(until) + 1:]]
+        return report_of(await validate_task(root, gate, skip=skip))
+
+    @server.tool(annotations=ToolAnnotations(destructiveHint=False, openWorldHint=False))
+    async def submit(summary: str = "") -> SubmitReceipt:
+        """Submit your task folder to the full admission gate. This ends your turn.
+
+        `summary`: one or two sentences on what the task trains and why it suits the solver.
+        """
+        if on_submit is not None:
+            on_submit(summary)
+        files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+        return SubmitReceipt(
+            submitted=True, files=files, format_problems=[str(e) for e in check_task(root)],
+            note="submitted: the full gate (with calibration against the solver) now decides")
+
+    return server

@@ -1,0 +1,34 @@
+"""The admission gate: the stages a candidate Harbor task must pass before it joins the pool.
+
+Plain async functions over a task folder (`run_stage`, `validate_task`); the LangGraph
+validation subgraph (graphs/validation.py) runs the same functions, one node per stage.
+"""
+
+from autoenvscaling.tools.gate.config import STAGES, GateBackend, GateConfig, StageName
+from autoenvscaling.tools.gate.pipeline import STAGE_FUNCTIONS, run_stage, validate_task
+from autoenvscaling.tools.gate.results import (
+    REWARD_ADMITTED,
+    REWARD_CALIBRATION_FAILED,
+    REWARD_VALIDATION_FAILED,
+    StageResult,
+    Verdict,
+    infrastructure_verdict,
+    make_verdict,
+)
+
+__all__ = [
+    "REWARD_ADMITTED",
+    "REWARD_CALIBRATION_FAILED",
+    "REWARD_VALIDATION_FAILED",
+    "STAGES",
+    "STAGE_FUNCTIONS",
+    "GateBackend",
+    "GateConfig",
+    "StageName",
+    "StageResult",
+    "Verdict",
+    "infrastructure_verdict",
+    "make_verdict",
+    "run_stage",
+    "validate_task",
+]

@@ -1,0 +1,88 @@
+"""The `calibrate` stage: the current solver must find the task neither trivial nor impossible.
+
+The solver is any Harbor agent (`GateConfig.solver`: 'oracle', 'nop' or 'module:Class'). Its
+mean reward over `calibration_rollouts` trials must lie in `band`; a mean within `edge_margin`
+of an edge earns more rollouts (up to `calibration_rollouts_near_edge`) before judging, and the
+rewards must vary (a constant reward carries no learning signal for GRPO).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+
+from autoenvscaling.tools.gate.config import GateConfig, StageName
+from autoenvscaling.tools.gate.harness import failure, gate_trial
+from autoenvscaling.tools.gate.results import StageResult
+from autoenvscaling.tools.trials import TrialOutcome
+
+Prior = Mapping[StageName, StageResult]
+
+
+async def _rollouts(task: Path, config: GateConfig, start: int, count: int) -> list[TrialOutcome]:
+    assert config.solver is not None
+    return list(await asyncio.gather(*(
+        gate_trial(task, config, agent=config.solver, agent_kwargs=config.solver_kwargs,
+                   agent_env=config.solver_env, label=f"calibrate-{start + i}")
+        for i in range(count)
+    )))
+
+
+def near_edge(mean: float, config: GateConfig) -> bool:
+    return any(abs(mean - edge) <= config.edge_margin + 1e-9 for edge in config.band)
+
+
+async def calibrate(task: Path, config: GateConfig, prior: Prior) -> StageResult:
+    if not config.solver:
+        return StageResult.skip(
+            "calibrate", "no solver configured (GateConfig.solver): calibration not run"
+        )
+    outcomes = await _rollouts(task, config, 0, config.calibration_rollouts)
+    mean = _mean(outcomes)
+    if near_edge(mean, config) and config.calibration_rollouts_near_edge > len(outcomes):
+        extra = config.calibration_rollouts_near_edge - len(outcomes)
+        outcomes += await _rollouts(task, config, len(outcomes), extra)
+    broken = [f for o in outcomes if (f := failure(o)) is not None and not f.task_fault]
+    if broken:  # an unreachable model or a dead sandbox says nothing about the task
+        return StageResult.infrastructure(
+            "calibrate", f"{len(broken)} of {len(outcomes)} solver rollouts failed: "
+            f"{broken[0].describe()}",
+            rewards=[o.reward for o in outcomes],
+        )
+    rewards = [o.reward if o.reward is not None else 0.0 for o in outcomes]
+    mean = sum(rewards) / len(rewards)
+    low, high = config.band
+    details = {"solver": config.solver, "rewards": rewards, "mean": mean, "rollouts": len(rewards),
+               "band": [low, high],
+               "errors": [o.error for o in outcomes if o.error]}
+    shown = ", ".join(f"{r:g}" for r in rewards)
+    if mean > high:
+        return StageResult(
+            stage="calibrate", passed=False, details=details,
+            reason=f"too easy for the current solver: mean reward {mean:.2f} over {len(rewards)} "
+            f"rollouts ({shown}) is above the band [{low:g}, {high:g}]; make the task harder",
+        )
+    if mean < low:
+        return StageResult(
+            stage="calibrate", passed=False, details=details,
+            reason=f"too hard for the current solver: mean reward {mean:.2f} over {len(rewards)} "
+            f"rollouts ({shown}) is below the band [{low:g}, {high:g}]; make the task easier or "
+            "the instruction clearer",
+        )
+    if len(set(rewards)) == 1:
+        return StageResult(
+            stage="calibrate", passed=False, details=details,
+            reason=f"the solver's rewards never vary ({shown}): every attempt scores the same, "
+            "so there is no learning signal; grade so that better work scores higher",
+        )
+    return StageResult(
+        stage="calibrate", passed=True, details=details,
+        reason=f"solver mean reward {mean:.2f} over {len(rewards)} rollouts ({shown}) is in "
+        f"[{low:g}, {high:g}]",
+    )
+
+
+def _mean(outcomes: list[TrialOutcome]) -> float:
+    rewards = [o.reward if o.reward is not None else 0.0 for o in outcomes]
+    return sum(rewards) / max(len(rewards), 1)

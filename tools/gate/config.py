@@ -1,0 +1,125 @@
+"""What the admission gate checks and how hard: one pydantic model, also the graph's context.
+
+Every field has a description (LangGraph Studio renders them as the run's context form) and an
+environment-variable fallback (`AUTOENVSCALING_GATE_<FIELD>`, lists and dicts as JSON).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+StageName = Literal[
+    "lint", "build", "oracle", "nop", "repeat", "anti_cheat", "decontam", "calibrate", "dedup"
+]
+#: The gate's stages in the order they run (cheapest and strictest first; the table in
+#: ARCHITECTURE.md). A candidate stops at the first stage it fails.
+STAGES: tuple[StageName, ...] = get_args(StageName)
+
+GateBackend = Literal["bwrap", "docker", "harbor-docker"]
+
+
+class GateConfig(BaseSettings):
+    """Admission-gate parameters. Defaults follow ARCHITECTURE.md ("The admission gate")."""
+
+    model_config = SettingsConfigDict(env_prefix="AUTOENVSCALING_GATE_", extra="forbid")
+
+    backend: GateBackend = Field(
+        "bwrap",
+        description="Sandbox backend for builds and trials: bwrap (daemonless), docker (our Docker "
+        "SDK environment) or harbor-docker (Harbor's own docker compose backend).",
+    )
+    repeat: int = Field(
+        2, ge=0, description="How many more times the oracle runs after the first oracle trial; "
+        "every rerun must give the same reward (catches flaky verifiers).",
+    )
+    nop_threshold: float = Field(
+        0.5, description="An empty attempt (Harbor's nop agent) must score below this."
+    )
+    band: tuple[float, float] = Field(
+        (0.25, 0.75), description="Calibration band: the solver's mean reward must lie inside."
+    )
+    calibration_rollouts: int = Field(4, ge=1, description="Solver rollouts for calibration.")
+    calibration_rollouts_near_edge: int = Field(
+        8, ge=1, description="Total rollouts when the first mean is within `edge_margin` of an edge."
+    )
+    edge_margin: float = Field(
+        0.15, ge=0.0, description="How close to a band edge a mean must be to earn more rollouts."
+    )
+    solver: str | None = Field(
+        None, description="The current solver as a Harbor agent: 'oracle', 'nop' or an import "
+        "path 'module:Class'. None skips calibration (reported as 'no solver configured').",
+    )
+    solver_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments for the solver agent's constructor."
+    )
+    solver_env: dict[str, str] = Field(
+        default_factory=dict, description="Environment variables for the solver agent."
+    )
+    cheat_agent: str | None = Field(
+        None, description="Optional 'cheat agent' for anti_cheat (e.g. a model told to get the "
+        "reward without doing the task): a Harbor agent import path. It must score below "
+        "`nop_threshold`.",
+    )
+    cheat_agent_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments for the cheat agent."
+    )
+    tamper_interpreters: bool = Field(
+        False, description="anti_cheat also plants always-pass python3/pytest wrappers on PATH. "
+        "Off by default: in Harbor's shared-verifier mode no task can defend against it.",
+    )
+    leak_min_bytes: int = Field(
+        16, ge=1, description="Smallest file anti_cheat compares against the agent's image "
+        "(tiny files such as '3\\n' match by chance).",
+    )
+    heldout_dirs: list[Path] = Field(
+        default_factory=list, description="Held-out benchmark folders (task folders or .md/.txt "
+        "files) whose instructions a candidate must not share a word n-gram with.",
+    )
+    ngram: int = Field(13, ge=1, description="n of the decontamination n-gram check.")
+    pool_dir: Path | None = Field(
+        None, description="The task pool a candidate must not nearly duplicate. None skips dedup."
+    )
+    dedup_threshold: float = Field(
+        0.8, gt=0.0, le=1.0, description="MinHash Jaccard similarity at which a task is a duplicate."
+    )
+    skip: list[StageName] = Field(
+        default_factory=list, description="Stages not to run (reported as skipped)."
+    )
+    concurrency: int = Field(2, ge=1, description="Candidates validated at once (batch graph).")
+    trial_concurrency: int = Field(
+        4, ge=1, description="Harbor trials in flight at once in this process, over all candidates."
+    )
+    trials_dir: Path | None = Field(
+        None, description="Keep every trial folder under this folder; None: temporary, deleted."
+    )
+    timeout_multiplier: float = Field(
+        1.0, gt=0.0, description="Scales the task's own agent and verifier timeouts."
+    )
+
+    @field_validator("band")
+    @classmethod
+    def _ordered_band(cls, band: tuple[float, float]) -> tuple[float, float]:
+        if not 0.0 <= band[0] <= band[1] <= 1.0:
+            raise ValueError(f"band must satisfy 0 <= low <= high <= 1, got {band}")
+        return band
+
+    @model_validator(mode="after")
+    def _enough_rollouts(self) -> GateConfig:
+        if self.calibration_rollouts_near_edge < self.calibration_rollouts:
+            raise ValueError(
+                "calibration_rollouts_near_edge must be >= calibration_rollouts "
+                f"({self.calibration_rollouts_near_edge} < {self.calibration_rollouts})"
+            )
+        return self
+
+    def with_skip(self, *stages: str) -> GateConfig:
+        """A copy that also skips `stages` (unknown names raise, listing the valid ones)."""
+        unknown = sorted(set(stages) - set(STAGES))
+        if unknown:
+            raise ValueError(f"unknown stage(s) {unknown}; the stages are {list(STAGES)}")
+        merged = [s for s in STAGES if s in set(self.skip) | set(stages)]
+        return self.model_copy(update={"skip": merged})

@@ -1,0 +1,76 @@
+"""Run the gate's stages: one at a time (`run_stage`, what each graph node calls) or all of them
+in order up to the first failure (`validate_task`, the proposer's tool and the CLI's engine).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
+
+from autoenvscaling.tools.gate.anti_cheat import anti_cheat
+from autoenvscaling.tools.gate.calibrate import calibrate
+from autoenvscaling.tools.gate.config import STAGES, GateConfig, StageName
+from autoenvscaling.tools.gate.results import StageResult, Verdict, make_verdict
+from autoenvscaling.tools.gate.static_stages import decontam, dedup, lint
+from autoenvscaling.tools.gate.trial_stages import build, nop, oracle, repeat
+
+StageFn = Callable[[Path, GateConfig, Mapping[StageName, StageResult]], Awaitable[StageResult]]
+
+STAGE_FUNCTIONS: dict[StageName, StageFn] = {
+    "lint": lint,
+    "build": build,
+    "oracle": oracle,
+    "nop": nop,
+    "repeat": repeat,
+    "anti_cheat": anti_cheat,
+    "decontam": decontam,
+    "calibrate": calibrate,
+    "dedup": dedup,
+}
+assert tuple(STAGE_FUNCTIONS) == STAGES
+
+
+async def run_stage(
+    stage: StageName,
+    task: Path | str,
+    config: GateConfig,
+    prior: Mapping[StageName, StageResult] | None = None,
+) -> StageResult:
+    """One stage on one task. Never raises: a crash is an infrastructure result, not a verdict
+    on the task."""
+    if stage in config.skip:
+        return StageResult.skip(stage, "skipped on request")
+    started = time.monotonic()
+    try:
+        result = await STAGE_FUNCTIONS[stage](Path(task).resolve(), config, prior or {})
+    except Exception as exc:  # noqa: BLE001 - reported, and one task never stops a batch
+        result = StageResult.infrastructure(
+            stage, f"the {stage} stage crashed: {type(exc).__name__}: {exc}"
+        )
+    return result.model_copy(update={"duration_sec": round(time.monotonic() - started, 3)})
+
+
+async def validate_task(
+    task_dir: Path | str,
+    config: GateConfig | None = None,
+    *,
+    skip: Iterable[str] = ("calibrate",),
+    on_stage: Callable[[StageResult], None] | None = None,
+) -> Verdict:
+    """Every stage in order, stopping at the first failure, then the verdict.
+
+    `skip` is added to `config.skip`; it defaults to calibrate, the stage a proposer cannot run
+    against itself while it builds (pass `skip=()` for the full gate).
+    """
+    config = (config or GateConfig()).with_skip(*skip)
+    task = Path(task_dir).resolve()
+    results: dict[StageName, StageResult] = {}
+    for stage in STAGES:
+        result = await run_stage(stage, task, config, results)
+        results[stage] = result
+        if on_stage is not None:
+            on_stage(result)
+        if not result.passed:
+            break
+    return make_verdict(task, list(results.values()), backend=config.backend)

@@ -1,0 +1,123 @@
+"""What the gate reports: one `StageResult` per stage run, one `Verdict` per candidate."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from autoenvscaling.tools.gate.config import STAGES, StageName
+from pydantic import BaseModel, Field
+
+#: Proposer rewards (ARCHITECTURE.md): admitted, failed calibration only, failed validation.
+REWARD_ADMITTED = 1.0
+REWARD_CALIBRATION_FAILED = -0.25
+REWARD_VALIDATION_FAILED = -1.0
+
+EXCERPT_CHARS = 1500
+
+
+def excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
+    """The end of a long output (where failures are reported), marked when cut."""
+    text = (text or "").strip()
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+class StageResult(BaseModel):
+    stage: StageName
+    passed: bool = Field(description="True when the stage admits the task (or was skipped).")
+    skipped: bool = Field(False, description="Not run: by request or nothing to check against.")
+    reason: str = Field(description="One specific sentence: what was found and what to change.")
+    details: dict[str, Any] = Field(default_factory=dict, description="Measured values.")
+    excerpt: str = Field("", description="Tail of the failing output (verifier, build, lint).")
+    duration_sec: float = 0.0
+    infrastructure_error: bool = Field(
+        False, description="The stage could not judge the task (sandbox, engine, harness "
+        "failure): not the task's fault, not counted against the proposer.",
+    )
+
+    @classmethod
+    def skip(cls, stage: StageName, reason: str) -> StageResult:
+        return cls(stage=stage, passed=True, skipped=True, reason=reason)
+
+    @classmethod
+    def infrastructure(cls, stage: StageName, reason: str, **details: Any) -> StageResult:
+        return cls(stage=stage, passed=False, reason=reason, details=details,
+                   infrastructure_error=True)
+
+
+class Verdict(BaseModel):
+    task: str = Field(description="The candidate task folder.")
+    task_name: str
+    admitted: bool
+    stage: StageName | None = Field(description="The rejecting stage; None when admitted.")
+    reason: str = Field(description="Why: specific enough for the proposer to act on.")
+    excerpt: str = Field("", description="Failing output of the rejecting stage.")
+    proposer_reward: float | None = Field(
+        description="+1 admitted, -0.25 failed calibration, -1 failed validation; None when an "
+        "infrastructure failure kept the gate from judging the task."
+    )
+    infrastructure_error: bool = False
+    stages: list[StageResult] = Field(default_factory=list, description="Every stage run, in order.")
+    skipped: list[StageName] = Field(default_factory=list)
+    duration_sec: float = 0.0
+    backend: str = ""
+
+    @property
+    def timings(self) -> dict[str, float]:
+        return {r.stage: round(r.duration_sec, 3) for r in self.stages if not r.skipped}
+
+    def summary(self) -> str:
+        if self.admitted:
+            return f"{self.task_name}: admitted ({self.reason})"
+        return f"{self.task_name}: rejected at {self.stage}: {self.reason}"
+
+
+def make_verdict(
+    task: Path | str, results: Sequence[StageResult], *, backend: str = ""
+) -> Verdict:
+    """The verdict of the stages run so far: the first failing stage decides."""
+    task = Path(task)
+    ordered = sorted(results, key=lambda r: STAGES.index(r.stage))
+    common: dict[str, Any] = {
+        "task": str(task),
+        "task_name": task.name,
+        "stages": ordered,
+        "skipped": [r.stage for r in ordered if r.skipped],
+        "duration_sec": round(sum(r.duration_sec for r in ordered), 3),
+        "backend": backend,
+    }
+    failed = next((r for r in ordered if not r.passed), None)
+    if failed is None:
+        ran = [r.stage for r in ordered if not r.skipped]
+        note = f"; skipped: {', '.join(common['skipped'])}" if common["skipped"] else ""
+        missing = [s for s in STAGES if s not in {r.stage for r in ordered}]
+        if missing:  # a partial run (e.g. a caller stopped early) admits nothing
+            return Verdict(admitted=False, stage=missing[0], proposer_reward=None,
+                           infrastructure_error=True,
+                           reason=f"stage {missing[0]} never ran; the gate run was incomplete",
+                           **common)
+        return Verdict(admitted=True, stage=None, proposer_reward=REWARD_ADMITTED,
+                       reason=f"passed {len(ran)} stages ({', '.join(ran)}){note}", **common)
+    if failed.infrastructure_error:
+        return Verdict(
+            admitted=False, stage=failed.stage, proposer_reward=None, infrastructure_error=True,
+            reason=f"infrastructure failure in {failed.stage} (not the task's fault; rerun "
+            f"when the machine is fixed): {failed.reason}",
+            excerpt=failed.excerpt, **common,
+        )
+    reward = (
+        REWARD_CALIBRATION_FAILED if failed.stage == "calibrate" else REWARD_VALIDATION_FAILED
+    )
+    return Verdict(admitted=False, stage=failed.stage, proposer_reward=reward,
+                   reason=failed.reason, excerpt=failed.excerpt, **common)
+
+
+def infrastructure_verdict(task: Path | str, error: BaseException, *, backend: str = "") -> Verdict:
+    """For a candidate whose gate run itself crashed: reported, never blamed on the task."""
+    task = Path(task)
+    return Verdict(
+        task=str(task), task_name=task.name, admitted=False, stage=None, proposer_reward=None,
+        infrastructure_error=True, backend=backend,
+        reason=f"infrastructure failure: the gate crashed ({type(error).__name__}: {error})",
+    )

@@ -1,0 +1,131 @@
+"""The stages that read files only: `lint`, `decontam` (13-gram overlap with held-out
+instructions) and `dedup` (MinHash near-duplicates of pool tasks)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+
+from autoenvscaling.tools.gate.config import GateConfig, StageName
+from autoenvscaling.tools.gate.results import StageResult, excerpt
+from autoenvscaling.tools.lint import lint_task
+from autoenvscaling.tools.similarity import DedupIndex, HeldoutIndex, load_heldout
+from autoenvscaling.tools.task_format import TaskFormatError, load_pool, load_task
+
+Prior = Mapping[StageName, StageResult]
+
+
+async def lint(task: Path, config: GateConfig, prior: Prior) -> StageResult:
+    report = await asyncio.to_thread(lint_task, task)
+    details = {"findings": [f.model_dump() for f in report.findings]}
+    if report.ok:
+        warned = f" ({len(report.warnings)} warnings)" if report.warnings else ""
+        return StageResult(stage="lint", passed=True, reason=f"no lint errors{warned}",
+                           details=details, excerpt=excerpt(report.summary()))
+    errors = report.errors
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return StageResult(stage="lint", passed=False, reason=f"{errors[0]}{more}",
+                       details=details, excerpt=excerpt(report.summary()))
+
+
+# --------------------------------------------------------------------------- decontam
+
+
+def _fingerprint(path: Path) -> tuple[str, float]:
+    """A cache key that changes when files are added to or removed from a folder."""
+    try:
+        return str(path.resolve()), path.stat().st_mtime
+    except OSError:
+        return str(path), -1.0
+
+
+@lru_cache(maxsize=8)
+def _heldout_index(keys: tuple[tuple[str, float], ...], n: int) -> HeldoutIndex:
+    texts: dict[str, str] = {}
+    for folder, _ in keys:
+        for key, text in load_heldout(folder).items():
+            texts[f"{Path(folder).name}/{key}"] = text
+    return HeldoutIndex(texts, n)
+
+
+async def decontam(task: Path, config: GateConfig, prior: Prior) -> StageResult:
+    if not config.heldout_dirs:
+        return StageResult.skip("decontam", "no held-out set configured (GateConfig.heldout_dirs)")
+    missing = [str(d) for d in config.heldout_dirs if not d.exists()]
+    if missing:
+        return StageResult.infrastructure(
+            "decontam", f"held-out folder(s) {missing} do not exist; fix GateConfig.heldout_dirs"
+        )
+    keys = tuple(_fingerprint(d) for d in config.heldout_dirs)
+    index = await asyncio.to_thread(_heldout_index, keys, config.ngram)
+    instruction = load_task(task).instruction
+    matches = index.overlap(instruction)
+    details = {"heldout_items": index.size, "n": config.ngram,
+               "matches": [m.model_dump() for m in matches[:10]]}
+    if not matches:
+        return StageResult(stage="decontam", passed=True, details=details,
+                           reason=f"no {config.ngram}-gram shared with {index.size} held-out "
+                           "instructions")
+    top = matches[0]
+    others = f" and {len(matches) - 1} more held-out item(s)" if len(matches) > 1 else ""
+    return StageResult(
+        stage="decontam", passed=False, details=details,
+        reason=f"instruction.md shares {top.shared} {config.ngram}-gram(s) with the held-out "
+        f"task {top.heldout}{others}, e.g. \"{top.ngram}\": reword the instruction in your own "
+        "words (a held-out benchmark must not leak into training tasks)",
+        excerpt=top.ngram,
+    )
+
+
+# --------------------------------------------------------------------------- dedup
+
+
+def _pool_key(pool: Path) -> tuple[tuple[str, float], ...]:
+    """The pool's task folders and their mtimes: the index is rebuilt when the pool changes."""
+    try:
+        children = sorted(p for p in pool.iterdir() if p.is_dir())
+    except OSError:
+        return ()
+    return tuple(_fingerprint(p) for p in children)
+
+
+@lru_cache(maxsize=4)
+def _pool_index(
+    pool: str, key: tuple[tuple[str, float], ...], threshold: float
+) -> tuple[DedupIndex, int]:
+    errors: list[TaskFormatError] = []
+    index = DedupIndex.of_pool(load_pool(pool, errors), threshold=threshold)
+    return index, len(errors)
+
+
+async def dedup(task: Path, config: GateConfig, prior: Prior) -> StageResult:
+    if config.pool_dir is None:
+        return StageResult.skip("dedup", "no task pool configured (GateConfig.pool_dir)")
+    if not config.pool_dir.is_dir():
+        return StageResult.infrastructure(
+            "dedup", f"task pool {config.pool_dir} does not exist; fix GateConfig.pool_dir"
+        )
+    pool = str(config.pool_dir.resolve())
+    index, unreadable = await asyncio.to_thread(
+        _pool_index, pool, _pool_key(config.pool_dir), config.dedup_threshold
+    )
+    match = index.closest_task(load_task(task))
+    details = {"pool_size": len(index), "unreadable_pool_tasks": unreadable,
+               "threshold": config.dedup_threshold,
+               "closest": match.model_dump() if match else None}
+    if match is None:
+        return StageResult(stage="dedup", passed=True, details=details,
+                           reason="the pool holds no other task")
+    name = Path(match.key).name
+    if not match.duplicate:
+        return StageResult(stage="dedup", passed=True, details=details,
+                           reason=f"closest pool task {name} has similarity "
+                           f"{match.similarity:.2f} < {config.dedup_threshold:.2f}")
+    return StageResult(
+        stage="dedup", passed=False, details=details,
+        reason=f"near-duplicate of pool task {name}: MinHash similarity {match.similarity:.2f} "
+        f">= {config.dedup_threshold:.2f} over instruction, tests and solution; change what the "
+        "task asks for (not just its wording) or drop it",
+    )
