@@ -170,7 +170,8 @@ async def run_proposer(ctx: FlywheelContext, run: RunDir, task: SlotTask,
         max_revisions=ctx.max_revisions, gate=_gate(ctx, run, None),
         store_path=str(run.rollouts), run_id=task["run_id"], round=task["round"],
         policy_version=policy.version)
-    result = await propose(ProposerBrief.model_validate(task["brief"]), settings,
+    brief = ProposerBrief.model_validate(task["brief"]).for_slot(task["slot"], ctx.proposals)
+    result = await propose(brief, settings,
                            out_dir=run.candidates(task["round"]), index=task["slot"])
     return result.model_dump(mode="json")
 

@@ -152,9 +152,12 @@ def brief_prompt(brief: ProposerBrief) -> str:
     if brief.solver_feedback:
         evidence = load_prompt("proposer_evidence").format(
             policy_version=brief.policy_version or "current", **sections)
-    return load_prompt("proposer_brief").format(
+    text = load_prompt("proposer_brief").format(
         round=brief.round, pool_size=brief.pool_size, pool=sections["pool"], evidence=evidence,
         examples=sections["examples"] or "(none)")
+    if brief.focus:
+        text += "\n" + load_prompt("proposer_focus").format(focus=brief.focus)
+    return text
 
 
 def revision_prompt(arm: Arm, verdict: Verdict, revision: int, max_revisions: int) -> str:

@@ -2,48 +2,18 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 import statistics
-from collections.abc import Sequence
-
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
+from autoenvscaling.graphs.scripted_model import register
 from autoenvscaling.tools.pool import Pool
 from autoenvscaling.tools.rollout_store import RolloutStore
 
 from .conftest import FIXTURES
-from .test_proposer import BUG, FILES, FIX, _blocks
-
-GOOD = {**FILES, "solution/solve.sh": FILES["solution/solve.sh"].replace(BUG, FIX)}
-BROKEN = FILES  # its reference solution sums only 3 of 5 numbers: the oracle stage rejects it
-
-
-def shared_policy() -> str:
-    """One scripted model for both roles, as in self-play: it tells them apart by the prompt."""
-    proposals = itertools.count()
-    solver_episodes = itertools.count()
-
-    def respond(messages: Sequence[BaseMessage]) -> AIMessage | str:
-        system = str(messages[0].content) if isinstance(messages[0], SystemMessage) else ""
-        first_turn = not any(isinstance(m, AIMessage) for m in messages)
-        if "skilled terminal agent" in system:  # the solver
-            if not first_turn:
-                return "Done."
-            # Solves every other episode: calibration sees a mean reward of 0.5.
-            if next(solver_episodes) % 2 == 0:
-                return reply("", tool_call("run", command=f"{FIX} > /app/sum.txt"))
-            return reply("", tool_call("run", command="ls"))
-        if first_turn:  # the proposer: one good task, one broken task
-            return _blocks(GOOD if next(proposals) == 0 else BROKEN)
-        first = next(m for m in messages if isinstance(m, AIMessage))
-        return str(first.content)  # revisions resubmit the same files
-
-    return register("shared-policy", respond)
+from .flywheel_policy import shared_policy
 
 
 async def test_one_round_admits_rejects_measures_and_reports(bwrap_ready, tmp_path):
@@ -52,7 +22,7 @@ async def test_one_round_admits_rejects_measures_and_reports(bwrap_ready, tmp_pa
     shutil.copytree(FIXTURES / "good_task", seed / "word-count")
     ctx = FlywheelContext(
         run_dir=str(tmp_path / "run"), rounds=1, proposals=2, arm="error_feedback",
-        policy_model=shared_policy(), seed_dir=str(seed), train=False, max_revisions=1,
+        policy_model=register("flywheel-policy", shared_policy()), seed_dir=str(seed), train=False, max_revisions=1,
         refresh_attempts=2, calibration_rollouts=4, solver_max_turns=3, proposer_max_turns=4)
     graph = build_flywheel(checkpointer=InMemorySaver())
     final = await graph.ainvoke({"rounds": 1}, {"configurable": {"thread_id": "t"},

@@ -70,6 +70,14 @@ class ProposerBrief(BaseModel):
     )
     failures: list[FailureNote] = Field(default_factory=list)
     examples: list[ExampleTask] = Field(default_factory=list)
+    focus: str | None = Field(
+        None, description="This proposer's own aim (K proposers are spread over the targets).")
+
+    def for_slot(self, slot: int, slots: int) -> ProposerBrief:
+        """The brief for proposer `slot` of `slots`: each aims at a different weak category."""
+        aims = self.targets or [c.category for c in self.categories]
+        aim = f"; aim at the category `{aims[slot % len(aims)]}`" if aims else ""
+        return self.model_copy(update={"focus": f"proposal {slot + 1} of {slots}{aim}"})
 
     def without_feedback(self) -> ProposerBrief:
         """The same brief with every piece of rollout evidence removed."""
