@@ -138,6 +138,11 @@ def doctor(as_json: JsonOpt = False) -> None:
 def main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if not verbose:
+        # Harbor pins its per-trial loggers at DEBUG; keep its chatter off the console.
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(
+                lambda r: not r.name.startswith("harbor") or r.levelno >= logging.WARNING)
 
 
 _mount_subapps()

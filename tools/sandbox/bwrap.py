@@ -349,6 +349,8 @@ class BwrapSandbox(Sandbox):
 
         out, err = _Pending(cap), _Pending(cap)
         readers = asyncio.gather(_collect(proc.stdout, out), _collect(proc.stderr, err))
+        # A cancelled read (pipes held open by a background child) must not log an error later.
+        readers.add_done_callback(lambda f: f.cancelled() or f.exception())
 
         async def run() -> None:
             if stdin is not None and proc.stdin is not None:

@@ -1,0 +1,41 @@
+"""`autoenvscaling validate`: the gate from the command line (real trials, real CLI app)."""
+
+from __future__ import annotations
+
+import json
+
+from autoenvscaling.cli.main import app
+from typer.testing import CliRunner
+
+from .conftest import FIXTURES
+
+GATE_TASKS = FIXTURES / "gate_tasks"
+runner = CliRunner()
+
+
+def test_json_verdicts_for_each_task(bwrap_ready):
+    tasks = [str(GATE_TASKS / "invalid_toml"), str(GATE_TASKS / "passes_initial_state")]
+    result = runner.invoke(app, ["validate", *tasks, "--backend", "bwrap", "--skip", "calibrate",
+                                 "--json"])
+    assert result.exit_code == 1, result.output  # a rejected task fails the command
+    rows = json.loads(result.stdout)
+    assert [r["task"] for r in rows] == tasks
+    for row in rows:
+        assert {"task", "admitted", "stage", "reason", "proposer_reward"} <= set(row)
+        assert row["admitted"] is False and row["proposer_reward"] == -1.0
+    assert [r["stage"] for r in rows] == ["lint", "nop"]
+    assert "invalid TOML" in rows[0]["reason"]
+
+
+def test_table_output_and_admitted_exit_status():
+    # Everything but lint skipped: fast, and an all-admitted run exits 0.
+    skips = [a for s in ("build", "oracle", "nop", "repeat", "anti_cheat", "calibrate")
+             for a in ("--skip", s)]
+    result = runner.invoke(app, ["validate", str(FIXTURES / "good_task"), *skips])
+    assert result.exit_code == 0, result.output
+    assert "good_task" in result.stdout and "admitted" in result.stdout
+
+
+def test_unknown_stage_is_a_usage_error():
+    result = runner.invoke(app, ["validate", str(FIXTURES / "good_task"), "--skip", "calibration"])
+    assert result.exit_code == 2 and "unknown stage" in result.output

@@ -1,0 +1,26 @@
+"""Every seed task passes every gate stage up to calibrate (and dedup against the rest of the
+seed pool). Real trials for 17+ tasks: slow."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from autoenvscaling.graphs.validation import validate_batch
+from autoenvscaling.tools.gate import GateConfig
+
+from .conftest import FIXTURES, SEED_DIR, seed_tasks
+
+
+@pytest.mark.slow
+async def test_every_seed_task_passes_the_gate_up_to_calibrate(bwrap_ready):
+    tasks = seed_tasks()
+    assert tasks, "tasks/seed/ holds no task"
+    config = GateConfig(skip=["calibrate"], pool_dir=SEED_DIR, concurrency=2, trial_concurrency=4,
+                        heldout_dirs=[FIXTURES / "gate_tasks" / "_heldout"])
+    verdicts = await validate_batch(tasks, config)
+    rejected = {v.task_name: f"{v.stage}: {v.reason}" for v in verdicts if not v.admitted}
+    assert not rejected, json.dumps(rejected, indent=1)
+    assert len(verdicts) == len(tasks)
+    for verdict in verdicts:
+        assert verdict.skipped == ["calibrate"], verdict.summary()
