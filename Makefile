@@ -2,9 +2,11 @@
 # `make test`. Both set up what they need first (idempotent: later runs start at once).
 VENV ?= .venv
 PY ?= $(shell command -v python3.12 2>/dev/null || ls -d $$HOME/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | tail -1)
-EXTRAS ?= dev
+EXTRAS ?= dev,train,embedded
 PYTEST_ARGS ?=
 export LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=1 HARBOR_TELEMETRY=0
+# llama-cpp-python (the embedded extra) compiles llama.cpp: skip its tools (~6 min instead of ~12).
+export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
 
 .PHONY: setup system test run bench
 

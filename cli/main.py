@@ -120,9 +120,18 @@ def solve(
 
 
 @app.command()
-def doctor(as_json: JsonOpt = False) -> None:
+def doctor(
+    as_json: JsonOpt = False,
+    clean: Annotated[bool, typer.Option(help="Remove sandboxes and containers left by crashes")] = False,
+) -> None:
     """Say which sandbox backends work on this machine, and why not for the others."""
-    from autoenvscaling.tools.doctor import diagnose
+    from autoenvscaling.tools.doctor import clean_docker, diagnose
+
+    if clean:
+        from autoenvscaling.tools.sandbox.bwrap import sweep_stale
+
+        console.print(f"bwrap: removed {len(sweep_stale())} stale sandbox folder(s)")
+        console.print(f"docker: {clean_docker()}")
 
     statuses = asyncio.run(diagnose())
     if as_json:

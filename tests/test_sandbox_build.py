@@ -21,7 +21,7 @@ def _env(tmp_path: Path, dockerfile: str, files: dict[str, str] | None = None) -
 
 
 def test_plan_tracks_env_workdir_args_and_copy(tmp_path):
-    env = _env(tmp_path, "ARG BASE=debian:bookworm-slim\nFROM $BASE\nARG N=3\nENV A=1 B=\"two words\"\n"
+    env = _env(tmp_path, "ARG BASE=debian:bookworm-slim\nFROM $BASE\n# a comment\nARG N=3\nENV A=1 B=\"two words\"\n"
                          "WORKDIR /app\nCOPY data/ ./data/\nRUN echo $N\nUSER 1000\nEXPOSE 80\n",
                {"data/x.txt": "x"})
     plan = parse_dockerfile(env / "Dockerfile")

@@ -62,32 +62,75 @@ async def check_bwrap(start: bool = True) -> BackendStatus:
 
 
 def check_docker() -> BackendStatus:
+    """Our `docker` backend: the SDK reaches an engine (compose not needed)."""
     try:
         import docker
 
-        client = docker.from_env(timeout=5)
-        version = client.version().get("Version", "?")
+        engine = docker.from_env(timeout=5)  # a short probe; not the sandboxes' shared client
+        version = engine.version().get("Version", "?")
     except Exception as exc:
-        return BackendStatus(name="docker", ok=False, detail=f"no Docker engine answers: {exc}")
-    return BackendStatus(
-        name="docker", ok=True, detail=f"Docker engine {version} (SDK, no compose needed)"
-    )
+        return BackendStatus(
+            name="docker",
+            ok=False,
+            detail=f"no Docker engine answers ({exc}); start dockerd (see .ci/docker-tier) "
+            "or set DOCKER_HOST",
+        )
+    from autoenvscaling.tools.sandbox.docker import base_image_tag
+
+    notes = [f"Docker engine {version} (SDK, no compose needed)"]
+    try:
+        engine.api.inspect_image(base_image_tag())
+        notes.append("project base image present")
+    except Exception:
+        notes.append(
+            "no project base image yet: tasks need their FROM images in the engine "
+            "(python -m autoenvscaling.tools.sandbox.docker bases imports them, no registry)"
+        )
+    if not shutil.which("docker"):
+        notes.append("no docker CLI on PATH: the persistent shell will not start")
+    return BackendStatus(name="docker", ok=True, detail="; ".join(notes))
 
 
 def check_harbor_docker() -> BackendStatus:
+    """Harbor's own docker backend (`-e docker`): it drives `docker compose` v2."""
     if not shutil.which("docker"):
-        return BackendStatus(name="harbor-docker", ok=False, detail="no docker CLI on PATH")
-    done = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
+        return BackendStatus(
+            name="harbor-docker",
+            ok=False,
+            detail="Harbor's docker backend needs the docker CLI, which is not on PATH; "
+            "use the `docker` backend (SDK) instead",
+        )
+    done = subprocess.run(
+        ["docker", "compose", "version"], capture_output=True, text=True, check=False
+    )
     if done.returncode != 0:
         return BackendStatus(
             name="harbor-docker",
             ok=False,
-            detail="Harbor's docker backend needs `docker compose` v2, which is missing",
+            detail="Harbor's docker backend needs `docker compose` v2, which is missing "
+            "(install the docker-compose-plugin); the `docker` backend (SDK) works without it",
         )
     engine = check_docker()
     if not engine.ok:
         return BackendStatus(name="harbor-docker", ok=False, detail=engine.detail)
-    return BackendStatus(name="harbor-docker", ok=True, detail=done.stdout.strip())
+    return BackendStatus(
+        name="harbor-docker",
+        ok=True,
+        detail=f"{done.stdout.strip()}; note: tasks that allow internet get a compose bridge "
+        "network, whose private addresses some machines forbid",
+    )
+
+
+def clean_docker() -> str:
+    """Remove our stale containers (`doctor --clean`); says what it removed."""
+    from autoenvscaling.tools.sandbox.docker import cleanup_stale
+
+    try:
+        report = cleanup_stale()
+    except Exception as exc:
+        return f"docker: nothing cleaned ({exc})"
+    removed = ", ".join(report.containers) or "none"
+    return f"docker: removed stale containers: {removed}"
 
 
 async def diagnose(start: bool = True) -> list[BackendStatus]:

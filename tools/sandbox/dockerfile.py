@@ -118,6 +118,8 @@ def parse_dockerfile(dockerfile: Path, context: Path | None = None) -> BuildPlan
         kind, value, line = item["instruction"], item["value"], item["startline"] + 1
         at = f"{where} line {line} ({kind})"
         values = {**args, **env}
+        if kind == "COMMENT":
+            continue
         if kind in IGNORED:
             notes.append(f"{at}: ignored (metadata only)")
             continue

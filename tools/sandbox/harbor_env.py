@@ -155,3 +155,68 @@ class BwrapEnvironment(SandboxEnvironment):
             env=dict(self._startup_env()),
             workdir=self.task_env_config.workdir or image.workdir,
         )
+
+
+class DockerEnvironment(SandboxEnvironment):
+    """A Docker engine through the `docker` SDK: no compose, no registry, never a network.
+
+    Cleanup: `stop()` removes the container; if the trial's process dies first (even by SIGKILL)
+    the engine removes it, because the container's main process ends when its owner's attach
+    socket closes; and the first start in each process sweeps containers of dead owners
+    (`cleanup_stale`) as a backstop.
+    """
+
+    _swept = False  # stale containers are swept once per process
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.image_tag: str | None = None
+
+    @staticmethod
+    @override
+    def type() -> str:
+        return "docker-sdk"
+
+    @classmethod
+    @override
+    def resource_capabilities(cls) -> EnvironmentResourceCapabilities:
+        return EnvironmentResourceCapabilities(
+            cpu_limit=True, memory_limit=True, fractional_cpus=True
+        )
+
+    @classmethod
+    @override
+    def preflight(cls) -> None:
+        from autoenvscaling.tools.sandbox.docker import client
+
+        try:
+            client()
+        except SandboxError as exc:
+            raise SystemExit(str(exc)) from exc
+
+    @override
+    async def _start_sandbox(self, force_build: bool) -> Sandbox:
+        import asyncio
+
+        from autoenvscaling.tools.sandbox.docker import DockerSandbox, build_image, cleanup_stale
+
+        if not DockerEnvironment._swept:
+            DockerEnvironment._swept = True
+            report = await asyncio.to_thread(cleanup_stale)
+            if report.containers:
+                self.logger.info(f"removed stale containers: {', '.join(report.containers)}")
+        image = await build_image(
+            self.environment_dir,
+            task_name=self.environment_name,
+            docker_image=self.task_env_config.docker_image,
+            force=force_build,
+            timeout_sec=self.task_env_config.build_timeout_sec,
+            log=self.logger.debug,
+        )
+        self.image_tag = image.tag
+        return await DockerSandbox.start(
+            image.tag,
+            limits=self._limits(),
+            env=dict(self._startup_env()),
+            workdir=self.task_env_config.workdir,
+        )
