@@ -48,6 +48,7 @@ class SolverSettings(BaseModel):
     attempt_id: str | None = None
     task_id: str = ""
     category: str = ""
+    tags: dict[str, Any] = Field(default_factory=dict, description="Extra rollout metadata")
 
 
 class SolverAttempt(BaseModel):
@@ -157,7 +158,8 @@ async def solve_task(
                 attempt_id, reward=trial.reward, outcome=outcome, error=error,
                 prompt_tokens=meta.get("prompt_tokens"), completion_tokens=meta.get("completion_tokens"),
                 duration_sec=trial.duration_sec,
-                metadata={"trial_dir": trial.trial_dir, "stop_reason": meta.get("stop_reason"),
+                metadata={**settings.tags, "trial_dir": trial.trial_dir,
+                          "stop_reason": meta.get("stop_reason"),
                           "backend": backend, "verifier_output": trial.verifier_output[-1500:]})
     return SolverAttempt(
         task=str(task_dir), reward=trial.reward, steps=int(meta.get("steps", 0)),
