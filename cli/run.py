@@ -68,9 +68,12 @@ async def _stream(graph: Any, payload: Any, config: dict[str, Any], ctx: Any, au
 @run_app.command()
 def run(
     rounds: Annotated[int, typer.Option("--rounds", "-r", help="Rounds to run")] = 1,
-    run_dir: Annotated[Path, typer.Option(help="Run folder (see README: run folder layout)")] = Path("runs/default"),
+    run_dir: Annotated[Path | None, typer.Option(help="Run folder (default: runs/<timestamp>)")] = None,
     resume: Annotated[bool, typer.Option(help="Continue a killed or paused run in RUN_DIR")] = False,
     proposals: Annotated[int, typer.Option("--proposals", "-k", help="Proposers per round")] = 2,
+    calibrate: Annotated[bool, typer.Option(help="Calibrate candidates against the solver")] = True,
+    max_tokens: Annotated[int | None, typer.Option(help="Cap on one model reply")] = None,
+    train_steps: Annotated[int | None, typer.Option(help="GRPO optimizer steps per round")] = None,
     model: Annotated[str | None, typer.Option(help="Shared policy model, e.g. openai:Qwen/Qwen3-8B")] = None,
     base_url: Annotated[str | None, typer.Option(help="Its OpenAI-compatible endpoint (vLLM...)")] = None,
     proposer_model: Annotated[str | None, typer.Option(help="Override the proposer's model")] = None,
@@ -95,6 +98,10 @@ def run(
 
     from autoenvscaling.graphs.flywheel import build_flywheel
 
+    if run_dir is None:
+        if resume:
+            raise typer.BadParameter("--resume needs the --run-dir of the run to continue")
+        run_dir = Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     run_dir = run_dir.resolve()
     graph_db = run_dir / "graph.sqlite"
     if graph_db.exists() and not resume:
@@ -113,7 +120,8 @@ def run(
         policy_model=model, policy_base_url=base_url, base_model=base_model,
         policy_server=policy_server or ("embedded" if embedded else "vllm" if base_url else "none"),
         proposer_max_turns=proposer_max_turns, solver_max_turns=solver_max_turns,
-        refresh_attempts=refresh_attempts, refresh_limit=refresh_limit,
+        refresh_attempts=refresh_attempts, refresh_limit=refresh_limit, calibrate=calibrate,
+        max_tokens=max_tokens, train_steps=train_steps,
     )
 
     async def main() -> None:
@@ -121,7 +129,9 @@ def run(
 
         try:
             if embedded:
-                values.update(await embedded_defaults(console))
+                for key, value in (await embedded_defaults(console)).items():
+                    if values.get(key) is None:  # the command line wins over the defaults
+                        values[key] = value
             ctx = _context(**values)
             async with AsyncSqliteSaver.from_conn_string(str(graph_db)) as saver:
                 graph = build_flywheel(checkpointer=saver)

@@ -60,9 +60,11 @@ def build_agent_loop(
     *,
     stop_tools: frozenset[str] = frozenset({"submit"}),
     name: str = "agent_loop",
+    tool_choice: str | None = None,
 ) -> Any:
     by_name = {tool.name: tool for tool in tools}
-    bound = model.bind_tools(list(tools)) if tools else model
+    extra = {"tool_choice": tool_choice} if tool_choice else {}
+    bound = model.bind_tools(list(tools), **extra) if tools else model
     caller = bound.with_retry(stop_after_attempt=budget.max_retries + 1, wait_exponential_jitter=True)
 
     async def agent(state: LoopState) -> Command[Literal["tools", "__end__"]]:

@@ -51,6 +51,8 @@ class FlywheelContext:
                               metadata={"description": "Shared policy (both roles)"})
     policy_base_url: str | None = field(default=None,
                                         metadata={"description": "Policy endpoint (vLLM etc.)"})
+    policy_tool_choice: str | None = field(
+        default=None, metadata={"description": "'auto' for servers that constrain tool calls"})
     proposer_model: str | None = field(default=None,
                                        metadata={"description": "Override: proposer model"})
     proposer_base_url: str | None = field(default=None, metadata={"description": "Its endpoint"})
@@ -121,7 +123,7 @@ def _role_model(ctx: FlywheelContext, policy: Policy, role: Literal["proposer", 
     """Both roles use the shared policy unless this role is configured apart."""
     model = ctx.proposer_model if role == "proposer" else ctx.solver_model
     base_url = ctx.proposer_base_url if role == "proposer" else ctx.solver_base_url
-    override = ModelConfig(model=model, base_url=base_url, max_tokens=ctx.max_tokens) if model else None
+    override = ModelConfig(model=model, base_url=base_url) if model else None
     return ModelConfig.for_policy(policy, override).model_copy(update={"max_tokens": ctx.max_tokens})
 
 
@@ -142,7 +144,8 @@ async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
     if not pool.entries() and seed.exists():
         await asyncio.to_thread(pool.seed_from, seed)
     RolloutStore(run.rollouts).close()  # creates the schema once
-    policy = state.get("policy") or Policy(model=ctx.policy_model, base_url=ctx.policy_base_url).model_dump()
+    policy = state.get("policy") or Policy(model=ctx.policy_model, base_url=ctx.policy_base_url,
+                                           tool_choice=ctx.policy_tool_choice).model_dump()
     return {"run_id": manifest.run_id, "round": state.get("round", 1), "policy": policy}
 
 

@@ -21,6 +21,13 @@ if TYPE_CHECKING:
     from autoenvscaling.graphs.flywheel import FlywheelContext, SlotTask
     from autoenvscaling.training.policy import PolicyServer
 
+# Sized so one embedded round fits in ~15 min on 2 CPU cores (SmolLM2-135M at ~50 tokens/s);
+# every value shows in the run's manifest and can be overridden on the command line.
+EMBEDDED_BUDGETS: dict[str, Any] = {
+    "proposer_max_turns": 6, "solver_max_turns": 4, "max_tokens": 384, "refresh_attempts": 1,
+    "refresh_limit": 4, "calibration_rollouts": 4, "train_steps": 2, "num_generations": 4,
+}
+
 # Live policy servers of this process, by kind: they are processes, not graph state.
 _SERVERS: dict[str, Any] = {}
 
@@ -44,7 +51,8 @@ async def embedded_defaults(console: Console | None = None) -> dict[str, Any]:
     else:
         ref = server.current()
     values: dict[str, Any] = {"policy_model": f"openai:{ref.model}", "policy_base_url": ref.base_url,
-                              "policy_server": "embedded"}
+                              "policy_server": "embedded", "policy_tool_choice": "auto",
+                              **EMBEDDED_BUDGETS}
     try:
         from autoenvscaling.training.embedded_setup import ensure_hf_base_model
 
@@ -135,7 +143,7 @@ async def run_training(
         return summary, None
     summary["served_as"] = ref.model
     new = Policy(model=f"openai:{ref.model}", base_url=ref.base_url, checkpoint_id=checkpoint.id,
-                 version=checkpoint.id)
+                 version=checkpoint.id, tool_choice=policy.tool_choice)
     return summary, new.model_dump()
 
 

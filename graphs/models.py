@@ -21,6 +21,7 @@ class Policy(BaseModel):
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint (vLLM, llama.cpp)")
     checkpoint_id: str | None = Field(None, description="Registry id of the served checkpoint")
     version: str = Field("base", description="Recorded with every rollout")
+    tool_choice: str | None = Field(None, description="See ModelConfig.tool_choice")
 
 
 class ModelConfig(BaseModel):
@@ -33,6 +34,8 @@ class ModelConfig(BaseModel):
     max_tokens: int = Field(1024, description="Cap on one reply")
     timeout_sec: float = 180
     max_retries: int = Field(2, description="Retries with exponential backoff before an error outcome")
+    tool_choice: str | None = Field(
+        None, description="Sent with tool calls; 'auto' makes llama.cpp constrain replies to a call")
     extra: dict[str, Any] = Field(default_factory=dict, description="More init_chat_model kwargs")
 
     @classmethod
@@ -40,7 +43,7 @@ class ModelConfig(BaseModel):
         """A role's config: the shared policy unless this role is configured apart."""
         if override is not None:
             return override
-        return cls(model=policy.model, base_url=policy.base_url)
+        return cls(model=policy.model, base_url=policy.base_url, tool_choice=policy.tool_choice)
 
 
 def load_chat_model(config: ModelConfig) -> BaseChatModel:

@@ -261,7 +261,8 @@ async def _episodes(settings: ProposerSettings, candidate: Path, conversation: _
     model = load_chat_model(settings.model)
     terminal = settings.arm == "terminal"
     budget = settings.budget if terminal else settings.budget.model_copy(update={"max_turns": 1})
-    loop = build_agent_loop(model, tools, budget, name="proposer")
+    loop = build_agent_loop(model, tools, budget, name="proposer",
+                            tool_choice=settings.model.tool_choice)
     for revision in range(settings.max_revisions + 1):
         if revision:
             assert result.verdict is not None

@@ -93,7 +93,8 @@ class SolverAgent(BaseAgent):
         server = build_terminal_server(ref=ref)
         messages = [SystemMessage(load_prompt("solver")), HumanMessage(instruction)]
         async with open_mcp_tools({"terminal": server}) as tools:
-            loop = build_agent_loop(load_chat_model(s.model), tools, s.budget, name="solver")
+            loop = build_agent_loop(load_chat_model(s.model), tools, s.budget, name="solver",
+                                    tool_choice=s.model.tool_choice)
             state = await loop.ainvoke({"messages": messages, "started_at": time.monotonic()},
                                        {"recursion_limit": 4 * s.budget.max_turns + 10})
         steps = steps_from_messages(state["messages"], state.get("tool_seconds", {}))

@@ -1,0 +1,129 @@
+"""`autoenvscaling train`: run the training node alone (GRPO on Harbor tasks -> a new checkpoint).
+
+Mounted by cli/main.py. Imports no torch: training runs in the TRL worker subprocess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+train_app = typer.Typer(help="Training commands.")
+console = Console(stderr=True)
+
+
+def _task_dirs(paths: list[Path]) -> list[Path]:
+    """Each path is a task folder (has task.toml) or a pool of task folders."""
+    from autoenvscaling.tools.task_format import TaskFormatError, load_pool
+
+    found: list[Path] = []
+    for path in paths:
+        if (path / "task.toml").is_file():
+            found.append(path.resolve())
+            continue
+        errors: list[TaskFormatError] = []
+        tasks = load_pool(path, errors)
+        for err in errors:
+            console.print(f"[yellow]skipped[/] {err}")
+        found += [t.root.resolve() for t in tasks]
+    return found
+
+
+@train_app.command("train")
+def train(
+    tasks: Annotated[list[Path], typer.Option("--tasks", "-t", exists=True,
+                                              help="Task folder or pool folder (repeatable).")],
+    base: Annotated[str, typer.Option("--base", help="Base model: a local HF model folder.")],
+    replay: Annotated[list[Path], typer.Option("--replay", exists=True,
+                                               help="Replay tasks (folder or pool).")] = [],  # noqa: B006
+    registry: Annotated[Path, typer.Option("--registry", help="Checkpoint registry folder.")] = Path(
+        "checkpoints"),
+    parent: Annotated[str | None, typer.Option(
+        "--parent", help="Checkpoint id to continue from; default: the registry's current one; "
+                         "'base' = start from the base model.")] = None,
+    work_dir: Annotated[Path | None, typer.Option("--work-dir", help="Scratch folder.")] = None,
+    steps: Annotated[int, typer.Option(help="GRPO optimizer steps.")] = 2,
+    lr: Annotated[float, typer.Option("--lr", help="Learning rate.")] = 1e-4,
+    num_generations: Annotated[int, typer.Option(help="Rollouts per task per step.")] = 4,
+    tasks_per_step: Annotated[int, typer.Option(help="Tasks (groups) per step.")] = 2,
+    max_completion_length: Annotated[int, typer.Option(help="Tokens per episode.")] = 256,
+    max_turns: Annotated[int, typer.Option(help="Tool calls per episode.")] = 4,
+    lora: Annotated[bool, typer.Option("--lora/--full", help="LoRA adapter or full weights.")] = True,
+    lora_rank: Annotated[int, typer.Option(help="LoRA rank.")] = 8,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    use_vllm: Annotated[bool, typer.Option(help="Generate with vLLM (GPU).")] = False,
+    vllm_mode: Annotated[str, typer.Option(help="colocate | server")] = "colocate",
+    vllm_server_url: Annotated[str | None, typer.Option(help="For --vllm-mode server.")] = None,
+    threads: Annotated[int | None, typer.Option(help="torch CPU threads in the trainer.")] = None,
+    sandbox: Annotated[str, typer.Option("--sandbox", help="Sandbox backend.")] = "bwrap",
+    timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Train the policy with GRPO on TASKS and publish a new checkpoint (if anything was learned)."""
+    from autoenvscaling.training.backend import (
+        TrainHyperParams,
+        TrainingError,
+        TrainJob,
+        TrainProgress,
+    )
+    from autoenvscaling.training.checkpoints import CheckpointRegistry
+    from autoenvscaling.training.trl_grpo import TRLGRPOBackend
+
+    reg = CheckpointRegistry(registry)
+    if parent == "base":
+        parent_ckpt = None
+    elif parent is not None:
+        parent_ckpt = reg.get(parent)
+    else:
+        parent_ckpt = reg.current()
+    task_dirs, replay_dirs = _task_dirs(tasks), _task_dirs(replay)
+    if not task_dirs and not replay_dirs:
+        console.print("[red]no valid task folders found[/]")
+        raise typer.Exit(2)
+    job_id = f"train-{secrets.token_hex(4)}"
+    job = TrainJob(
+        job_id=job_id, base_model=base, parent=parent_ckpt, task_dirs=task_dirs,
+        replay_task_dirs=replay_dirs, sandbox_backend=sandbox,  # type: ignore[arg-type]
+        work_dir=(work_dir or registry / "jobs" / job_id).resolve(),
+        hyper=TrainHyperParams(
+            steps=steps, learning_rate=lr, num_generations=num_generations,
+            tasks_per_step=tasks_per_step, max_completion_length=max_completion_length,
+            max_turns=max_turns, lora=lora, lora_rank=lora_rank, seed=seed,
+            device=device, use_vllm=use_vllm, vllm_mode=vllm_mode,  # type: ignore[arg-type]
+            vllm_server_base_url=vllm_server_url, torch_threads=threads,
+        ),
+    )
+    console.print(f"job {job_id}: {len(task_dirs)} tasks + {len(replay_dirs)} replay, "
+                  f"from {parent_ckpt.id if parent_ckpt else base}; log in {job.work_dir}")
+
+    def progress(event: TrainProgress) -> None:
+        if event.stage == "step":
+            reward = event.metrics.get("reward")
+            loss = event.metrics.get("loss")
+            console.print(f"  step {event.step}/{event.total_steps}  loss={loss}  reward={reward}")
+        elif event.stage != "rewards":
+            console.print(f"  [{event.stage}] {event.message}")
+
+    backend = TRLGRPOBackend(reg, timeout_sec=timeout)
+    try:
+        result = asyncio.run(backend.train(job, progress))
+    except TrainingError as exc:
+        console.print(f"[red]training failed[/]: {exc}")
+        raise typer.Exit(1) from None
+    if as_json:
+        typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+        return
+    if result.checkpoint is None:
+        console.print(f"[yellow]no update[/]: {result.reason}")
+    else:
+        console.print(f"[green]published[/] {result.checkpoint.id} ({result.checkpoint.kind}) "
+                      f"-> {result.checkpoint.path}")
+    console.print(f"groups {result.groups_total}, without reward variance "
+                  f"{result.groups_dropped_no_variance}; {result.duration_sec:.0f} s")

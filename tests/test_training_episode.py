@@ -1,0 +1,113 @@
+# ruff: noqa: F811  (pytest fixtures imported from test_docker_fixtures)
+"""One GRPO episode without a model: real bwrap sandbox, persistent bash tool, the task's verifier.
+
+Also checks that the graph-side training modules never import torch.
+"""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from autoenvscaling.training.episode_env import (
+    EpisodeConfig,
+    EpisodeError,
+    EventLoop,
+    TaskEpisode,
+    format_tool_output,
+)
+from autoenvscaling.training.sandboxes import task_starter
+
+from tests.test_docker_fixtures import docker_engine  # noqa: F401 - pytest fixture
+from tests.test_training_support import make_tasks
+
+
+def test_only_bash_is_exposed_as_a_tool() -> None:
+    """TRL turns every public method except reset/get_reward into a tool the model can call."""
+    public = [name for name, _ in inspect.getmembers(TaskEpisode, predicate=inspect.isfunction)
+              if not name.startswith("_") and name not in ("reset", "get_reward")]
+    assert public == ["bash"]
+
+
+def test_tool_output_is_capped_with_status() -> None:
+    text = format_tool_output("x" * 5000, 0, False, cap=1000)
+    assert len(text) < 1100 and text.endswith("[exit code 0]") and "chars cut" in text
+    assert format_tool_output("", None, True, cap=100).startswith("[still running")
+
+
+def test_graph_side_modules_do_not_import_torch() -> None:
+    code = (
+        "import sys\n"
+        "import autoenvscaling.training.policy, autoenvscaling.training.checkpoints\n"
+        "import autoenvscaling.training.backend, autoenvscaling.training.trl_grpo\n"
+        "import autoenvscaling.training.vllm_server, autoenvscaling.training.episode_env\n"
+        "import autoenvscaling.training.sandboxes, autoenvscaling.cli.train\n"
+        "heavy = [m for m in ('torch', 'transformers', 'trl', 'peft') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_episode_in_a_live_sandbox(bwrap_ready, tmp_path: Path) -> None:
+    tasks = make_tasks(tmp_path / "tasks")
+    loop = EventLoop()
+    try:
+        episode = TaskEpisode(loop, task_starter("bwrap"), EpisodeConfig())
+        with pytest.raises(EpisodeError, match="no `task_dir`"):
+            episode.reset()
+
+        episode.reset(task_dir=str(tasks["write-numbers"]))
+        assert episode.bash("cd /app && N=1") == "[exit code 0]"
+        # Same shell: cwd and variables persist, as in the solver's terminal.
+        assert episode.bash("echo $N > answer.txt; pwd") == "/app\n[exit code 0]"
+        assert episode.bash("exit 3").endswith("[exit code 3]")
+        record = loop.run(episode._finish())
+        assert record.reward == 0.5 and record.tool_calls == 3
+
+        # The pool reuses an instance: reset starts a fresh sandbox (no answer.txt any more).
+        episode.reset(task_dir=str(tasks["write-numbers"]))
+        assert "No such file" in episode.bash("cat /app/answer.txt")
+        assert loop.run(episode._finish()).reward == 0.0
+
+        episode.reset(task_dir=str(tasks["hello-file"]))
+        episode.bash("echo hello > /app/hello.txt")
+        assert loop.run(episode._finish()).reward == 1.0  # reward.json, Harbor's first choice
+    finally:
+        loop.stop()
+
+
+def test_verifier_without_reward_is_an_infrastructure_error(bwrap_ready, tmp_path: Path) -> None:
+    """A task whose test.sh writes no reward file: Harbor gives no reward, and we never invent 0."""
+    task = make_tasks(tmp_path / "tasks")["hello-file"]
+    (task / "tests" / "test.sh").write_text("#!/bin/bash\necho checked\n")
+    loop = EventLoop()
+    try:
+        episode = TaskEpisode(loop, task_starter("bwrap"), EpisodeConfig())
+        episode.reset(task_dir=str(task))
+        with pytest.raises(EpisodeError, match="RewardFileNotFoundError"):
+            loop.run(episode._finish())
+        assert episode._live is None  # the sandbox was closed all the same
+    finally:
+        loop.stop()
+
+
+def test_unknown_backend_is_refused() -> None:
+    with pytest.raises(RuntimeError, match="live shell"):
+        task_starter("harbor-docker")
+
+
+@pytest.mark.docker
+def test_episode_on_docker(docker_engine, tmp_path: Path) -> None:
+    """The same episode through the docker backend's Harbor environment."""
+    task = make_tasks(tmp_path / "tasks")["write-numbers"]
+    loop = EventLoop()
+    try:
+        episode = TaskEpisode(loop, task_starter("docker"), EpisodeConfig())
+        episode.reset(task_dir=str(task))
+        assert episode.bash("cd /app && printf '1\\n2\\n' > answer.txt; pwd") == "/app\n[exit code 0]"
+        assert loop.run(episode._finish()).reward == 1.0
+    finally:
+        loop.stop()

@@ -1,0 +1,116 @@
+"""The RL backend protocol: train on a job (base checkpoint + tasks + hyper-parameters) -> result.
+
+The training node in the flywheel only sees these models. A backend runs wherever it likes (the TRL
+backend: a subprocess that owns torch); it never publishes a half-trained checkpoint: either the
+result names a new checkpoint that is fully published, or it names none and says why.
+Import-light on purpose: the graph process imports this module and must never import torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from autoenvscaling.training.policy import Checkpoint
+from pydantic import BaseModel, Field
+
+
+class TrainHyperParams(BaseModel):
+    """GRPO knobs. Defaults are sized for the embedded CPU round (visible and overridable)."""
+
+    steps: int = Field(2, ge=1, description="Optimizer steps (GRPOConfig.max_steps).")
+    learning_rate: float = Field(1e-4, gt=0)
+    num_generations: int = Field(4, ge=2, description="Rollouts per task per step (the group size).")
+    tasks_per_step: int = Field(2, ge=1, description="Groups per step; batch = this x num_generations.")
+    max_completion_length: int = Field(
+        256, ge=8, description="Token budget of one episode: every turn plus tool output."
+    )
+    max_turns: int = Field(4, ge=1, description="Tool calls per episode (max_tool_calling_iterations).")
+    temperature: float = Field(1.0, gt=0)
+    beta: float = Field(0.0, ge=0, description="KL coefficient; 0 = no reference model (cheaper).")
+    lora: bool = Field(True, description="Train a LoRA adapter (peft) instead of all weights.")
+    lora_rank: int = Field(8, ge=1)
+    lora_alpha: int = Field(16, ge=1)
+    lora_target_modules: list[str] | str = Field(
+        "all-linear", description="peft target_modules; 'all-linear' = every linear layer but lm_head."
+    )
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="'auto' = cuda when available, else cpu (fp32)."
+    )
+    use_vllm: bool = Field(False, description="Generate with vLLM (GPU only).")
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    vllm_server_base_url: str | None = Field(None, description="For vllm_mode='server'.")
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
+    gradient_checkpointing: bool = False
+    command_timeout_sec: float = Field(60.0, gt=0, description="Per bash tool call in an episode.")
+    tool_output_chars: int = Field(2000, ge=100, description="Cap on one tool result shown to the model.")
+    torch_threads: int | None = Field(None, description="torch.set_num_threads in the worker (CPU).")
+
+
+class TrainJob(BaseModel):
+    """One training run: where to start, what to train on, how."""
+
+    job_id: str
+    base_model: str = Field(description="HF model folder (or name) the policy family is based on.")
+    parent: Checkpoint | None = Field(
+        None, description="Checkpoint to continue from; None = train from base_model itself."
+    )
+    task_dirs: list[Path] = Field(description="Admitted Harbor task folders of this round.")
+    replay_task_dirs: list[Path] = Field(default_factory=list, description="Older pool tasks replayed.")
+    hyper: TrainHyperParams = Field(default_factory=TrainHyperParams)
+    work_dir: Path = Field(description="Scratch folder for the worker (weights, logs, result.json).")
+    sandbox_backend: Literal["bwrap", "docker"] = "bwrap"
+    system_prompt: str | None = Field(None, description="System message of every episode.")
+
+    def all_task_dirs(self) -> list[Path]:
+        seen: set[Path] = set()
+        out = []
+        for path in [*self.task_dirs, *self.replay_task_dirs]:
+            resolved = Path(path).resolve()
+            if resolved not in seen:
+                seen.add(resolved)
+                out.append(resolved)
+        return out
+
+
+class TrainResult(BaseModel):
+    """What came out of a job. `checkpoint` is None when nothing was learned, with `reason` saying why."""
+
+    job_id: str
+    checkpoint: Checkpoint | None = None
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    steps_done: int = 0
+    groups_total: int = 0
+    groups_dropped_no_variance: int = Field(
+        0, description="Groups whose rewards were all equal: zero advantage, no gradient."
+    )
+    reason: str | None = Field(None, description="Why no checkpoint was published (None if one was).")
+    duration_sec: float = 0.0
+    log_path: Path | None = None
+
+
+class TrainProgress(BaseModel):
+    """A progress event streamed by a backend while it trains."""
+
+    job_id: str
+    stage: str = Field(description="'load', 'step', 'save', 'done', ...")
+    step: int = 0
+    total_steps: int = 0
+    message: str = ""
+    metrics: dict[str, Any] = Field(default_factory=dict)
+
+
+ProgressCallback = Callable[[TrainProgress], None]
+
+
+class TrainingError(RuntimeError):
+    """Training did not finish; no checkpoint was published and the registry is unchanged."""
+
+
+@runtime_checkable
+class RLBackend(Protocol):
+    async def train(self, job: TrainJob, progress: ProgressCallback | None = None) -> TrainResult:
+        """Train on `job`. Publishes at most one checkpoint; raises `TrainingError` on failure."""
+        ...

@@ -1,0 +1,345 @@
+"""The GRPO trainer process: `python -m autoenvscaling.training.grpo_worker JOB.json`.
+
+Runs TRL's GRPOTrainer on the job's Harbor tasks with multi-turn episodes in live sandboxes
+(`environment_factory` -> `TaskEpisode`); the reward is each task's own verifier. Writes the new
+weights and `result.json` into the job's work_dir; it never touches the checkpoint registry (the
+parent process publishes, so a crash here cannot leave a half checkpoint anywhere that matters).
+
+Progress goes to stdout as lines `@@aes {json}`; everything else (library logs) is free text.
+This is the only module of the package that imports torch at the top level.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+EVENT_PREFIX = "@@aes "
+RESULT_FILE = "result.json"
+WEIGHTS_DIR = "weights"
+
+for _key, _value in {
+    "TRL_EXPERIMENTAL_SILENCE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "WANDB_DISABLED": "true",
+    "HARBOR_TELEMETRY": "0",
+}.items():
+    os.environ.setdefault(_key, _value)
+
+from autoenvscaling.training.backend import TrainJob
+from pydantic import BaseModel, Field
+
+
+class WorkerResult(BaseModel):
+    """What the worker leaves in work_dir/result.json for the parent to publish."""
+
+    job_id: str
+    weights_dir: str | None = None
+    kind: str = "lora"
+    base_model: str = ""
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    steps_done: int = 0
+    groups_total: int = 0
+    groups_dropped_no_variance: int = 0
+    reason: str | None = None
+    episodes: list[dict[str, Any]] = Field(default_factory=list)
+
+
+def emit(stage: str, job_id: str, *, step: int = 0, total: int = 0, message: str = "",
+         metrics: dict[str, Any] | None = None) -> None:
+    event = {"job_id": job_id, "stage": stage, "step": step, "total_steps": total,
+             "message": message, "metrics": metrics or {}}
+    sys.stdout.write(EVENT_PREFIX + json.dumps(event, default=str) + "\n")
+    sys.stdout.flush()
+
+
+class GroupStats:
+    """Counts GRPO groups (num_generations consecutive rollouts of one task) and their variance."""
+
+    def __init__(self, group_size: int) -> None:
+        self.group_size = group_size
+        self.groups_total = 0
+        self.groups_no_variance = 0
+        self.rewards: list[float] = []
+
+    def add(self, rewards: list[float]) -> int:
+        """Record one batch; returns how many of its groups had no variance."""
+        dropped = 0
+        for start in range(0, len(rewards), self.group_size):
+            group = rewards[start:start + self.group_size]
+            self.groups_total += 1
+            if max(group) - min(group) < 1e-9:
+                dropped += 1
+        self.groups_no_variance += dropped
+        self.rewards.extend(rewards)
+        return dropped
+
+
+def _device(job: TrainJob) -> str:
+    import torch
+
+    if job.hyper.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if job.hyper.device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device='cuda' was asked for but torch sees no CUDA device")
+    return job.hyper.device
+
+
+def ensure_tool_template(tokenizer) -> str | None:
+    """Make the chat template one TRL can render tools with and parse tool calls from.
+
+    A known tool-capable template is kept. A ChatML tokenizer whose template has no tool support
+    (SmolLM2, the embedded default) gets TRL's Qwen2.5 template, which is ChatML plus the
+    `<tool_call>` JSON format. Returns a note when the template was replaced.
+    """
+    from trl.chat_template_utils import (
+        add_response_schema,
+        qwen2_5_chat_template,
+        supports_tool_calling,
+    )
+
+    if tokenizer.chat_template and supports_tool_calling(tokenizer):
+        try:
+            add_response_schema(tokenizer)
+            return None
+        except ValueError:
+            pass  # tool-capable but unknown to TRL's parsers: fall through
+    vocab = tokenizer.get_vocab()
+    if "<|im_start|>" in vocab and "<|im_end|>" in vocab:
+        tokenizer.chat_template = qwen2_5_chat_template
+        tokenizer.eos_token = "<|im_end|>"  # ChatML turns end here; generation must stop here
+        add_response_schema(tokenizer)
+        return ("the model's chat template has no tool calling TRL can parse; using TRL's "
+                "Qwen2.5 ChatML template (tool calls as <tool_call> JSON)")
+    raise ValueError("the base model's chat template supports no tool calling TRL can parse and "
+                     "the tokenizer is not ChatML: give the model a tool-capable chat template")
+
+
+def load_policy(job: TrainJob, device: str):
+    """(model, tokenizer, peft_config, kind, base_of_new_checkpoint) for this job."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    hyper, parent = job.hyper, job.parent
+    model_path = str(parent.path) if parent is not None and parent.kind == "full" else job.base_model
+    # bf16 weights only for a frozen LoRA base; trained weights stay fp32 (bf16 autocast computes)
+    # because an Adam step of ~lr is below bf16's resolution and would be rounded away.
+    dtype = torch.bfloat16 if device == "cuda" and hyper.lora else torch.float32
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    tokenizer.padding_side = "left"
+    note = ensure_tool_template(tokenizer)
+    if note:
+        emit("load", job.job_id, message=note)
+    if tokenizer.pad_token is None:
+        vocab = tokenizer.get_vocab()
+        tokenizer.pad_token = "<|endoftext|>" if "<|endoftext|>" in vocab else tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    peft_config = None
+    if parent is not None and parent.kind == "lora":
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(parent.path), is_trainable=hyper.lora)
+        if not hyper.lora:  # full fine-tuning continues from the merged weights
+            model = model.merge_and_unload()
+            model.requires_grad_(True)  # peft froze the base weights when it loaded the adapter
+    elif hyper.lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=hyper.lora_rank, lora_alpha=hyper.lora_alpha, lora_dropout=0.0,
+                                 target_modules=hyper.lora_target_modules, task_type="CAUSAL_LM")
+    kind = "lora" if hyper.lora else "full"
+    return model, tokenizer, peft_config, kind, model_path
+
+
+def build_dataset(job: TrainJob):
+    from autoenvscaling.tools.task_format import load_task
+    from autoenvscaling.training.episode_env import episode_prompt
+    from datasets import Dataset
+
+    rows = []
+    for task_dir in job.all_task_dirs():
+        task = load_task(task_dir)
+        rows.append({
+            "prompt": episode_prompt(task.instruction, job.system_prompt),
+            "task_dir": str(task_dir),
+            "task_name": task.name,
+        })
+    if not rows:
+        raise ValueError("the job has no tasks (task_dirs and replay_task_dirs are empty)")
+    return Dataset.from_list(rows)
+
+
+def _trainable_snapshot(model) -> dict[str, Any]:
+    return {n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _change_norm(model, before: dict[str, Any]) -> float:
+    total = 0.0
+    for name, param in model.named_parameters():
+        if name in before:
+            total += float((param.detach().to("cpu").float() - before[name].float()).pow(2).sum())
+    return math.sqrt(total)
+
+
+def make_reward_func(loop, stats: GroupStats, records: list[dict[str, Any]], job_id: str):
+    """The GRPO reward: every rollout's verifier, run concurrently once the batch is generated."""
+    import asyncio
+
+    def verifier_reward(prompts, completions, environments=None, log_metric=None, **_: Any):
+        if environments is None:
+            raise RuntimeError("verifier_reward needs environment_factory episodes")
+
+        async def all_finished():
+            return await asyncio.gather(*(env._finish() for env in environments))
+
+        done = loop.run(all_finished())
+        rewards = [record.reward for record in done]
+        records.extend(record.model_dump() for record in done)
+        dropped = stats.add(rewards)
+        if log_metric is not None:
+            log_metric("groups_no_variance", float(dropped))
+            log_metric("tool_calls_mean", sum(r.tool_calls for r in done) / max(len(done), 1))
+        emit("rewards", job_id, message=f"{len(rewards)} episodes verified",
+             metrics={"rewards": rewards, "groups_no_variance": dropped})
+        return rewards
+
+    return verifier_reward
+
+
+def run(job: TrainJob) -> WorkerResult:
+    import torch
+    from autoenvscaling.training.episode_env import EpisodeConfig, EventLoop, TaskEpisode
+    from autoenvscaling.training.sandboxes import task_starter
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    started = time.monotonic()
+    hyper = job.hyper
+    work = Path(job.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    if hyper.torch_threads:
+        torch.set_num_threads(hyper.torch_threads)
+    device = _device(job)
+    emit("load", job.job_id, total=hyper.steps, message=f"loading {job.base_model} on {device}")
+    model, tokenizer, peft_config, kind, new_base = load_policy(job, device)
+    dataset = build_dataset(job)
+    tasks_per_step = min(hyper.tasks_per_step, len(dataset))
+
+    loop = EventLoop()
+    episode_config = EpisodeConfig(command_timeout_sec=hyper.command_timeout_sec,
+                                   tool_output_chars=hyper.tool_output_chars)
+    start = task_starter(job.sandbox_backend)
+    stats = GroupStats(hyper.num_generations)
+    records: list[dict[str, Any]] = []
+
+    def factory() -> TaskEpisode:
+        return TaskEpisode(loop, start, episode_config)
+
+    cuda = device == "cuda"
+    config = GRPOConfig(
+        output_dir=str(work / "trainer"),
+        max_steps=hyper.steps,
+        learning_rate=hyper.learning_rate,
+        per_device_train_batch_size=hyper.num_generations * tasks_per_step,
+        gradient_accumulation_steps=1,
+        num_generations=hyper.num_generations,
+        max_completion_length=hyper.max_completion_length,
+        max_tool_calling_iterations=hyper.max_turns,
+        temperature=hyper.temperature,
+        beta=hyper.beta,
+        seed=hyper.seed,
+        use_cpu=not cuda,
+        bf16=cuda,
+        gradient_checkpointing=hyper.gradient_checkpointing,
+        use_vllm=hyper.use_vllm,
+        vllm_mode=hyper.vllm_mode,
+        vllm_server_base_url=hyper.vllm_server_base_url,
+        vllm_gpu_memory_utilization=hyper.vllm_gpu_memory_utilization,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+    class Progress(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            emit("step", job.job_id, step=state.global_step, total=hyper.steps,
+                 metrics={k: v for k, v in (logs or {}).items() if isinstance(v, int | float)})
+
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[make_reward_func(loop, stats, records, job.job_id)],
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        environment_factory=factory,
+        callbacks=[Progress()],
+    )
+    before = _trainable_snapshot(trainer.model)
+    output = trainer.train()
+    change = _change_norm(trainer.model, before)
+    loop.stop()
+
+    history = [h for h in trainer.state.log_history if "loss" in h or "reward" in h]
+    metrics: dict[str, Any] = {
+        "train_loss": output.training_loss,
+        "param_change_l2": change,
+        "reward_mean": (sum(stats.rewards) / len(stats.rewards)) if stats.rewards else None,
+        "episodes": len(stats.rewards),
+        "device": device,
+        "duration_sec": round(time.monotonic() - started, 2),
+        "log_history": history,
+    }
+    result = WorkerResult(job_id=job.job_id, kind=kind, base_model=new_base, metrics=metrics,
+                          steps_done=trainer.state.global_step, groups_total=stats.groups_total,
+                          groups_dropped_no_variance=stats.groups_no_variance, episodes=records)
+    if stats.groups_total == 0 or stats.groups_no_variance == stats.groups_total:
+        result.reason = (f"no reward variance in any of {stats.groups_total} groups "
+                         "(every rollout of each task scored the same): nothing to learn, "
+                         "the policy is unchanged")
+        return result
+    emit("save", job.job_id, step=result.steps_done, total=hyper.steps, message="saving weights")
+    weights = work / WEIGHTS_DIR
+    trainer.model.save_pretrained(str(weights))
+    if kind == "full":
+        tokenizer.save_pretrained(str(weights))
+    result.weights_dir = str(weights)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m autoenvscaling.training.grpo_worker JOB.json", file=sys.stderr)
+        return 2
+    job = TrainJob.model_validate_json(Path(argv[0]).read_text())
+    try:
+        result = run(job)
+    except Exception as exc:  # noqa: BLE001 - the process boundary: report any failure as an event
+        traceback.print_exc()
+        emit("error", job.job_id, message=f"{type(exc).__name__}: {exc}")
+        return 1
+    out = Path(job.work_dir) / RESULT_FILE
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(result.model_dump_json(indent=2))
+    os.replace(tmp, out)
+    emit("done", job.job_id, step=result.steps_done, total=job.hyper.steps,
+         message=result.reason or "checkpoint weights saved")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

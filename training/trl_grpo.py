@@ -1,0 +1,166 @@
+"""The TRL GRPO backend: runs `grpo_worker` in a subprocess, streams progress, publishes the result.
+
+The graph process never imports torch: it writes the job as JSON, starts
+`python -m autoenvscaling.training.grpo_worker job.json`, reads `@@aes {...}` progress lines from
+its stdout and, only after the worker exited cleanly, publishes the weights it left in the job's
+work_dir into the `CheckpointRegistry`. A crash, a kill or a timeout raises `TrainingError` with
+the worker's last words and its log path; the registry is untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+from autoenvscaling.training.backend import (
+    ProgressCallback,
+    TrainingError,
+    TrainJob,
+    TrainProgress,
+    TrainResult,
+)
+from autoenvscaling.training.checkpoints import CheckpointRegistry
+
+EVENT_PREFIX = "@@aes "  # keep in sync with grpo_worker.EVENT_PREFIX (that module imports torch)
+WORKER_MODULE = "autoenvscaling.training.grpo_worker"
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRL_EXPERIMENTAL_SILENCE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "WANDB_DISABLED": "true",
+    "HARBOR_TELEMETRY": "0",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+class TRLGRPOBackend:
+    """`RLBackend` over TRL's GRPOTrainer in a child Python (which must have the `train` extra)."""
+
+    def __init__(
+        self,
+        registry: CheckpointRegistry,
+        *,
+        python: str | None = None,
+        timeout_sec: float | None = None,
+        make_current: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.python = python or sys.executable
+        self.timeout_sec = timeout_sec
+        self.make_current = make_current
+        self.env = env or {}
+        self.worker_pid: int | None = None  # the running worker, for callers that watch it
+
+    async def train(self, job: TrainJob, progress: ProgressCallback | None = None) -> TrainResult:
+        started = time.monotonic()
+        work = Path(job.work_dir)
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "result.json").unlink(missing_ok=True)
+        job_path = work / "job.json"
+        job_path.write_text(job.model_dump_json(indent=2))
+        log_path = work / "worker.log"
+        self.registry.sweep_staging()
+
+        tail: deque[str] = deque(maxlen=60)
+        last_error: str | None = None
+        proc = await asyncio.create_subprocess_exec(
+            self.python, "-m", WORKER_MODULE, str(job_path),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            stdin=asyncio.subprocess.DEVNULL, env={**os.environ, **OFFLINE_ENV, **self.env},
+            start_new_session=True,  # killable as a group (torch threads, sandbox helpers)
+        )
+        self.worker_pid = proc.pid
+
+        async def pump() -> None:
+            nonlocal last_error
+            assert proc.stdout is not None
+            with open(log_path, "a", encoding="utf-8") as log:  # noqa: ASYNC230 - small local log
+                async for raw in proc.stdout:
+                    line = raw.decode(errors="replace").rstrip("\n")
+                    log.write(line + "\n")
+                    log.flush()
+                    if not line.startswith(EVENT_PREFIX):
+                        tail.append(line)
+                        continue
+                    try:
+                        event = TrainProgress.model_validate(json.loads(line[len(EVENT_PREFIX):]))
+                    except ValueError:
+                        tail.append(line)
+                        continue
+                    if event.stage == "error":
+                        last_error = event.message
+                    if progress is not None:
+                        progress(event)
+
+        try:
+            await asyncio.wait_for(asyncio.gather(pump(), proc.wait()), self.timeout_sec)
+        except TimeoutError:
+            _kill_group(proc.pid)
+            await proc.wait()
+            raise TrainingError(
+                f"training job {job.job_id} timed out after {self.timeout_sec:.0f}s; "
+                f"no checkpoint published (log: {log_path})"
+            ) from None
+        except asyncio.CancelledError:
+            _kill_group(proc.pid)
+            await proc.wait()
+            raise
+        finally:
+            self.worker_pid = None
+
+        if proc.returncode != 0:
+            how = (f"was killed by signal {-proc.returncode}" if proc.returncode < 0
+                   else f"exited with code {proc.returncode}")
+            detail = last_error or "\n".join(list(tail)[-15:])
+            raise TrainingError(
+                f"training job {job.job_id}: the GRPO worker {how}; no checkpoint published, "
+                f"the current policy stays. Last output:\n{detail}\n(full log: {log_path})"
+            )
+        result_path = work / "result.json"
+        if not result_path.is_file():
+            raise TrainingError(f"training job {job.job_id}: the worker exited cleanly but wrote "
+                                f"no result.json (log: {log_path})")
+        worker = json.loads(result_path.read_text())
+        metrics = dict(worker.get("metrics") or {})
+        result = TrainResult(
+            job_id=job.job_id,
+            metrics=metrics,
+            steps_done=worker.get("steps_done", 0),
+            groups_total=worker.get("groups_total", 0),
+            groups_dropped_no_variance=worker.get("groups_dropped_no_variance", 0),
+            reason=worker.get("reason"),
+            log_path=log_path,
+        )
+        if worker.get("weights_dir"):
+            manifest_metrics = {k: v for k, v in metrics.items() if k != "log_history"}
+            manifest_metrics.update(groups_total=result.groups_total,
+                                    groups_dropped_no_variance=result.groups_dropped_no_variance,
+                                    steps=result.steps_done)
+            result.checkpoint = self.registry.publish(
+                Path(worker["weights_dir"]),
+                base_model=worker["base_model"],
+                kind=worker["kind"],
+                parent_id=job.parent.id if job.parent is not None else None,
+                job_id=job.job_id,
+                metrics=manifest_metrics,
+                make_current=self.make_current,
+                move=True,
+            )
+        result.duration_sec = round(time.monotonic() - started, 2)
+        return result
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
