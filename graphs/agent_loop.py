@@ -105,6 +105,10 @@ def build_agent_loop(
                     message = ToolMessage(content=f"{type(exc).__name__}: {exc}",
                                           tool_call_id=call["id"], name=call["name"], status="error")
             seconds[call["id"]] = round(time.monotonic() - started, 4)
+            # Plain text: several OpenAI-compatible servers (llama.cpp among them) reject the
+            # content-block lists MCP tools return.
+            if not isinstance(message.content, str):
+                message = message.model_copy(update={"content": _text(message.content)})
             results.append(message)
         update = {"messages": results, "tool_seconds": seconds}
         if any(call["name"] in stop_tools for call in last.tool_calls):

@@ -78,6 +78,9 @@ class FlywheelContext:
     base_model: str | None = field(default=None,
                                    metadata={"description": "HF weights of the policy, for training"})
     train_steps: int = field(default=2, metadata={"description": "GRPO optimizer steps"})
+    train_tasks_per_step: int = field(default=2, metadata={"description": "GRPO groups per step"})
+    brief_examples: int = field(default=2, metadata={"description": "Example tasks in the brief"})
+    brief_file_chars: int = field(default=2500, metadata={"description": "Cap per example file"})
     num_generations: int = field(default=4, metadata={"description": "GRPO group size"})
     policy_server: str = field(default="none",
                                metadata={"description": "none | embedded | vllm: who swaps"})
@@ -158,7 +161,9 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
 
     brief = await asyncio.to_thread(
         build_brief, run.rollouts, run.pool, solver_feedback=ctx.solver_feedback,
-        band=(ctx.band_low, ctx.band_high))
+        band=(ctx.band_low, ctx.band_high), round=state["round"],
+        policy_version=Policy(**state["policy"]).version, n_examples=ctx.brief_examples,
+        max_file_chars=ctx.brief_file_chars, variant=state["round"])
     return {"brief": brief.model_dump(mode="json"), "round_started": time.time(),
             "stage_seconds": {"inspect": round(time.monotonic() - started, 2)}}
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 EMBEDDED_BUDGETS: dict[str, Any] = {
     "proposer_max_turns": 6, "solver_max_turns": 4, "max_tokens": 384, "refresh_attempts": 1,
     "refresh_limit": 4, "calibration_rollouts": 4, "train_steps": 2, "num_generations": 4,
+    "train_tasks_per_step": 1, "brief_examples": 1, "brief_file_chars": 1200,
 }
 
 # Live policy servers of this process, by kind: they are processes, not graph state.
@@ -33,8 +34,12 @@ _SERVERS: dict[str, Any] = {}
 
 
 # -- policy serving ------------------------------------------------------------------------------
-async def embedded_defaults(console: Console | None = None) -> dict[str, Any]:
-    """Set up (once per machine) and start the embedded policy; returns flywheel context values."""
+async def embedded_defaults(console: Console | None = None, *, model_path: Path | None = None,
+                            base_model: Path | None = None) -> dict[str, Any]:
+    """Set up (once per machine) and start the embedded policy; returns flywheel context values.
+
+    `model_path` / `base_model` serve and train another GGUF / HF pair (e.g. a warmed-up model).
+    """
     from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
     from autoenvscaling.training.embedded_setup import ensure_embedded_assets
 
@@ -45,7 +50,7 @@ async def embedded_defaults(console: Console | None = None) -> dict[str, Any]:
         console.print(f"  {assets.summary()}")
     server = _SERVERS.get("embedded")
     if server is None:
-        server = EmbeddedLlamaServer(model_path=assets.model_path)
+        server = EmbeddedLlamaServer(model_path=model_path or assets.model_path)
         ref = await asyncio.to_thread(server.start)
         _SERVERS["embedded"] = server
     else:
@@ -53,12 +58,16 @@ async def embedded_defaults(console: Console | None = None) -> dict[str, Any]:
     values: dict[str, Any] = {"policy_model": f"openai:{ref.model}", "policy_base_url": ref.base_url,
                               "policy_server": "embedded", "policy_tool_choice": "auto",
                               **EMBEDDED_BUDGETS}
-    try:
+    if base_model is not None:
+        values["base_model"] = str(base_model)
+    else:
         from autoenvscaling.training.embedded_setup import ensure_hf_base_model
 
-        values["base_model"] = str(await asyncio.to_thread(ensure_hf_base_model, assets))
-    except ImportError:  # no converter: the run says training had no weights to start from
-        pass
+        try:
+            values["base_model"] = str(await asyncio.to_thread(ensure_hf_base_model, assets))
+        except Exception as exc:  # noqa: BLE001 - no torch here: the run trains nothing, and says why
+            if console:
+                console.print(f"  [yellow]no trainable weights ({exc}); training will be skipped[/]")
     if console:
         console.print(f"  serving {ref.model} at {ref.base_url}")
     return values
@@ -109,7 +118,8 @@ async def run_training(
         parent=registry.get(policy.checkpoint_id) if policy.checkpoint_id else None,
         task_dirs=[pool.path(t) for t in admitted], replay_task_dirs=[pool.path(t) for t in replay],
         hyper=TrainHyperParams(steps=ctx.train_steps, num_generations=ctx.num_generations,
-                               tasks_per_step=min(2, max(1, len(admitted) + len(replay)))),
+                               tasks_per_step=min(ctx.train_tasks_per_step,
+                                                  max(1, len(admitted) + len(replay)))),
         work_dir=run.root / "train" / f"r{round_:02d}", sandbox_backend=ctx.backend,  # type: ignore[arg-type]
     )
     try:

@@ -119,6 +119,29 @@ def test_tool_call_through_init_chat_model(server):
     assert isinstance(call["args"], dict)
 
 
+def test_a_second_turn_after_a_tool_result_is_accepted(server):
+    """langchain-openai sends `content: null` on a tool-calling assistant turn; the server must
+    take it (llama-cpp-python alone answers 500), or every agent dies on its second turn."""
+    from langchain.chat_models import init_chat_model
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    @tool
+    def run(command: str) -> str:
+        """Run a shell command and return its output."""
+        return ""
+
+    ref = server.current()
+    llm = init_chat_model(f"openai:{ref.model}", base_url=ref.base_url, api_key="none",
+                          temperature=0, max_tokens=48).bind_tools([run], tool_choice="auto")
+    messages = [HumanMessage("List the files.")]
+    first = llm.invoke(messages)
+    assert first.tool_calls
+    messages += [first, ToolMessage("a.txt\nb.txt", tool_call_id=first.tool_calls[0]["id"])]
+    second = llm.invoke(messages)
+    assert second.tool_calls or second.content
+
+
 def test_unknown_model_is_refused(server):
     response = _chat(server.base_url, "no-such-checkpoint", "hi", max_tokens=4)
     assert response.status_code == 404

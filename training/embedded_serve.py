@@ -15,6 +15,8 @@ never leaves a server behind.
 
 from __future__ import annotations
 
+import json
+
 import contextlib
 import os
 import shutil
@@ -100,6 +102,52 @@ def resolve_gguf(path_text: str) -> Path:
     return path
 
 
+def _null_content_to_empty(body: bytes) -> bytes:
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return body
+    messages = payload.get("messages") if isinstance(payload, dict) else None
+    if not isinstance(messages, list) or not any(
+            isinstance(m, dict) and m.get("content", "") is None for m in messages):
+        return body
+    for message in messages:
+        if isinstance(message, dict) and message.get("content", "") is None:
+            message["content"] = ""
+    return json.dumps(payload).encode()
+
+
+class NullContentMiddleware:
+    """OpenAI clients send `content: null` on assistant turns that only call tools; OpenAI and
+    vLLM accept it, llama-cpp-python's request model wants a string. Normalised here (plain ASGI,
+    so the body is read once and replayed)."""
+
+    def __init__(self, app) -> None:  # noqa: ANN001 - an ASGI app
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
+        if not (scope["type"] == "http" and scope["method"] == "POST"
+                and scope["path"].endswith("/chat/completions")):
+            await self.app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = _null_content_to_empty(b"".join(chunks))
+        replayed = False
+
+        async def replay():  # noqa: ANN202
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heavy)
     import llama_cpp.server.app as llama_app
     from fastapi import Depends, HTTPException
@@ -156,6 +204,8 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
     async def http_error(_request, exc: HTTPException) -> JSONResponse:
         kind = "NotFoundError" if exc.status_code == 404 else "HTTPError"
         return error(exc.status_code, str(exc.detail), kind)
+
+    app.add_middleware(NullContentMiddleware)
 
     @app.get("/health")
     async def health() -> dict[str, str]:

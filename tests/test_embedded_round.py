@@ -1,0 +1,159 @@
+"""The embedded default end to end: one flywheel round on SmolLM2-135M, served by our llama.cpp
+server, with real model output for both roles, the gate, GRPO, the adapter swap and the refresh.
+
+Arranged for reward variance: a short warm-up teaches the model the tool-call format on a task
+whose verifier separates two commands it then samples from, so GRPO has something to learn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from autoenvscaling.tools.sandbox.shell import host_descendants
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+TOUCH_TASK = {
+    "instruction.md": "Create the file `/app/done` by calling the bash tool with the command "
+                      "`touch /app/done`.\n",
+    "task.toml": 'schema_version = "1.4"\n[metadata]\nauthor_name = "autoenvscaling"\n'
+                 'difficulty = "easy"\ncategory = "shell"\n[agent]\ntimeout_sec = 120\n'
+                 '[verifier]\ntimeout_sec = 30\n[environment]\nnetwork_mode = "no-network"\n'
+                 "memory_mb = 512\n",
+    "environment/Dockerfile": "FROM debian:bookworm-slim\nWORKDIR /app\n",
+    "tests/test.sh": "#!/bin/bash\n# 1 when /app/done exists, else 0.\nmkdir -p /logs/verifier\n"
+                     "if [ -e /app/done ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
+    "solution/solve.sh": "#!/bin/bash\ntouch /app/done\n",
+}
+
+
+def _embedded_ready() -> None:
+    for module, extra in (("llama_cpp", "embedded"), ("torch", "train"), ("trl", "train")):
+        try:
+            __import__(module)
+        except ImportError:
+            pytest.skip(f"{module} is not installed (the `{extra}` extra brings it)")
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if name.endswith(".sh"):
+            path.chmod(0o755)
+    return root
+
+
+@pytest.fixture(scope="module")
+def warmed(tmp_path_factory):
+    """SmolLM2 warmed up on two commands for the task (one solves it): (HF folder, GGUF file)."""
+    _embedded_ready()
+    from autoenvscaling.training.embedded_setup import ensure_embedded_assets, ensure_hf_base_model
+    from autoenvscaling.training.episode_env import episode_prompt
+    from autoenvscaling.training.gguf_convert import convert_full_model
+    from autoenvscaling.training.tiny_model import tool_call_reply
+
+    assets = ensure_embedded_assets(with_converter=True)
+    base = ensure_hf_base_model(assets)
+    root = tmp_path_factory.mktemp("warm")
+    prompt = episode_prompt(TOUCH_TASK["instruction.md"])
+    demos = [{"messages": prompt, "reply": tool_call_reply(cmd)}
+             for cmd in ("touch /app/done", "ls /app") * 4]
+    (root / "demos.json").write_text(json.dumps(demos))
+    done = subprocess.run([sys.executable, "-m", "autoenvscaling.training.warmup", "--base",
+                           str(base), "--out", str(root / "hf"), "--demos", str(root / "demos.json"),
+                           "--steps", "25"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    gguf = root / "warm.q8_0.gguf"
+    convert_full_model(root / "hf", gguf, converter_dir=assets.converter_dir,
+                       vocab_from=assets.model_path)
+    return root / "hf", gguf
+
+
+async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
+        bwrap_ready, warmed, tmp_path):
+    from autoenvscaling.graphs import flywheel_roles
+    from autoenvscaling.graphs.flywheel import FlywheelContext, _role_model, build_flywheel
+    from autoenvscaling.graphs.models import Policy
+    from autoenvscaling.tools.rollout_store import RolloutStore
+
+    hf, gguf = warmed
+    seed = _write(tmp_path / "seed" / "touch-done", TOUCH_TASK).parent
+    try:
+        values = await flywheel_roles.embedded_defaults(model_path=gguf, base_model=hf)
+        ctx = FlywheelContext(**{
+            **values, "run_dir": str(tmp_path / "run"), "rounds": 1, "proposals": 1,
+            "seed_dir": str(seed), "calibrate": False, "proposer_max_turns": 2,
+            "solver_max_turns": 2, "max_tokens": 128, "refresh_attempts": 1, "train_steps": 1,
+            "num_generations": 4, "band_low": 0.0, "band_high": 1.0})
+        final = await build_flywheel(checkpointer=InMemorySaver()).ainvoke(
+            {"rounds": 1}, {"configurable": {"thread_id": "embedded"}, "recursion_limit": 200},
+            context=ctx)
+        server = flywheel_roles._SERVERS["embedded"]
+        served = await server.served_models()
+    finally:
+        await flywheel_roles.shutdown_servers()
+
+    metrics = final["metrics"][0]
+    training = metrics["training"]
+    assert training.get("checkpoint"), training  # reward varied, GRPO stepped, a LoRA was published
+    policy = Policy(**final["policy"])
+    assert policy.checkpoint_id == training["checkpoint"] and policy.version == policy.checkpoint_id
+    assert policy.model == f"openai:{policy.checkpoint_id}" and policy.checkpoint_id in served
+    # Both roles read the policy from state: the same new model name for each.
+    for role in ("proposer", "solver"):
+        assert _role_model(ctx, policy, role).model == policy.model
+    with RolloutStore(tmp_path / "run" / "rollouts.db") as store:
+        attempts = store.list_attempts(limit=1000)
+        proposer = [a for a in attempts if a.role == "proposer"]
+        refresh = [a for a in attempts if a.role == "solver" and a.metadata.get("purpose") == "refresh"]
+        steps = store.trajectory(proposer[0].id).steps
+    assert proposer and proposer[0].outcome is not None and proposer[0].completion_tokens > 0
+    assert any(s.message or s.tool_name for s in steps)  # real model output was recorded
+    assert refresh and all(a.policy_version == policy.checkpoint_id for a in refresh)
+    assert final["candidates"][0]["stage"] is not None or final["candidates"][0]["admitted"]
+
+
+def test_the_model_server_stops_when_the_run_is_killed(bwrap_ready, tmp_path):
+    _embedded_ready()
+    env = {**os.environ, "HARBOR_TELEMETRY": "0", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autoenvscaling.cli.main", "run", "--run-dir", str(tmp_path / "run"),
+         "--no-train", "--proposals", "1", "--seed-dir", str(tmp_path / "empty")],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    (tmp_path / "empty").mkdir()
+    server_pid = None
+    deadline = time.monotonic() + 300
+    for line in proc.stderr:
+        if "serving" in line:
+            server_pid = next(pid for pid in host_descendants(proc.pid)
+                              if b"embedded_serve" in Path(f"/proc/{pid}/cmdline").read_bytes())
+            break
+        assert time.monotonic() < deadline
+    assert server_pid is not None, "the embedded server never came up"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    for _ in range(150):
+        if not Path(f"/proc/{server_pid}").exists():
+            break
+        stat = Path(f"/proc/{server_pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(server_pid, signal.SIGKILL)
+        pytest.fail("the embedded model server outlived the killed run")
+    shutil.rmtree(tmp_path / "run", ignore_errors=True)
