@@ -26,10 +26,11 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from autoenvscaling.tools.sandbox.docker import start_workspace
-from autoenvscaling.tools.trials import run_trial
 from rich.console import Console
 from rich.table import Table
+
+from autoenvscaling.tools.sandbox.docker import start_workspace
+from autoenvscaling.tools.trials import run_trial
 
 SEED = Path(__file__).resolve().parents[1] / "tasks" / "seed"
 

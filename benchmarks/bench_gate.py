@@ -24,13 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
 from autoenvscaling.graphs.validation import validate_batch
 from autoenvscaling.tools.gate import STAGES, GateConfig, Verdict
 from autoenvscaling.tools.gate.anti_cheat import executed_image_files
 from autoenvscaling.tools.sandbox.bwrap import BwrapSandbox, build_image
 from autoenvscaling.tools.task_format import HarborTask, load_task
-from rich.console import Console
-from rich.table import Table
 
 os.environ.setdefault("HARBOR_TELEMETRY", "0")
 REPO = Path(__file__).resolve().parents[1]
@@ -59,12 +60,15 @@ async def script_floor(task: HarborTask) -> dict[str, float]:
             if phase == "oracle":
                 assert task.solution_dir is not None
                 await sandbox.upload(task.solution_dir, "/solution")
-                times["solve"] = await _timed(sandbox, "bash /solution/solve.sh",
-                                              dict(task.config.solution.env))
+                times["solve"] = await _timed(
+                    sandbox, "bash /solution/solve.sh", dict(task.config.solution.env)
+                )
             await sandbox.upload(task.tests_dir, "/tests")
             times[f"verify_{phase}"] = await _timed(
-                sandbox, "bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1",
-                dict(task.config.verifier.env))
+                sandbox,
+                "bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1",
+                dict(task.config.verifier.env),
+            )
         finally:
             await sandbox.close()
     return times
@@ -75,9 +79,24 @@ def harbor_run(pool: Path, env: list[str], concurrency: int, jobs: Path) -> tupl
     started = time.perf_counter()
     for agent in ("oracle", "nop"):
         done = subprocess.run(
-            [str(Path(sys.executable).with_name("harbor")), "run", "-p", str(pool), "-a", agent,
-             *env, "-n", str(concurrency), "-o", str(jobs), "-y", "-q"],
-            capture_output=True, text=True, check=False,
+            [
+                str(Path(sys.executable).with_name("harbor")),
+                "run",
+                "-p",
+                str(pool),
+                "-a",
+                agent,
+                *env,
+                "-n",
+                str(concurrency),
+                "-o",
+                str(jobs),
+                "-y",
+                "-q",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if done.returncode != 0:
             return time.perf_counter() - started, f"failed: {(done.stderr or done.stdout)[-300:]}"
@@ -88,8 +107,9 @@ def docker_compose_missing() -> str | None:
     """Why Harbor's docker backend cannot run here, or None when it can."""
     if not shutil.which("docker"):
         return "no docker CLI on PATH"
-    compose = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True,
-                             check=False)
+    compose = subprocess.run(
+        ["docker", "compose", "version"], capture_output=True, text=True, check=False
+    )
     if compose.returncode != 0:
         return "the docker CLI has no compose v2 plugin (`docker compose version` fails)"
     info = subprocess.run(["docker", "info"], capture_output=True, text=True, check=False)
@@ -125,15 +145,23 @@ async def main() -> None:
         floors[task.name] = await script_floor(load_task(task))
     floor_total = sum(sum(t.values()) for t in floors.values())
 
-    config = GateConfig(skip=["calibrate"], pool_dir=args.tasks, concurrency=args.concurrency,
-                        trial_concurrency=args.trials)
+    config = GateConfig(
+        skip=["calibrate"],
+        pool_dir=args.tasks,
+        concurrency=args.concurrency,
+        trial_concurrency=args.trials,
+    )
     started = time.perf_counter()
     verdicts: list[Verdict] = await validate_batch(tasks, config)
     gate_wall = time.perf_counter() - started
     admitted = sum(v.admitted for v in verdicts)
 
-    stages = Table("stage", "mean s / task", "max s",
-                   title="gate stage times per task (include waiting for a trial slot)")
+    stages = Table(
+        "stage",
+        "mean s / task",
+        "max s",
+        title="gate stage times per task (include waiting for a trial slot)",
+    )
     for stage in STAGES:
         times = [v.timings[stage] for v in verdicts if stage in v.timings]
         if times:
@@ -141,8 +169,12 @@ async def main() -> None:
     console.print(stages)
 
     summary = Table("what", "wall s", "vs script floor", "note", title="seed pool")
-    summary.add_row("script floor (solve + 2x test.sh, serial sum)", f"{floor_total:.1f}", "1.0x",
-                    "inside bwrap, images prebuilt")
+    summary.add_row(
+        "script floor (solve + 2x test.sh, serial sum)",
+        f"{floor_total:.1f}",
+        "1.0x",
+        "inside bwrap, images prebuilt",
+    )
     # The scripts of the gate's own trials: oracle, repeat and leak probe run solve + test.sh;
     # nop, the forge probe and (where the tests run image files) the stub probe run test.sh.
     gate_scripts = sum(
@@ -150,27 +182,46 @@ async def main() -> None:
         + t["verify_nop"] * (2 + bool(executed_image_files(args.tasks / name)))
         for name, t in floors.items()
     )
-    summary.add_row("the gate's own trials' scripts (serial sum)", f"{gate_scripts:.1f}",
-                    f"{gate_scripts / floor_total:.1f}x", "what the gate's trials must run")
-    summary.add_row(f"gate up to calibrate (-n {args.concurrency}, {args.trials} trials)",
-                    f"{gate_wall:.1f}", f"{gate_wall / floor_total:.1f}x",
-                    f"{admitted}/{len(verdicts)} admitted; "
-                    f"{1 + 1 + config.repeat + 2}+ trials per task")
+    summary.add_row(
+        "the gate's own trials' scripts (serial sum)",
+        f"{gate_scripts:.1f}",
+        f"{gate_scripts / floor_total:.1f}x",
+        "what the gate's trials must run",
+    )
+    summary.add_row(
+        f"gate up to calibrate (-n {args.concurrency}, {args.trials} trials)",
+        f"{gate_wall:.1f}",
+        f"{gate_wall / floor_total:.1f}x",
+        f"{admitted}/{len(verdicts)} admitted; {1 + 1 + config.repeat + 2}+ trials per task",
+    )
     if not args.no_harbor:
         with tempfile.TemporaryDirectory(prefix="aes-bench-gate-") as tmp:
             pool = harbor_pool(tasks, Path(tmp) / "pool")
             seconds, note = harbor_run(pool, ["-e", BWRAP_ENV], args.trials, Path(tmp) / "jobs")
-            summary.add_row("harbor run oracle+nop, our bwrap env", f"{seconds:.1f}",
-                            f"{seconds / floor_total:.1f}x", f"{note}; 2 trials per task")
+            summary.add_row(
+                "harbor run oracle+nop, our bwrap env",
+                f"{seconds:.1f}",
+                f"{seconds / floor_total:.1f}x",
+                f"{note}; 2 trials per task",
+            )
             why_not = docker_compose_missing()
             if why_not is None:
-                seconds, note = harbor_run(pool, ["-e", "docker"], args.trials,
-                                           Path(tmp) / "jobs-docker")
-                summary.add_row("harbor run oracle+nop, Harbor's docker backend",
-                                f"{seconds:.1f}", f"{seconds / floor_total:.1f}x", note)
+                seconds, note = harbor_run(
+                    pool, ["-e", "docker"], args.trials, Path(tmp) / "jobs-docker"
+                )
+                summary.add_row(
+                    "harbor run oracle+nop, Harbor's docker backend",
+                    f"{seconds:.1f}",
+                    f"{seconds / floor_total:.1f}x",
+                    note,
+                )
             else:
-                summary.add_row("harbor run oracle+nop, Harbor's docker backend", "-", "-",
-                                f"not run: {why_not}")
+                summary.add_row(
+                    "harbor run oracle+nop, Harbor's docker backend",
+                    "-",
+                    "-",
+                    f"not run: {why_not}",
+                )
     console.print(summary)
     rejected = [v.summary() for v in verdicts if not v.admitted]
     if rejected:

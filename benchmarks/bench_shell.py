@@ -37,15 +37,34 @@ async def main(runs: int) -> None:
         subprocess.run(["bash", "-c", "true"], check=True)
         timings["bash"].append(time.perf_counter() - t)
         t = time.perf_counter()
-        subprocess.run(["bwrap", "--ro-bind", str(rootfs), "/", "--dev", "/dev", "--proc", "/proc",
-                        "--unshare-pid", "--unshare-net", "--die-with-parent", "--", "true"],
-                       check=True)
+        subprocess.run(
+            [
+                "bwrap",
+                "--ro-bind",
+                str(rootfs),
+                "/",
+                "--dev",
+                "/dev",
+                "--proc",
+                "/proc",
+                "--unshare-pid",
+                "--unshare-net",
+                "--die-with-parent",
+                "--",
+                "true",
+            ],
+            check=True,
+        )
         timings["bwrap"].append(time.perf_counter() - t)
     await sandbox.close()
     medians = {k: _median_ms(v) for k, v in timings.items()}
     print(f"median over {runs} runs (ms):")
-    labels = {"shell": "persistent shell run('true')", "exec": "sandbox.exec('true') (nsenter)",
-              "bash": "spawn bash -c true (host)", "bwrap": "fresh bwrap spawn of true"}
+    labels = {
+        "shell": "persistent shell run('true')",
+        "exec": "sandbox.exec('true') (nsenter)",
+        "bash": "spawn bash -c true (host)",
+        "bwrap": "fresh bwrap spawn of true",
+    }
     for key, label in labels.items():
         print(f"  {label:34s} {medians[key]:8.3f}")
     print("ratios:")

@@ -52,8 +52,12 @@ def digit_and_symbol_reward(completions, **_):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    parser.add_argument("--shape", choices=["0.5b", "tiny"], default=None,
-                        help="model shape (default: 0.5b on cuda, tiny on cpu)")
+    parser.add_argument(
+        "--shape",
+        choices=["0.5b", "tiny"],
+        default=None,
+        help="model shape (default: 0.5b on cuda, tiny on cpu)",
+    )
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--prompts-per-step", type=int, default=4)
@@ -63,10 +67,11 @@ def main() -> int:
     args = parser.parse_args()
 
     import torch
-    from autoenvscaling.training.tiny_model import TinyModelSpec, build_tiny_model
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
+
+    from autoenvscaling.training.tiny_model import TinyModelSpec, build_tiny_model
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device: run with --device cpu for a smoke run", file=sys.stderr)
@@ -82,14 +87,16 @@ def main() -> int:
         # Full fine-tuning keeps fp32 master weights (bf16 autocast computes): an Adam step of
         # ~lr is below bf16's resolution for most weights and would be lost to rounding.
         model = AutoModelForCausalLM.from_pretrained(
-            model_dir, dtype=torch.bfloat16 if cuda and args.lora else torch.float32)
+            model_dir, dtype=torch.bfloat16 if cuda and args.lora else torch.float32
+        )
         n_params = sum(p.numel() for p in model.parameters())
         peft_config = None
         if args.lora:
             from peft import LoraConfig
 
-            peft_config = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
-                                     task_type="CAUSAL_LM")
+            peft_config = LoraConfig(
+                r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM"
+            )
         dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in PROMPTS])
         config = GRPOConfig(
             output_dir=str(Path(tmp) / "out"),
@@ -108,25 +115,39 @@ def main() -> int:
             report_to="none",
             disable_tqdm=True,
         )
-        trainer = GRPOTrainer(model=model, reward_funcs=[digit_and_symbol_reward], args=config,
-                              train_dataset=dataset, processing_class=tokenizer,
-                              peft_config=peft_config)
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[digit_and_symbol_reward],
+            args=config,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=peft_config,
+        )
         if cuda:
             torch.cuda.reset_peak_memory_stats()
-        before = {n: p.detach().float().clone() for n, p in trainer.model.named_parameters()
-                  if p.requires_grad and p.numel() < 50_000_000}
+        before = {
+            n: p.detach().float().clone()
+            for n, p in trainer.model.named_parameters()
+            if p.requires_grad and p.numel() < 50_000_000
+        }
         t1 = time.monotonic()
         trainer.train()
         if cuda:
             torch.cuda.synchronize()
         train_sec = time.monotonic() - t1
-        changed = sum(int(not torch.equal(before[n], p.detach().float()))
-                      for n, p in trainer.model.named_parameters() if n in before)
+        changed = sum(
+            int(not torch.equal(before[n], p.detach().float()))
+            for n, p in trainer.model.named_parameters()
+            if n in before
+        )
 
     logs = [h for h in trainer.state.log_history if "num_tokens" in h]
     total_tokens = logs[-1]["num_tokens"] if logs else 0.0
-    completion_tokens = sum(h.get("completions/mean_length", 0.0) for h in logs) * \
-        args.num_generations * args.prompts_per_step
+    completion_tokens = (
+        sum(h.get("completions/mean_length", 0.0) for h in logs)
+        * args.num_generations
+        * args.prompts_per_step
+    )
     report = {
         "device": torch.cuda.get_device_name(0) if cuda else "cpu",
         "shape": shape,

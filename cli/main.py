@@ -13,8 +13,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-for _var, _value in (("HARBOR_TELEMETRY", "0"), ("LANGGRAPH_CLI_NO_ANALYTICS", "1"),
-                     ("LANGGRAPH_NO_VERSION_CHECK", "1")):
+for _var, _value in (
+    ("HARBOR_TELEMETRY", "0"),
+    ("LANGGRAPH_CLI_NO_ANALYTICS", "1"),
+    ("LANGGRAPH_NO_VERSION_CHECK", "1"),
+):
     os.environ.setdefault(_var, _value)
 
 app = typer.Typer(
@@ -33,11 +36,13 @@ def _mount_subapps() -> None:
     """Sub-apps live next to what they drive; a missing optional one must not break the CLI."""
     import importlib
 
-    for module, attr, name in (("autoenvscaling.cli.run", "run_app", None),
-                               ("autoenvscaling.cli.mcp", "mcp_app", "mcp"),
-                               ("autoenvscaling.cli.train", "train_app", None),
-                               ("autoenvscaling.cli.validate", "validate_app", None),
-                               ("autoenvscaling.cli.propose", "propose_app", None)):
+    for module, attr, name in (
+        ("autoenvscaling.cli.run", "run_app", None),
+        ("autoenvscaling.cli.mcp", "mcp_app", "mcp"),
+        ("autoenvscaling.cli.train", "train_app", None),
+        ("autoenvscaling.cli.validate", "validate_app", None),
+        ("autoenvscaling.cli.propose", "propose_app", None),
+    ):
         try:
             sub = getattr(importlib.import_module(module), attr)
         except ModuleNotFoundError as exc:
@@ -53,7 +58,9 @@ def _mount_subapps() -> None:
 @app.command()
 def trial(
     tasks: Annotated[list[Path], typer.Argument(help="Harbor task folders.", exists=True)],
-    agent: Annotated[str, typer.Option("--agent", "-a", help="oracle | nop | module:Class")] = "oracle",
+    agent: Annotated[
+        str, typer.Option("--agent", "-a", help="oracle | nop | module:Class")
+    ] = "oracle",
     backend: BackendOpt = "bwrap",
     concurrency: Annotated[int, typer.Option("--concurrency", "-n")] = 2,
     as_json: JsonOpt = False,
@@ -72,22 +79,29 @@ def trial(
         mark = "[red]error[/]" if outcome.error else f"reward {outcome.reward}"
         console.print(f"  {outcome.task_name}: {mark} ({outcome.duration_sec:.1f} s)")
 
-    outcomes = asyncio.run(run_trials(tasks, agent=agent, backend=backend,
-                                      concurrency=concurrency, on_done=progress))
+    outcomes = asyncio.run(
+        run_trials(tasks, agent=agent, backend=backend, concurrency=concurrency, on_done=progress)
+    )
     if as_json:
         typer.echo(json.dumps([o.model_dump(mode="json") for o in outcomes], indent=2))
         return
     table = Table("task", "reward", "error", "seconds")
     for o in outcomes:
-        table.add_row(o.task_name, "-" if o.reward is None else f"{o.reward:g}",
-                      (o.error or "")[:80], f"{o.duration_sec:.1f}")
+        table.add_row(
+            o.task_name,
+            "-" if o.reward is None else f"{o.reward:g}",
+            (o.error or "")[:80],
+            f"{o.duration_sec:.1f}",
+        )
     Console().print(table)
 
 
 @app.command()
 def solve(
     tasks: Annotated[list[Path], typer.Argument(help="Harbor task folders.", exists=True)],
-    model: Annotated[str, typer.Option(help="init_chat_model string (openai:NAME for vLLM)")] = "openai:policy",
+    model: Annotated[
+        str, typer.Option(help="init_chat_model string (openai:NAME for vLLM)")
+    ] = "openai:policy",
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
     attempts: Annotated[int, typer.Option("--attempts", "-k")] = 1,
     max_turns: Annotated[int, typer.Option()] = 20,
@@ -100,17 +114,22 @@ def solve(
     from autoenvscaling.graphs.models import ModelConfig
     from autoenvscaling.graphs.solver import SolverSettings, solve_task
 
-    settings = SolverSettings(model=ModelConfig(model=model, base_url=base_url),
-                              budget=LoopBudget(max_turns=max_turns), store_path=str(store),
-                              run_id="cli")
+    settings = SolverSettings(
+        model=ModelConfig(model=model, base_url=base_url),
+        budget=LoopBudget(max_turns=max_turns),
+        store_path=str(store),
+        run_id="cli",
+    )
 
     async def run_all():  # noqa: ANN202
         results = []
         for task in tasks:
             for sample in range(attempts):
                 result = await solve_task(task, settings, sample=sample, backend=backend)
-                console.print(f"  {task.name} #{sample}: reward {result.reward} "
-                              f"({result.outcome}, {result.steps} tool calls)")
+                console.print(
+                    f"  {task.name} #{sample}: reward {result.reward} "
+                    f"({result.outcome}, {result.steps} tool calls)"
+                )
                 results.append(result)
         return results
 
@@ -122,7 +141,9 @@ def solve(
 @app.command()
 def doctor(
     as_json: JsonOpt = False,
-    clean: Annotated[bool, typer.Option(help="Remove sandboxes and containers left by crashes")] = False,
+    clean: Annotated[
+        bool, typer.Option(help="Remove sandboxes and containers left by crashes")
+    ] = False,
 ) -> None:
     """Say which sandbox backends work on this machine, and why not for the others."""
     from autoenvscaling.tools.doctor import clean_docker, diagnose
@@ -145,13 +166,16 @@ def doctor(
 
 @app.callback()
 def main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     if not verbose:
         # Harbor pins its per-trial loggers at DEBUG; keep its chatter off the console.
         for handler in logging.getLogger().handlers:
             handler.addFilter(
-                lambda r: not r.name.startswith("harbor") or r.levelno >= logging.WARNING)
+                lambda r: not r.name.startswith("harbor") or r.levelno >= logging.WARNING
+            )
 
 
 _mount_subapps()

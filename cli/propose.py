@@ -19,24 +19,40 @@ console = Console(stderr=True)
 @propose_app.command()
 def propose(
     n: Annotated[int, typer.Option("--n", "-n", help="Proposer attempts (one candidate each)")] = 1,
-    model: Annotated[str, typer.Option(help="init_chat_model string (openai:NAME for vLLM)")] = "openai:policy",
+    model: Annotated[
+        str, typer.Option(help="init_chat_model string (openai:NAME for vLLM)")
+    ] = "openai:policy",
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
     arm: Annotated[str, typer.Option(help="terminal | error_feedback | prompt_only")] = "terminal",
-    solver_feedback: Annotated[bool, typer.Option(
-        "--solver-feedback/--no-solver-feedback", help="Show the proposer the solver's rollouts")] = True,
+    solver_feedback: Annotated[
+        bool,
+        typer.Option(
+            "--solver-feedback/--no-solver-feedback", help="Show the proposer the solver's rollouts"
+        ),
+    ] = True,
     store: Annotated[Path, typer.Option(help="Rollout store (SQLite)")] = Path("rollouts.db"),
     out: Annotated[Path, typer.Option(help="Candidate task folders go here")] = Path("candidates"),
     pool: Annotated[Path, typer.Option(help="Task pool: examples and dedup")] = Path("tasks/seed"),
     max_turns: Annotated[int, typer.Option(help="Model calls per episode (terminal arm)")] = 40,
     max_revisions: Annotated[int, typer.Option(help="Revisions after a rejection")] = 2,
     max_tokens: Annotated[int, typer.Option(help="Cap on one model reply")] = 8192,
-    calibrate: Annotated[bool, typer.Option(
-        "--calibrate/--no-calibrate", help="Run the gate's calibrate stage with the solver")] = False,
-    solver_model: Annotated[str | None, typer.Option(
-        help="Solver model for calibration (default: --model, the shared policy)")] = None,
-    backend: Annotated[str, typer.Option("--backend", "-b", help="Gate backend: bwrap | docker")] = "bwrap",
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate/--no-calibrate", help="Run the gate's calibrate stage with the solver"
+        ),
+    ] = False,
+    solver_model: Annotated[
+        str | None,
+        typer.Option(help="Solver model for calibration (default: --model, the shared policy)"),
+    ] = None,
+    backend: Annotated[
+        str, typer.Option("--backend", "-b", help="Gate backend: bwrap | docker")
+    ] = "bwrap",
     policy_version: Annotated[str, typer.Option(help="Recorded with every rollout")] = "base",
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")
+    ] = False,
 ) -> None:
     """Let N proposers write Harbor tasks; each submission goes through the full admission gate."""
     from autoenvscaling.graphs.agent_loop import LoopBudget
@@ -54,36 +70,62 @@ def propose(
     if calibrate:
         solver = ModelConfig(model=solver_model, base_url=base_url) if solver_model else proposer
     settings = ProposerSettings(
-        model=proposer, arm=arm, solver_feedback=solver_feedback,  # type: ignore[arg-type]
+        model=proposer,
+        arm=arm,
+        solver_feedback=solver_feedback,  # type: ignore[arg-type]
         budget=LoopBudget(max_turns=max_turns, max_total_tokens=400_000),
-        max_revisions=max_revisions, store_path=str(store), policy_version=policy_version,
+        max_revisions=max_revisions,
+        store_path=str(store),
+        policy_version=policy_version,
         run_id=f"cli-{int(time.time())}",
-        gate=gate_config(backend=backend, pool_dir=pool, solver=solver))
+        gate=gate_config(backend=backend, pool_dir=pool, solver=solver),
+    )
 
     async def run_all() -> list:
         with RolloutStore(store) as opened:
-            briefs = [build_brief(opened, pool, variant=i, solver_feedback=solver_feedback)
-                      for i in range(n)]
+            briefs = [
+                build_brief(opened, pool, variant=i, solver_feedback=solver_feedback)
+                for i in range(n)
+            ]
         results = []
         for i, brief in enumerate(briefs):
             result = await propose(brief, settings, out_dir=out, index=i)
-            where = "admitted" if result.admitted else (
-                f"rejected at {result.verdict.stage}" if result.verdict else result.outcome)
-            console.print(f"  #{i} {Path(result.candidate).name}: {where}, reward {result.reward} "
-                          f"({result.revisions} revisions, {result.tool_calls} tool calls)")
+            where = (
+                "admitted"
+                if result.admitted
+                else (f"rejected at {result.verdict.stage}" if result.verdict else result.outcome)
+            )
+            console.print(
+                f"  #{i} {Path(result.candidate).name}: {where}, reward {result.reward} "
+                f"({result.revisions} revisions, {result.tool_calls} tool calls)"
+            )
             results.append(result)
         return results
 
     results = asyncio.run(run_all())
     if as_json:
-        typer.echo(json.dumps([r.model_dump(mode="json", exclude={"verdict"}) | {
-            "stage": r.verdict.stage if r.verdict else None,
-            "reason": r.verdict.reason if r.verdict else r.error} for r in results], indent=2))
+        typer.echo(
+            json.dumps(
+                [
+                    r.model_dump(mode="json", exclude={"verdict"})
+                    | {
+                        "stage": r.verdict.stage if r.verdict else None,
+                        "reason": r.verdict.reason if r.verdict else r.error,
+                    }
+                    for r in results
+                ],
+                indent=2,
+            )
+        )
         return
     table = Table("candidate", "admitted", "reward", "stage", "revisions", "reason")
     for r in results:
-        table.add_row(Path(r.candidate).name, "yes" if r.admitted else "no",
-                      "-" if r.reward is None else f"{r.reward:g}",
-                      (r.verdict.stage if r.verdict else None) or "-", str(r.revisions),
-                      ((r.verdict.reason if r.verdict else r.error) or "")[:80])
+        table.add_row(
+            Path(r.candidate).name,
+            "yes" if r.admitted else "no",
+            "-" if r.reward is None else f"{r.reward:g}",
+            (r.verdict.stage if r.verdict else None) or "-",
+            str(r.revisions),
+            ((r.verdict.reason if r.verdict else r.error) or "")[:80],
+        )
     Console().print(table)

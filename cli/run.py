@@ -29,7 +29,9 @@ def _context(**values: Any) -> Any:
     return FlywheelContext(**{k: v for k, v in values.items() if k in names and v is not None})
 
 
-async def _stream(graph: Any, payload: Any, config: dict[str, Any], ctx: Any, auto_yes: bool) -> None:
+async def _stream(
+    graph: Any, payload: Any, config: dict[str, Any], ctx: Any, auto_yes: bool
+) -> None:
     from langgraph.types import Command
 
     started = time.monotonic()
@@ -44,13 +46,18 @@ async def _stream(graph: Any, payload: Any, config: dict[str, Any], ctx: Any, au
                 detail = ""
                 if node == "admit_one" and isinstance(update, dict) and update.get("candidates"):
                     c = update["candidates"][0]
-                    detail = ("admitted" if c["admitted"]
-                              else f"rejected at {c['stage']}: {c['reason'][:90]}")
+                    detail = (
+                        "admitted"
+                        if c["admitted"]
+                        else f"rejected at {c['stage']}: {c['reason'][:90]}"
+                    )
                     detail = f"slot {c['slot']} rev {c['revision']}: {detail}"
                 elif node == "refresh" and isinstance(update, dict) and update.get("metrics"):
                     m = update["metrics"][0]
-                    detail = (f"round {m['round']} done: {m['admitted']}/{m['scored']} admitted, "
-                              f"solver mean on pool {m['solver_mean_reward_pool']}")
+                    detail = (
+                        f"round {m['round']} done: {m['admitted']}/{m['scored']} admitted, "
+                        f"solver mean on pool {m['solver_mean_reward_pool']}"
+                    )
                 elif node == "train" and isinstance(update, dict):
                     t = update.get("training", {})
                     detail = t.get("checkpoint") or t.get("reason") or t.get("error") or ""
@@ -68,30 +75,50 @@ async def _stream(graph: Any, payload: Any, config: dict[str, Any], ctx: Any, au
 @run_app.command()
 def run(
     rounds: Annotated[int, typer.Option("--rounds", "-r", help="Rounds to run")] = 1,
-    run_dir: Annotated[Path | None, typer.Option(help="Run folder (default: runs/<timestamp>)")] = None,
-    resume: Annotated[bool, typer.Option(help="Continue a killed or paused run in RUN_DIR")] = False,
+    run_dir: Annotated[
+        Path | None, typer.Option(help="Run folder (default: runs/<timestamp>)")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue a killed or paused run in RUN_DIR")
+    ] = False,
     proposals: Annotated[int, typer.Option("--proposals", "-k", help="Proposers per round")] = 2,
     calibrate: Annotated[bool, typer.Option(help="Calibrate candidates against the solver")] = True,
     max_tokens: Annotated[int | None, typer.Option(help="Cap on one model reply")] = None,
     train_steps: Annotated[int | None, typer.Option(help="GRPO optimizer steps per round")] = None,
-    model: Annotated[str | None, typer.Option(help="Shared policy model, e.g. openai:Qwen/Qwen3-8B")] = None,
-    base_url: Annotated[str | None, typer.Option(help="Its OpenAI-compatible endpoint (vLLM...)")] = None,
-    proposer_model: Annotated[str | None, typer.Option(help="Override the proposer's model")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Shared policy model, e.g. openai:Qwen/Qwen3-8B")
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="Its OpenAI-compatible endpoint (vLLM...)")
+    ] = None,
+    proposer_model: Annotated[
+        str | None, typer.Option(help="Override the proposer's model")
+    ] = None,
     proposer_base_url: Annotated[str | None, typer.Option()] = None,
     arm: Annotated[str, typer.Option(help="terminal | error_feedback | prompt_only")] = "terminal",
-    solver_feedback: Annotated[bool, typer.Option(help="Give proposers the solver's rollouts")] = True,
+    solver_feedback: Annotated[
+        bool, typer.Option(help="Give proposers the solver's rollouts")
+    ] = True,
     train: Annotated[bool, typer.Option(help="Run the training node")] = True,
-    base_model: Annotated[str | None, typer.Option(help="HF weights of the policy (training)")] = None,
+    base_model: Annotated[
+        str | None, typer.Option(help="HF weights of the policy (training)")
+    ] = None,
     policy_server: Annotated[str | None, typer.Option(help="embedded | vllm | none")] = None,
     backend: Annotated[str, typer.Option(help="bwrap | docker")] = "bwrap",
     heldout: Annotated[Path | None, typer.Option(help="Held-out task folder to evaluate")] = None,
-    seed_dir: Annotated[Path | None, typer.Option(help="Initial pool (default: tasks/seed)")] = None,
+    seed_dir: Annotated[
+        Path | None, typer.Option(help="Initial pool (default: tasks/seed)")
+    ] = None,
     human_review: Annotated[bool, typer.Option(help="Pause to review admissions")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Keep all admissions without asking")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Keep all admissions without asking")
+    ] = False,
     proposer_max_turns: Annotated[int | None, typer.Option()] = None,
     solver_max_turns: Annotated[int | None, typer.Option()] = None,
     refresh_attempts: Annotated[int | None, typer.Option()] = None,
-    refresh_limit: Annotated[int | None, typer.Option(help="Pool tasks re-measured per round")] = None,
+    refresh_limit: Annotated[
+        int | None, typer.Option(help="Pool tasks re-measured per round")
+    ] = None,
 ) -> None:
     """Run the flywheel: propose, admit, train, swap, refresh. Resumable with --resume."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -105,23 +132,39 @@ def run(
     run_dir = run_dir.resolve()
     graph_db = run_dir / "graph.sqlite"
     if graph_db.exists() and not resume:
-        raise typer.BadParameter(f"{run_dir} already holds a run: pass --resume to continue it, "
-                                 "or choose another --run-dir", param_hint="--run-dir")
+        raise typer.BadParameter(
+            f"{run_dir} already holds a run: pass --resume to continue it, "
+            "or choose another --run-dir",
+            param_hint="--run-dir",
+        )
     if resume and not graph_db.exists():
         raise typer.BadParameter(f"nothing to resume in {run_dir}", param_hint="--run-dir")
     run_dir.mkdir(parents=True, exist_ok=True)
     embedded = model is None and base_url is None and policy_server in (None, "embedded")
     values: dict[str, Any] = dict(
-        run_dir=str(run_dir), rounds=rounds, proposals=proposals, arm=arm,
-        solver_feedback=solver_feedback, train=train, backend=backend,
+        run_dir=str(run_dir),
+        rounds=rounds,
+        proposals=proposals,
+        arm=arm,
+        solver_feedback=solver_feedback,
+        train=train,
+        backend=backend,
         heldout_dir=str(heldout) if heldout else None,
-        seed_dir=str(seed_dir) if seed_dir else None, human_review=human_review,
-        proposer_model=proposer_model, proposer_base_url=proposer_base_url,
-        policy_model=model, policy_base_url=base_url, base_model=base_model,
+        seed_dir=str(seed_dir) if seed_dir else None,
+        human_review=human_review,
+        proposer_model=proposer_model,
+        proposer_base_url=proposer_base_url,
+        policy_model=model,
+        policy_base_url=base_url,
+        base_model=base_model,
         policy_server=policy_server or ("embedded" if embedded else "vllm" if base_url else "none"),
-        proposer_max_turns=proposer_max_turns, solver_max_turns=solver_max_turns,
-        refresh_attempts=refresh_attempts, refresh_limit=refresh_limit, calibrate=calibrate,
-        max_tokens=max_tokens, train_steps=train_steps,
+        proposer_max_turns=proposer_max_turns,
+        solver_max_turns=solver_max_turns,
+        refresh_attempts=refresh_attempts,
+        refresh_limit=refresh_limit,
+        calibrate=calibrate,
+        max_tokens=max_tokens,
+        train_steps=train_steps,
     )
 
     async def main() -> None:
@@ -159,7 +202,11 @@ def report(
     """Write RUN_DIR/reports/run.md and PNG plots from the run's recorded metrics."""
     from autoenvscaling.tools.report import write_run_report
 
-    manifest = json.loads((run_dir / "manifest.json").read_text()) if (run_dir / "manifest.json").exists() else {}
+    manifest = (
+        json.loads((run_dir / "manifest.json").read_text())
+        if (run_dir / "manifest.json").exists()
+        else {}
+    )
     embedded = manifest.get("config", {}).get("policy_server") == "embedded"
     try:
         path = write_run_report(run_dir, embedded=embedded)

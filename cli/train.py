@@ -37,16 +37,25 @@ def _task_dirs(paths: list[Path]) -> list[Path]:
 
 @train_app.command("train")
 def train(
-    tasks: Annotated[list[Path], typer.Option("--tasks", "-t", exists=True,
-                                              help="Task folder or pool folder (repeatable).")],
+    tasks: Annotated[
+        list[Path],
+        typer.Option("--tasks", "-t", exists=True, help="Task folder or pool folder (repeatable)."),
+    ],
     base: Annotated[str, typer.Option("--base", help="Base model: a local HF model folder.")],
-    replay: Annotated[list[Path], typer.Option("--replay", exists=True,
-                                               help="Replay tasks (folder or pool).")] = [],  # noqa: B006
-    registry: Annotated[Path, typer.Option("--registry", help="Checkpoint registry folder.")] = Path(
-        "checkpoints"),
-    parent: Annotated[str | None, typer.Option(
-        "--parent", help="Checkpoint id to continue from; default: the registry's current one; "
-                         "'base' = start from the base model.")] = None,
+    replay: Annotated[
+        list[Path], typer.Option("--replay", exists=True, help="Replay tasks (folder or pool).")
+    ] = [],  # noqa: B006
+    registry: Annotated[
+        Path, typer.Option("--registry", help="Checkpoint registry folder.")
+    ] = Path("checkpoints"),
+    parent: Annotated[
+        str | None,
+        typer.Option(
+            "--parent",
+            help="Checkpoint id to continue from; default: the registry's current one; "
+            "'base' = start from the base model.",
+        ),
+    ] = None,
     work_dir: Annotated[Path | None, typer.Option("--work-dir", help="Scratch folder.")] = None,
     steps: Annotated[int, typer.Option(help="GRPO optimizer steps.")] = 2,
     lr: Annotated[float, typer.Option("--lr", help="Learning rate.")] = 1e-4,
@@ -54,7 +63,9 @@ def train(
     tasks_per_step: Annotated[int, typer.Option(help="Tasks (groups) per step.")] = 2,
     max_completion_length: Annotated[int, typer.Option(help="Tokens per episode.")] = 256,
     max_turns: Annotated[int, typer.Option(help="Tool calls per episode.")] = 4,
-    lora: Annotated[bool, typer.Option("--lora/--full", help="LoRA adapter or full weights.")] = True,
+    lora: Annotated[
+        bool, typer.Option("--lora/--full", help="LoRA adapter or full weights.")
+    ] = True,
     lora_rank: Annotated[int, typer.Option(help="LoRA rank.")] = 8,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
@@ -89,19 +100,34 @@ def train(
         raise typer.Exit(2)
     job_id = f"train-{secrets.token_hex(4)}"
     job = TrainJob(
-        job_id=job_id, base_model=base, parent=parent_ckpt, task_dirs=task_dirs,
-        replay_task_dirs=replay_dirs, sandbox_backend=sandbox,  # type: ignore[arg-type]
+        job_id=job_id,
+        base_model=base,
+        parent=parent_ckpt,
+        task_dirs=task_dirs,
+        replay_task_dirs=replay_dirs,
+        sandbox_backend=sandbox,  # type: ignore[arg-type]
         work_dir=(work_dir or registry / "jobs" / job_id).resolve(),
         hyper=TrainHyperParams(
-            steps=steps, learning_rate=lr, num_generations=num_generations,
-            tasks_per_step=tasks_per_step, max_completion_length=max_completion_length,
-            max_turns=max_turns, lora=lora, lora_rank=lora_rank, seed=seed,
-            device=device, use_vllm=use_vllm, vllm_mode=vllm_mode,  # type: ignore[arg-type]
-            vllm_server_base_url=vllm_server_url, torch_threads=threads,
+            steps=steps,
+            learning_rate=lr,
+            num_generations=num_generations,
+            tasks_per_step=tasks_per_step,
+            max_completion_length=max_completion_length,
+            max_turns=max_turns,
+            lora=lora,
+            lora_rank=lora_rank,
+            seed=seed,
+            device=device,
+            use_vllm=use_vllm,
+            vllm_mode=vllm_mode,  # type: ignore[arg-type]
+            vllm_server_base_url=vllm_server_url,
+            torch_threads=threads,
         ),
     )
-    console.print(f"job {job_id}: {len(task_dirs)} tasks + {len(replay_dirs)} replay, "
-                  f"from {parent_ckpt.id if parent_ckpt else base}; log in {job.work_dir}")
+    console.print(
+        f"job {job_id}: {len(task_dirs)} tasks + {len(replay_dirs)} replay, "
+        f"from {parent_ckpt.id if parent_ckpt else base}; log in {job.work_dir}"
+    )
 
     def progress(event: TrainProgress) -> None:
         if event.stage == "step":
@@ -123,7 +149,11 @@ def train(
     if result.checkpoint is None:
         console.print(f"[yellow]no update[/]: {result.reason}")
     else:
-        console.print(f"[green]published[/] {result.checkpoint.id} ({result.checkpoint.kind}) "
-                      f"-> {result.checkpoint.path}")
-    console.print(f"groups {result.groups_total}, without reward variance "
-                  f"{result.groups_dropped_no_variance}; {result.duration_sec:.0f} s")
+        console.print(
+            f"[green]published[/] {result.checkpoint.id} ({result.checkpoint.kind}) "
+            f"-> {result.checkpoint.path}"
+        )
+    console.print(
+        f"groups {result.groups_total}, without reward variance "
+        f"{result.groups_dropped_no_variance}; {result.duration_sec:.0f} s"
+    )

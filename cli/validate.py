@@ -46,27 +46,38 @@ def _progress(event: dict[str, Any]) -> None:
             mark = "[yellow]infra[/]" if event["infrastructure_error"] else "[red]failed[/]"
         console.print(f"  {name}: {event['stage']} {mark} ({event['duration_sec']:.1f} s)")
     elif event["event"] == "verdict":
-        verdict = "[green]admitted[/]" if event["admitted"] else f"[red]rejected[/] ({event['stage']})"
+        verdict = (
+            "[green]admitted[/]" if event["admitted"] else f"[red]rejected[/] ({event['stage']})"
+        )
         console.print(f"\\[{event['index'] + 1}/{event['total']}] {name}: {verdict}")
 
 
 @validate_app.command("validate")
 def validate(
     tasks: Annotated[list[Path], typer.Argument(help="Candidate Harbor task folders.")],
-    backend: Annotated[str, typer.Option("--backend", "-b",
-                                         help="bwrap | docker | harbor-docker")] = "bwrap",
-    skip: Annotated[list[str] | None, typer.Option(
-        "--skip", help="Stage to skip (repeatable), e.g. --skip calibrate.")] = None,
-    solver: Annotated[str | None, typer.Option(
-        "--solver", help="Solver for calibrate: oracle | nop | module:Class.")] = None,
-    heldout: Annotated[list[Path] | None, typer.Option(
-        "--heldout", help="Held-out benchmark folder for decontam (repeatable).")] = None,
+    backend: Annotated[
+        str, typer.Option("--backend", "-b", help="bwrap | docker | harbor-docker")
+    ] = "bwrap",
+    skip: Annotated[
+        list[str] | None,
+        typer.Option("--skip", help="Stage to skip (repeatable), e.g. --skip calibrate."),
+    ] = None,
+    solver: Annotated[
+        str | None,
+        typer.Option("--solver", help="Solver for calibrate: oracle | nop | module:Class."),
+    ] = None,
+    heldout: Annotated[
+        list[Path] | None,
+        typer.Option("--heldout", help="Held-out benchmark folder for decontam (repeatable)."),
+    ] = None,
     pool: Annotated[Path | None, typer.Option("--pool", help="Task pool for dedup.")] = None,
     repeat: Annotated[int, typer.Option("--repeat", help="Oracle reruns.")] = 2,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-n",
-                                             help="Candidates at once.")] = 2,
-    trials_dir: Annotated[Path | None, typer.Option(
-        "--trials-dir", help="Keep every trial folder here.")] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-n", help="Candidates at once.")
+    ] = 2,
+    trials_dir: Annotated[
+        Path | None, typer.Option("--trials-dir", help="Keep every trial folder here.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array on stdout.")] = False,
 ) -> None:
     """Run the admission gate on TASKS and print one verdict per task."""
@@ -79,26 +90,52 @@ def validate(
 
     try:
         config = GateConfig(
-            backend=backend, repeat=repeat, solver=solver, heldout_dirs=heldout or [],
-            pool_dir=pool, concurrency=concurrency, trials_dir=trials_dir,
+            backend=backend,
+            repeat=repeat,
+            solver=solver,
+            heldout_dirs=heldout or [],
+            pool_dir=pool,
+            concurrency=concurrency,
+            trials_dir=trials_dir,
         ).with_skip(*(skip or []))
     except (ValidationError, ValueError) as exc:
         raise typer.BadParameter(str(exc)) from None
     verdicts = asyncio.run(validate_batch(tasks, config, on_event=_progress))
     if as_json:
-        rows = [{"task": v.task, "admitted": v.admitted, "stage": v.stage, "reason": v.reason,
-                 "proposer_reward": v.proposer_reward,
-                 "infrastructure_error": v.infrastructure_error, "excerpt": v.excerpt,
-                 "timings": v.timings, "skipped": v.skipped} for v in verdicts]
+        rows = [
+            {
+                "task": v.task,
+                "admitted": v.admitted,
+                "stage": v.stage,
+                "reason": v.reason,
+                "proposer_reward": v.proposer_reward,
+                "infrastructure_error": v.infrastructure_error,
+                "excerpt": v.excerpt,
+                "timings": v.timings,
+                "skipped": v.skipped,
+            }
+            for v in verdicts
+        ]
         typer.echo(json.dumps(rows, indent=2))
     else:
         table = Table("task", "verdict", "stage", "reward", "reason", "seconds")
         for v in verdicts:
-            mark = ("[green]admitted[/]" if v.admitted else
-                    "[yellow]infra[/]" if v.infrastructure_error else "[red]rejected[/]")
+            mark = (
+                "[green]admitted[/]"
+                if v.admitted
+                else "[yellow]infra[/]"
+                if v.infrastructure_error
+                else "[red]rejected[/]"
+            )
             reward = "-" if v.proposer_reward is None else f"{v.proposer_reward:+g}"
-            table.add_row(escape(v.task_name), mark, v.stage or "", reward, escape(v.reason),
-                          f"{v.duration_sec:.1f}")
+            table.add_row(
+                escape(v.task_name),
+                mark,
+                v.stage or "",
+                reward,
+                escape(v.reason),
+                f"{v.duration_sec:.1f}",
+            )
         Console().print(table)
     if any(v.infrastructure_error for v in verdicts):
         raise typer.Exit(2)

@@ -65,7 +65,9 @@ def build_agent_loop(
     by_name = {tool.name: tool for tool in tools}
     extra = {"tool_choice": tool_choice} if tool_choice else {}
     bound = model.bind_tools(list(tools), **extra) if tools else model
-    caller = bound.with_retry(stop_after_attempt=budget.max_retries + 1, wait_exponential_jitter=True)
+    caller = bound.with_retry(
+        stop_after_attempt=budget.max_retries + 1, wait_exponential_jitter=True
+    )
 
     async def agent(state: LoopState) -> Command[Literal["tools", "__end__"]]:
         if reason := _over_budget(state, budget):
@@ -73,8 +75,13 @@ def build_agent_loop(
         try:
             reply: AIMessage = await caller.ainvoke(state["messages"])
         except Exception as exc:  # after retries: recorded as an error outcome, never raised
-            return Command(goto=END, update={"stop_reason": "error",
-                                             "error": f"model call failed: {type(exc).__name__}: {exc}"})
+            return Command(
+                goto=END,
+                update={
+                    "stop_reason": "error",
+                    "error": f"model call failed: {type(exc).__name__}: {exc}",
+                },
+            )
         usage = reply.usage_metadata or {}
         update: dict[str, Any] = {
             "messages": [reply],
@@ -95,15 +102,23 @@ def build_agent_loop(
             started = time.monotonic()
             tool = by_name.get(call["name"])
             if tool is None:
-                message = ToolMessage(content=f"unknown tool {call['name']!r}; available: "
-                                      f"{', '.join(sorted(by_name))}", tool_call_id=call["id"],
-                                      name=call["name"], status="error")
+                message = ToolMessage(
+                    content=f"unknown tool {call['name']!r}; available: "
+                    f"{', '.join(sorted(by_name))}",
+                    tool_call_id=call["id"],
+                    name=call["name"],
+                    status="error",
+                )
             else:
                 try:
                     message = await tool.ainvoke({**call, "type": "tool_call"})
                 except Exception as exc:  # a tool's failure is the model's feedback, not a crash
-                    message = ToolMessage(content=f"{type(exc).__name__}: {exc}",
-                                          tool_call_id=call["id"], name=call["name"], status="error")
+                    message = ToolMessage(
+                        content=f"{type(exc).__name__}: {exc}",
+                        tool_call_id=call["id"],
+                        name=call["name"],
+                        status="error",
+                    )
             seconds[call["id"]] = round(time.monotonic() - started, 4)
             # Plain text: several OpenAI-compatible servers (llama.cpp among them) reject the
             # content-block lists MCP tools return.
@@ -153,11 +168,16 @@ def steps_from_messages(messages: Sequence[BaseMessage], seconds: dict[str, floa
         for i, call in enumerate(message.tool_calls):
             out = outputs.get(call["id"])
             output = _text(out.content) if out else None
-            steps.append(Step(
-                index=len(steps), message=text if i == 0 else None, tool_name=call["name"],
-                tool_args=call["args"], tool_output=output,
-                output_bytes=len(output.encode()) if output is not None else None,
-                exit_code=_exit_code(output) if output else None,
-                duration_sec=seconds.get(call["id"]),
-            ))
+            steps.append(
+                Step(
+                    index=len(steps),
+                    message=text if i == 0 else None,
+                    tool_name=call["name"],
+                    tool_args=call["args"],
+                    tool_output=output,
+                    output_bytes=len(output.encode()) if output is not None else None,
+                    exit_code=_exit_code(output) if output else None,
+                    duration_sec=seconds.get(call["id"]),
+                )
+            )
     return steps

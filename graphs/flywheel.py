@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import operator
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,22 +41,29 @@ class FlywheelContext:
     run_dir: str = field(default="runs/default", metadata={"description": "Run folder"})
     rounds: int = field(default=1, metadata={"description": "Rounds to run"})
     proposals: int = field(default=2, metadata={"description": "Proposers per round (K)"})
-    arm: str = field(default="terminal",
-                     metadata={"description": "terminal | error_feedback | prompt_only"})
-    solver_feedback: bool = field(default=True,
-                                  metadata={"description": "Give proposers the solver's rollouts"})
+    arm: str = field(
+        default="terminal", metadata={"description": "terminal | error_feedback | prompt_only"}
+    )
+    solver_feedback: bool = field(
+        default=True, metadata={"description": "Give proposers the solver's rollouts"}
+    )
     max_revisions: int = field(default=2, metadata={"description": "Revisions after a rejection"})
-    policy_model: str = field(default="openai:policy",
-                              metadata={"description": "Shared policy (both roles)"})
-    policy_base_url: str | None = field(default=None,
-                                        metadata={"description": "Policy endpoint (vLLM etc.)"})
+    policy_model: str = field(
+        default="openai:policy", metadata={"description": "Shared policy (both roles)"}
+    )
+    policy_base_url: str | None = field(
+        default=None, metadata={"description": "Policy endpoint (vLLM etc.)"}
+    )
     policy_tool_choice: str | None = field(
-        default=None, metadata={"description": "'auto' for servers that constrain tool calls"})
-    proposer_model: str | None = field(default=None,
-                                       metadata={"description": "Override: proposer model"})
+        default=None, metadata={"description": "'auto' for servers that constrain tool calls"}
+    )
+    proposer_model: str | None = field(
+        default=None, metadata={"description": "Override: proposer model"}
+    )
     proposer_base_url: str | None = field(default=None, metadata={"description": "Its endpoint"})
-    solver_model: str | None = field(default=None,
-                                     metadata={"description": "Override: solver model"})
+    solver_model: str | None = field(
+        default=None, metadata={"description": "Override: solver model"}
+    )
     solver_base_url: str | None = field(default=None, metadata={"description": "Its endpoint"})
     proposer_max_turns: int = field(default=16, metadata={"description": "Proposer model calls"})
     solver_max_turns: int = field(default=8, metadata={"description": "Solver model calls"})
@@ -67,27 +73,34 @@ class FlywheelContext:
     calibration_rollouts: int = field(default=4, metadata={"description": "Solver rollouts"})
     calibrate: bool = field(default=True, metadata={"description": "Run the calibrate stage"})
     refresh_attempts: int = field(default=2, metadata={"description": "Solver attempts per task"})
-    refresh_limit: int = field(default=0, metadata={"description": "Pool tasks re-measured (0=all)"})
+    refresh_limit: int = field(
+        default=0, metadata={"description": "Pool tasks re-measured (0=all)"}
+    )
     heldout_dir: str | None = field(default=None, metadata={"description": "Held-out tasks"})
-    decontam_dirs: list[str] = field(default_factory=list,
-                                     metadata={"description": "Benchmarks to decontaminate against"})
+    decontam_dirs: list[str] = field(
+        default_factory=list, metadata={"description": "Benchmarks to decontaminate against"}
+    )
     seed_dir: str | None = field(default=None, metadata={"description": "Initial pool"})
     backend: str = field(default="bwrap", metadata={"description": "bwrap | docker"})
     concurrency: int = field(default=2, metadata={"description": "Trials in flight"})
     train: bool = field(default=True, metadata={"description": "Run the training node"})
-    base_model: str | None = field(default=None,
-                                   metadata={"description": "HF weights of the policy, for training"})
+    base_model: str | None = field(
+        default=None, metadata={"description": "HF weights of the policy, for training"}
+    )
     train_steps: int = field(default=2, metadata={"description": "GRPO optimizer steps"})
     train_tasks_per_step: int = field(default=2, metadata={"description": "GRPO groups per step"})
     brief_examples: int = field(default=2, metadata={"description": "Example tasks in the brief"})
     brief_file_chars: int = field(default=2500, metadata={"description": "Cap per example file"})
     num_generations: int = field(default=4, metadata={"description": "GRPO group size"})
-    policy_server: str = field(default="none",
-                               metadata={"description": "none | embedded | vllm: who swaps"})
-    human_review: bool = field(default=False,
-                               metadata={"description": "Pause for a human to review admissions"})
+    policy_server: str = field(
+        default="none", metadata={"description": "none | embedded | vllm: who swaps"}
+    )
+    human_review: bool = field(
+        default=False, metadata={"description": "Pause for a human to review admissions"}
+    )
     price_per_mtok: tuple[float, float] = field(
-        default=(0.0, 0.0), metadata={"description": "USD per 1M prompt / completion tokens"})
+        default=(0.0, 0.0), metadata={"description": "USD per 1M prompt / completion tokens"}
+    )
 
 
 class FlywheelInput(TypedDict, total=False):
@@ -122,12 +135,16 @@ def _run(ctx: FlywheelContext) -> RunDir:
     return RunDir(Path(ctx.run_dir))
 
 
-def _role_model(ctx: FlywheelContext, policy: Policy, role: Literal["proposer", "solver"]) -> ModelConfig:
+def _role_model(
+    ctx: FlywheelContext, policy: Policy, role: Literal["proposer", "solver"]
+) -> ModelConfig:
     """Both roles use the shared policy unless this role is configured apart."""
     model = ctx.proposer_model if role == "proposer" else ctx.solver_model
     base_url = ctx.proposer_base_url if role == "proposer" else ctx.solver_base_url
     override = ModelConfig(model=model, base_url=base_url) if model else None
-    return ModelConfig.for_policy(policy, override).model_copy(update={"max_tokens": ctx.max_tokens})
+    return ModelConfig.for_policy(policy, override).model_copy(
+        update={"max_tokens": ctx.max_tokens}
+    )
 
 
 def _timed(state: FlywheelState, stage: str, started: float) -> dict[str, float]:
@@ -147,8 +164,12 @@ async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
     if not pool.entries() and seed.exists():
         await asyncio.to_thread(pool.seed_from, seed)
     RolloutStore(run.rollouts).close()  # creates the schema once
-    policy = state.get("policy") or Policy(model=ctx.policy_model, base_url=ctx.policy_base_url,
-                                           tool_choice=ctx.policy_tool_choice).model_dump()
+    policy = (
+        state.get("policy")
+        or Policy(
+            model=ctx.policy_model, base_url=ctx.policy_base_url, tool_choice=ctx.policy_tool_choice
+        ).model_dump()
+    )
     return {"run_id": manifest.run_id, "round": state.get("round", 1), "policy": policy}
 
 
@@ -160,34 +181,59 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
     from autoenvscaling.tools.brief import build_brief
 
     brief = await asyncio.to_thread(
-        build_brief, run.rollouts, run.pool, solver_feedback=ctx.solver_feedback,
-        band=(ctx.band_low, ctx.band_high), round=state["round"],
-        policy_version=Policy(**state["policy"]).version, n_examples=ctx.brief_examples,
-        max_file_chars=ctx.brief_file_chars, variant=state["round"])
-    return {"brief": brief.model_dump(mode="json"), "round_started": time.time(),
-            "stage_seconds": {"inspect": round(time.monotonic() - started, 2)}}
+        build_brief,
+        run.rollouts,
+        run.pool,
+        solver_feedback=ctx.solver_feedback,
+        band=(ctx.band_low, ctx.band_high),
+        round=state["round"],
+        policy_version=Policy(**state["policy"]).version,
+        n_examples=ctx.brief_examples,
+        max_file_chars=ctx.brief_file_chars,
+        variant=state["round"],
+    )
+    return {
+        "brief": brief.model_dump(mode="json"),
+        "round_started": time.time(),
+        "stage_seconds": {"inspect": round(time.monotonic() - started, 2)},
+    }
 
 
-def propose(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> Command[Literal["propose_one", "review"]]:
+def propose(
+    state: FlywheelState, runtime: Runtime[FlywheelContext]
+) -> Command[Literal["propose_one", "review"]]:
     """Fan out K proposers; each carries what it needs (Send state is per branch)."""
     ctx = _ctx(runtime)
     if ctx.proposals <= 0:
         return Command(goto="review")
-    return Command(goto=[
-        Send("propose_one", SlotTask(slot=slot, round=state["round"],
-                                     run_id=state["run_id"], policy=state["policy"],
-                                     brief=state["brief"]))
-        for slot in range(ctx.proposals)
-    ])
+    return Command(
+        goto=[
+            Send(
+                "propose_one",
+                SlotTask(
+                    slot=slot,
+                    round=state["round"],
+                    run_id=state["run_id"],
+                    policy=state["policy"],
+                    brief=state["brief"],
+                ),
+            )
+            for slot in range(ctx.proposals)
+        ]
+    )
 
 
-async def propose_one(task: SlotTask, runtime: Runtime[FlywheelContext]) -> Command[Literal["admit_one"]]:
+async def propose_one(
+    task: SlotTask, runtime: Runtime[FlywheelContext]
+) -> Command[Literal["admit_one"]]:
     """One proposer attempt in its own workspace: episodes and revisions against the gate's
     checks (all but calibrate), recorded as a proposer rollout."""
     from autoenvscaling.graphs.flywheel_roles import run_proposer
 
     ctx = _ctx(runtime)
-    candidate = await run_proposer(ctx, _run(ctx), task, _role_model(ctx, Policy(**task["policy"]), "proposer"))
+    candidate = await run_proposer(
+        ctx, _run(ctx), task, _role_model(ctx, Policy(**task["policy"]), "proposer")
+    )
     return Command(goto=Send("admit_one", {**task, "candidate": candidate}))
 
 
@@ -197,7 +243,9 @@ async def admit_one(item: dict[str, Any], runtime: Runtime[FlywheelContext]) -> 
 
     ctx = _ctx(runtime)
     run = _run(ctx)
-    record: CandidateRecord = await run_gate(ctx, run, item, _role_model(ctx, Policy(**item["policy"]), "solver"))
+    record: CandidateRecord = await run_gate(
+        ctx, run, item, _role_model(ctx, Policy(**item["policy"]), "solver")
+    )
     if record.admitted:
         from autoenvscaling.tools.task_format import TaskFormatError, load_task
 
@@ -206,9 +254,16 @@ async def admit_one(item: dict[str, Any], runtime: Runtime[FlywheelContext]) -> 
             category, difficulty = task.category or "", task.difficulty or ""
         except TaskFormatError:
             category = difficulty = ""
-        Pool(run.pool).add(Path(record.path), PoolEntry(
-            task_id=record.task_id, category=category, difficulty=difficulty, source="proposed",
-            admitted_round=item["round"]))
+        Pool(run.pool).add(
+            Path(record.path),
+            PoolEntry(
+                task_id=record.task_id,
+                category=category,
+                difficulty=difficulty,
+                source="proposed",
+                admitted_round=item["round"],
+            ),
+        )
     return {"candidates": [record.model_dump(mode="json")]}
 
 
@@ -217,16 +272,23 @@ async def review(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dic
     ctx = _ctx(runtime)
     # Proposing and admitting run as parallel branches; their wall time is measured here.
     seconds = dict(state.get("stage_seconds", {}))
-    seconds["propose_admit"] = round(time.time() - state.get("round_started", time.time())
-                                     - seconds.get("inspect", 0.0), 2)
+    seconds["propose_admit"] = round(
+        time.time() - state.get("round_started", time.time()) - seconds.get("inspect", 0.0), 2
+    )
     if not ctx.human_review:
         return {"stage_seconds": seconds}
-    admitted = [c for c in state.get("candidates", []) if c["round"] == state["round"] and c["admitted"]]
+    admitted = [
+        c for c in state.get("candidates", []) if c["round"] == state["round"] and c["admitted"]
+    ]
     if not admitted:
         return {"stage_seconds": seconds}
-    vetoed = interrupt({"round": state["round"], "admitted": [
-        {"task_id": c["task_id"], "path": c["path"]} for c in admitted],
-        "resume_with": "a list of task ids to veto (empty list keeps all)"})
+    vetoed = interrupt(
+        {
+            "round": state["round"],
+            "admitted": [{"task_id": c["task_id"], "path": c["path"]} for c in admitted],
+            "resume_with": "a list of task ids to veto (empty list keeps all)",
+        }
+    )
     pool = Pool(_run(ctx).pool)
     for task_id in vetoed or []:
         if any(e.task_id == task_id for e in pool.entries("active")):
@@ -247,7 +309,9 @@ async def train(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
     return update
 
 
-async def refresh(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> Command[Literal["inspect", "__end__"]]:
+async def refresh(
+    state: FlywheelState, runtime: Runtime[FlywheelContext]
+) -> Command[Literal["inspect", "__end__"]]:
     """The current policy re-measures the pool; tasks out of the band retire; the round is reported."""
     ctx = _ctx(runtime)
     started = time.monotonic()
@@ -259,27 +323,43 @@ async def refresh(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> Co
     if ctx.refresh_limit:
         entries = entries[: ctx.refresh_limit]
     settings = SolverSettings(
-        model=_role_model(ctx, policy, "solver"), budget=LoopBudget(max_turns=ctx.solver_max_turns),
-        store_path=str(run.rollouts), run_id=state["run_id"], round=round_,
-        policy_version=policy.version, tags={"purpose": "refresh"})
+        model=_role_model(ctx, policy, "solver"),
+        budget=LoopBudget(max_turns=ctx.solver_max_turns),
+        store_path=str(run.rollouts),
+        run_id=state["run_id"],
+        round=round_,
+        policy_version=policy.version,
+        tags={"purpose": "refresh"},
+    )
     gate = asyncio.Semaphore(ctx.concurrency)
 
     async def attempt(path: Path, sample: int, tags: dict[str, str]) -> float:
         async with gate:
-            result = await solve_task(path, settings.model_copy(update={"tags": tags}),
-                                      sample=sample, backend=ctx.backend,  # type: ignore[arg-type]
-                                      trials_dir=run.trials)
+            result = await solve_task(
+                path,
+                settings.model_copy(update={"tags": tags}),
+                sample=sample,
+                backend=ctx.backend,  # type: ignore[arg-type]
+                trials_dir=run.trials,
+            )
         return result.reward or 0.0
 
     notes: list[str] = []
     for entry in entries:
-        rewards = await asyncio.gather(*(attempt(pool.path(entry.task_id), i, {"purpose": "refresh"})
-                                         for i in range(ctx.refresh_attempts)))
+        rewards = await asyncio.gather(
+            *(
+                attempt(pool.path(entry.task_id), i, {"purpose": "refresh"})
+                for i in range(ctx.refresh_attempts)
+            )
+        )
         updated = pool.record_eval(entry.task_id, round_, list(rewards))
         mean = updated.last_mean or 0.0
         if not ctx.band_low <= mean <= ctx.band_high:
-            pool.retire(entry.task_id, round_, f"solver mean reward {mean:.2f} left the band "
-                        f"[{ctx.band_low}, {ctx.band_high}]")
+            pool.retire(
+                entry.task_id,
+                round_,
+                f"solver mean reward {mean:.2f} left the band [{ctx.band_low}, {ctx.band_high}]",
+            )
     if ctx.heldout_dir and Path(ctx.heldout_dir).exists():
         heldout = sorted(p for p in Path(ctx.heldout_dir).iterdir() if (p / "task.toml").exists())
         await asyncio.gather(*(attempt(p, 0, {"purpose": "heldout"}) for p in heldout))
@@ -290,17 +370,28 @@ async def refresh(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> Co
         notes.append("training was skipped (train=false): the policy is unchanged")
     records = [CandidateRecord(**c) for c in state.get("candidates", []) if c["round"] == round_]
     metrics = round_metrics(
-        round_, records, run.rollouts, pool, state["run_id"],
+        round_,
+        records,
+        run.rollouts,
+        pool,
+        state["run_id"],
         prices=PriceTable(prices={_role_model(ctx, policy, "proposer").model: ctx.price_per_mtok}),
-        proposer_model=_role_model(ctx, policy, "proposer").model, training=training,
-        stage_seconds=stage_seconds, policy=f"{policy.model} ({policy.version})")
+        proposer_model=_role_model(ctx, policy, "proposer").model,
+        training=training,
+        stage_seconds=stage_seconds,
+        policy=f"{policy.model} ({policy.version})",
+    )
     metrics.notes += notes
     history = [m for m in load_history(run.reports) if m.round != round_] + [metrics]
     save_history(run.reports, history)
     embedded = ctx.policy_server == "embedded"
     (run.reports / f"round-{round_:02d}.md").write_text(round_markdown(metrics, embedded=embedded))
-    update = {"metrics": [metrics.model_dump(mode="json")], "round": round_ + 1,
-              "stage_seconds": {}, "training": {}}
+    update = {
+        "metrics": [metrics.model_dump(mode="json")],
+        "round": round_ + 1,
+        "stage_seconds": {},
+        "training": {},
+    }
     if round_ >= ctx.rounds:
         return Command(goto=END, update=update)
     return Command(goto="inspect", update=update)

@@ -24,9 +24,17 @@ if TYPE_CHECKING:
 # Sized so one embedded round fits in ~15 min on 2 CPU cores (SmolLM2-135M at ~50 tokens/s);
 # every value shows in the run's manifest and can be overridden on the command line.
 EMBEDDED_BUDGETS: dict[str, Any] = {
-    "proposer_max_turns": 6, "solver_max_turns": 4, "max_tokens": 384, "refresh_attempts": 1,
-    "refresh_limit": 4, "calibration_rollouts": 4, "train_steps": 2, "num_generations": 4,
-    "train_tasks_per_step": 1, "brief_examples": 1, "brief_file_chars": 1200,
+    "proposer_max_turns": 6,
+    "solver_max_turns": 4,
+    "max_tokens": 384,
+    "refresh_attempts": 1,
+    "refresh_limit": 4,
+    "calibration_rollouts": 4,
+    "train_steps": 2,
+    "num_generations": 4,
+    "train_tasks_per_step": 1,
+    "brief_examples": 1,
+    "brief_file_chars": 1200,
 }
 
 # Live policy servers of this process, by kind: they are processes, not graph state.
@@ -34,8 +42,12 @@ _SERVERS: dict[str, Any] = {}
 
 
 # -- policy serving ------------------------------------------------------------------------------
-async def embedded_defaults(console: Console | None = None, *, model_path: Path | None = None,
-                            base_model: Path | None = None) -> dict[str, Any]:
+async def embedded_defaults(
+    console: Console | None = None,
+    *,
+    model_path: Path | None = None,
+    base_model: Path | None = None,
+) -> dict[str, Any]:
     """Set up (once per machine) and start the embedded policy; returns flywheel context values.
 
     `model_path` / `base_model` serve and train another GGUF / HF pair (e.g. a warmed-up model).
@@ -55,9 +67,13 @@ async def embedded_defaults(console: Console | None = None, *, model_path: Path 
         _SERVERS["embedded"] = server
     else:
         ref = server.current()
-    values: dict[str, Any] = {"policy_model": f"openai:{ref.model}", "policy_base_url": ref.base_url,
-                              "policy_server": "embedded", "policy_tool_choice": "auto",
-                              **EMBEDDED_BUDGETS}
+    values: dict[str, Any] = {
+        "policy_model": f"openai:{ref.model}",
+        "policy_base_url": ref.base_url,
+        "policy_server": "embedded",
+        "policy_tool_choice": "auto",
+        **EMBEDDED_BUDGETS,
+    }
     if base_model is not None:
         values["base_model"] = str(base_model)
     else:
@@ -67,7 +83,9 @@ async def embedded_defaults(console: Console | None = None, *, model_path: Path 
             values["base_model"] = str(await asyncio.to_thread(ensure_hf_base_model, assets))
         except Exception as exc:  # noqa: BLE001 - no torch here: the run trains nothing, and says why
             if console:
-                console.print(f"  [yellow]no trainable weights ({exc}); training will be skipped[/]")
+                console.print(
+                    f"  [yellow]no trainable weights ({exc}); training will be skipped[/]"
+                )
     if console:
         console.print(f"  serving {ref.model} at {ref.base_url}")
     return values
@@ -98,15 +116,20 @@ async def run_training(
         return {"reason": "training skipped (train=false); the policy is unchanged"}, None
     round_ = state["round"]
     pool = Pool(run.pool)
-    admitted = [c["task_id"] for c in state.get("candidates", [])
-                if c["round"] == round_ and c["admitted"]]
+    admitted = [
+        c["task_id"] for c in state.get("candidates", []) if c["round"] == round_ and c["admitted"]
+    ]
     active = [e.task_id for e in pool.entries("active")]
     replay = [t for t in active if t not in admitted]
     if not admitted and not replay:
-        return {"reason": "no admitted or in-band pool tasks to train on; the policy is unchanged"}, None
+        return {
+            "reason": "no admitted or in-band pool tasks to train on; the policy is unchanged"
+        }, None
     if not ctx.base_model:
-        return {"reason": "no base_model (HF weights of the policy) configured: training needs "
-                          "the policy's weights; the policy is unchanged"}, None
+        return {
+            "reason": "no base_model (HF weights of the policy) configured: training needs "
+            "the policy's weights; the policy is unchanged"
+        }, None
     from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainJob
     from autoenvscaling.training.checkpoints import CheckpointRegistry
     from autoenvscaling.training.trl_grpo import TRLGRPOBackend
@@ -114,20 +137,29 @@ async def run_training(
     registry = CheckpointRegistry(run.checkpoints)
     policy = Policy(**state["policy"])
     job = TrainJob(
-        job_id=f"{state['run_id']}-r{round_:02d}", base_model=ctx.base_model,
+        job_id=f"{state['run_id']}-r{round_:02d}",
+        base_model=ctx.base_model,
         parent=registry.get(policy.checkpoint_id) if policy.checkpoint_id else None,
-        task_dirs=[pool.path(t) for t in admitted], replay_task_dirs=[pool.path(t) for t in replay],
-        hyper=TrainHyperParams(steps=ctx.train_steps, num_generations=ctx.num_generations,
-                               tasks_per_step=min(ctx.train_tasks_per_step,
-                                                  max(1, len(admitted) + len(replay)))),
-        work_dir=run.root / "train" / f"r{round_:02d}", sandbox_backend=ctx.backend,  # type: ignore[arg-type]
+        task_dirs=[pool.path(t) for t in admitted],
+        replay_task_dirs=[pool.path(t) for t in replay],
+        hyper=TrainHyperParams(
+            steps=ctx.train_steps,
+            num_generations=ctx.num_generations,
+            tasks_per_step=min(ctx.train_tasks_per_step, max(1, len(admitted) + len(replay))),
+        ),
+        work_dir=run.root / "train" / f"r{round_:02d}",
+        sandbox_backend=ctx.backend,  # type: ignore[arg-type]
     )
     try:
         result = await TRLGRPOBackend(registry).train(job)
     except TrainingError as exc:
-        return {"error": str(exc)[-1500:], "reason": "training failed; the policy is unchanged"}, None
+        return {
+            "error": str(exc)[-1500:],
+            "reason": "training failed; the policy is unchanged",
+        }, None
     summary: dict[str, Any] = {
-        "steps": result.steps_done, "groups": result.groups_total,
+        "steps": result.steps_done,
+        "groups": result.groups_total,
         "groups_without_reward_variance": result.groups_dropped_no_variance,
         "seconds": round(result.duration_sec, 1),
         **{k: v for k, v in result.metrics.items() if isinstance(v, int | float | str)},
@@ -137,12 +169,21 @@ async def run_training(
         return summary, None
     checkpoint = result.checkpoint
     summary["checkpoint"] = checkpoint.id
-    run.add_lineage({"round": round_, "checkpoint": checkpoint.id, "parent": checkpoint.parent_id,
-                     "base_model": checkpoint.base_model, "kind": checkpoint.kind})
+    run.add_lineage(
+        {
+            "round": round_,
+            "checkpoint": checkpoint.id,
+            "parent": checkpoint.parent_id,
+            "base_model": checkpoint.base_model,
+            "kind": checkpoint.kind,
+        }
+    )
     server = _policy_server(ctx)
     if server is None:
-        summary["reason"] = ("checkpoint published but no policy server swaps it in "
-                             "(policy_server=none); both roles keep the served model")
+        summary["reason"] = (
+            "checkpoint published but no policy server swaps it in "
+            "(policy_server=none); both roles keep the served model"
+        )
         return summary, None
     from autoenvscaling.training.policy import PolicySwapError
 
@@ -152,8 +193,13 @@ async def run_training(
         summary["reason"] = f"swap failed, the previous policy stays: {exc}"
         return summary, None
     summary["served_as"] = ref.model
-    new = Policy(model=f"openai:{ref.model}", base_url=ref.base_url, checkpoint_id=checkpoint.id,
-                 version=checkpoint.id, tool_choice=policy.tool_choice)
+    new = Policy(
+        model=f"openai:{ref.model}",
+        base_url=ref.base_url,
+        checkpoint_id=checkpoint.id,
+        version=checkpoint.id,
+        tool_choice=policy.tool_choice,
+    )
     return summary, new.model_dump()
 
 
@@ -168,14 +214,20 @@ def _gate(ctx: FlywheelContext, run: RunDir, solver: ModelConfig | None) -> Any:
     from autoenvscaling.graphs.proposer import gate_config
 
     return gate_config(
-        backend=ctx.backend, pool_dir=run.pool, solver=solver if ctx.calibrate else None,
-        solver_max_turns=ctx.solver_max_turns, band=(ctx.band_low, ctx.band_high),
-        calibration_rollouts=ctx.calibration_rollouts, trials_dir=run.trials,
-        heldout_dirs=[Path(d) for d in ctx.decontam_dirs])
+        backend=ctx.backend,
+        pool_dir=run.pool,
+        solver=solver if ctx.calibrate else None,
+        solver_max_turns=ctx.solver_max_turns,
+        band=(ctx.band_low, ctx.band_high),
+        calibration_rollouts=ctx.calibration_rollouts,
+        trials_dir=run.trials,
+        heldout_dirs=[Path(d) for d in ctx.decontam_dirs],
+    )
 
 
-async def run_proposer(ctx: FlywheelContext, run: RunDir, task: SlotTask,
-                       model: ModelConfig) -> dict[str, Any]:
+async def run_proposer(
+    ctx: FlywheelContext, run: RunDir, task: SlotTask, model: ModelConfig
+) -> dict[str, Any]:
     """One proposer attempt (episodes + revisions against the gate minus calibrate)."""
     from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.proposer import ProposerSettings, propose
@@ -183,19 +235,27 @@ async def run_proposer(ctx: FlywheelContext, run: RunDir, task: SlotTask,
 
     policy = Policy(**task["policy"])
     settings = ProposerSettings(
-        model=model, arm=ctx.arm, solver_feedback=ctx.solver_feedback,  # type: ignore[arg-type]
+        model=model,
+        arm=ctx.arm,
+        solver_feedback=ctx.solver_feedback,  # type: ignore[arg-type]
         budget=LoopBudget(max_turns=ctx.proposer_max_turns, time_budget_sec=900),
-        max_revisions=ctx.max_revisions, gate=_gate(ctx, run, None),
-        store_path=str(run.rollouts), run_id=task["run_id"], round=task["round"],
-        policy_version=policy.version)
+        max_revisions=ctx.max_revisions,
+        gate=_gate(ctx, run, None),
+        store_path=str(run.rollouts),
+        run_id=task["run_id"],
+        round=task["round"],
+        policy_version=policy.version,
+    )
     brief = ProposerBrief.model_validate(task["brief"]).for_slot(task["slot"], ctx.proposals)
-    result = await propose(brief, settings,
-                           out_dir=run.candidates(task["round"]), index=task["slot"])
+    result = await propose(
+        brief, settings, out_dir=run.candidates(task["round"]), index=task["slot"]
+    )
     return result.model_dump(mode="json")
 
 
-async def run_gate(ctx: FlywheelContext, run: RunDir, item: dict[str, Any],
-                   solver_model: ModelConfig) -> CandidateRecord:
+async def run_gate(
+    ctx: FlywheelContext, run: RunDir, item: dict[str, Any], solver_model: ModelConfig
+) -> CandidateRecord:
     """Admission of one proposal: the validation subgraph on the final candidate."""
     from autoenvscaling.graphs.validation import build_validation_graph
     from autoenvscaling.tools.gate import Verdict
@@ -204,40 +264,65 @@ async def run_gate(ctx: FlywheelContext, run: RunDir, item: dict[str, Any],
     proposal = item["candidate"]
     candidate = Path(proposal["candidate"])
     record = CandidateRecord(
-        round=item["round"], slot=item["slot"], revision=proposal.get("revisions", 0),
-        path=str(candidate), task_id=f"r{item['round']:02d}-{candidate.name}",
-        attempt_id=proposal["attempt_id"], arm=proposal["arm"],
+        round=item["round"],
+        slot=item["slot"],
+        revision=proposal.get("revisions", 0),
+        path=str(candidate),
+        task_id=f"r{item['round']:02d}-{candidate.name}",
+        attempt_id=proposal["attempt_id"],
+        arm=proposal["arm"],
         prompt_tokens=proposal.get("prompt_tokens", 0),
-        completion_tokens=proposal.get("completion_tokens", 0))
+        completion_tokens=proposal.get("completion_tokens", 0),
+    )
     last = Verdict.model_validate(proposal["verdict"]) if proposal.get("verdict") else None
     if last is None or not last.admitted:
         # Rejected while proposing (or never submitted): that verdict stands.
         verdict = last
-        reason = (last.reason if last else proposal.get("error") or
-                  f"no candidate submitted ({proposal.get('stop_reason')})")
-        record = record.model_copy(update={
-            "stage": last.stage if last else None, "reason": reason,
-            "proposer_reward": proposal.get("reward") if proposal.get("reward") is not None else -1.0,
-            "infrastructure_error": bool(last and last.infrastructure_error)
-            or proposal.get("outcome") == "error" and last is None,
-        })
+        reason = (
+            last.reason
+            if last
+            else proposal.get("error") or f"no candidate submitted ({proposal.get('stop_reason')})"
+        )
+        record = record.model_copy(
+            update={
+                "stage": last.stage if last else None,
+                "reason": reason,
+                "proposer_reward": proposal.get("reward")
+                if proposal.get("reward") is not None
+                else -1.0,
+                "infrastructure_error": bool(last and last.infrastructure_error)
+                or proposal.get("outcome") == "error"
+                and last is None,
+            }
+        )
     else:
         gate = _gate(ctx, run, solver_model).with_skip(*PROPOSER_CHECKED)
         state = await build_validation_graph().ainvoke({"task": str(candidate)}, context=gate)
         verdict = Verdict.model_validate(state["verdict"])
-        record = record.model_copy(update={
-            "admitted": verdict.admitted, "stage": verdict.stage, "reason": verdict.reason,
-            "proposer_reward": verdict.proposer_reward if verdict.proposer_reward is not None else 0.0,
-            "infrastructure_error": verdict.infrastructure_error,
-            "stage_seconds": verdict.timings})
+        record = record.model_copy(
+            update={
+                "admitted": verdict.admitted,
+                "stage": verdict.stage,
+                "reason": verdict.reason,
+                "proposer_reward": verdict.proposer_reward
+                if verdict.proposer_reward is not None
+                else 0.0,
+                "infrastructure_error": verdict.infrastructure_error,
+                "stage_seconds": verdict.timings,
+            }
+        )
         # The proposer's rollout earns the admission's reward, not the pre-check's.
         with RolloutStore(run.rollouts) as store:
-            store.finish_attempt(record.attempt_id, reward=verdict.proposer_reward,
-                                 outcome="solved" if verdict.admitted else "failed",
-                                 metadata={"admission": verdict.summary()})
+            store.finish_attempt(
+                record.attempt_id,
+                reward=verdict.proposer_reward,
+                outcome="solved" if verdict.admitted else "failed",
+                metadata={"admission": verdict.summary()},
+            )
     if verdict is not None:
         (candidate.parent / f"{candidate.name}.verdict.json").write_text(
-            verdict.model_dump_json(indent=2))
+            verdict.model_dump_json(indent=2)
+        )
     return record
 
 

@@ -29,13 +29,18 @@ class ModelConfig(BaseModel):
 
     model: str = "openai:policy"
     base_url: str | None = None
-    api_key_env: str = Field("OPENAI_API_KEY", description="Env var holding the key ('none' if unset)")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY", description="Env var holding the key ('none' if unset)"
+    )
     temperature: float = 0.7
     max_tokens: int = Field(1024, description="Cap on one reply")
     timeout_sec: float = 180
-    max_retries: int = Field(2, description="Retries with exponential backoff before an error outcome")
+    max_retries: int = Field(
+        2, description="Retries with exponential backoff before an error outcome"
+    )
     tool_choice: str | None = Field(
-        None, description="Sent with tool calls; 'auto' makes llama.cpp constrain replies to a call")
+        None, description="Sent with tool calls; 'auto' makes llama.cpp constrain replies to a call"
+    )
     extra: dict[str, Any] = Field(default_factory=dict, description="More init_chat_model kwargs")
 
     @classmethod

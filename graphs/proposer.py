@@ -72,25 +72,30 @@ class ProposerSettings(BaseModel):
 
     model: ModelConfig = Field(
         default_factory=lambda: ModelConfig(max_tokens=8192),
-        description="The proposer's model; one-reply arms need room for a whole task per reply.")
+        description="The proposer's model; one-reply arms need room for a whole task per reply.",
+    )
     arm: Arm = "terminal"
     solver_feedback: bool = Field(True, description="False: no rollout evidence in the brief.")
     budget: LoopBudget = Field(
-        default_factory=lambda: LoopBudget(max_turns=40, max_total_tokens=400_000,
-                                           time_budget_sec=1800),
-        description="Per episode (the first submission and each revision).")
+        default_factory=lambda: LoopBudget(
+            max_turns=40, max_total_tokens=400_000, time_budget_sec=1800
+        ),
+        description="Per episode (the first submission and each revision).",
+    )
     max_revisions: int = Field(2, ge=0, description="Revisions after a rejection.")
     gate: GateConfig = Field(
         default_factory=GateConfig,
         description="The full gate after submit; `check` runs the same minus calibrate. "
-        "calibrate runs only when gate.solver is set.")
+        "calibrate runs only when gate.solver is set.",
+    )
     store_path: str | None = Field(None, description="Rollout store; None records nothing")
     run_id: str = ""
     round: int = 0
     policy_version: str = "base"
     attempt_id: str | None = None
     workspace_limits: SandboxLimits = Field(
-        default_factory=lambda: SandboxLimits(memory_mb=2048, pids=512))
+        default_factory=lambda: SandboxLimits(memory_mb=2048, pids=512)
+    )
 
 
 class GateRun(BaseModel):
@@ -143,7 +148,8 @@ class _Episode(BaseModel):
 def system_prompt(arm: Arm, band: tuple[float, float]) -> str:
     rules = load_prompt("proposer_rules").format(band_low=f"{band[0]:g}", band_high=f"{band[1]:g}")
     return load_prompt(f"proposer_{arm}").format(
-        rules=rules, files_format=load_prompt("proposer_files_format"))
+        rules=rules, files_format=load_prompt("proposer_files_format")
+    )
 
 
 def brief_prompt(brief: ProposerBrief) -> str:
@@ -151,10 +157,15 @@ def brief_prompt(brief: ProposerBrief) -> str:
     evidence = ""
     if brief.solver_feedback:
         evidence = load_prompt("proposer_evidence").format(
-            policy_version=brief.policy_version or "current", **sections)
+            policy_version=brief.policy_version or "current", **sections
+        )
     text = load_prompt("proposer_brief").format(
-        round=brief.round, pool_size=brief.pool_size, pool=sections["pool"], evidence=evidence,
-        examples=sections["examples"] or "(none)")
+        round=brief.round,
+        pool_size=brief.pool_size,
+        pool=sections["pool"],
+        evidence=evidence,
+        examples=sections["examples"] or "(none)",
+    )
     if brief.focus:
         text += "\n" + load_prompt("proposer_focus").format(focus=brief.focus)
     return text
@@ -163,8 +174,12 @@ def brief_prompt(brief: ProposerBrief) -> str:
 def revision_prompt(arm: Arm, verdict: Verdict, revision: int, max_revisions: int) -> str:
     name = "proposer_revision" if arm == "terminal" else "proposer_revision_files"
     return load_prompt(name).format(
-        revision=revision, max_revisions=max_revisions, stage=verdict.stage or "-",
-        reason=verdict.reason, excerpt=verdict.excerpt.strip() or "(no output)")
+        revision=revision,
+        max_revisions=max_revisions,
+        stage=verdict.stage or "-",
+        reason=verdict.reason,
+        excerpt=verdict.excerpt.strip() or "(no output)",
+    )
 
 
 # -- tools -----------------------------------------------------------------------------------------
@@ -177,8 +192,9 @@ def workspace_with_task(candidate: Path, limits: SandboxLimits) -> ShellOpener:
     async def open_shell() -> AsyncIterator[PersistentShell]:
         from autoenvscaling.tools.sandbox.bwrap import start_workspace
 
-        sandbox = await start_workspace(limits=limits, workdir=TASK_MOUNT,
-                                        binds=[(candidate, TASK_MOUNT)])
+        sandbox = await start_workspace(
+            limits=limits, workdir=TASK_MOUNT, binds=[(candidate, TASK_MOUNT)]
+        )
         async with sandbox:
             yield await sandbox.open_shell()
 
@@ -192,7 +208,8 @@ async def proposer_tools(
     """The terminal arm's MCP tools; the sandbox starts on the first terminal command."""
     servers = {
         "terminal": build_terminal_server(
-            workspace_with_task(candidate, settings.workspace_limits)),
+            workspace_with_task(candidate, settings.workspace_limits)
+        ),
         "filesystem": build_filesystem_server(candidate),
         "gate": build_gate_server(candidate, settings.gate),
     }
@@ -208,9 +225,13 @@ async def proposer_tools(
 def _format_verdict(candidate: Path, problem: str) -> Verdict:
     """A reply that is not a task folder: rejected like a lint failure, with the reason why."""
     return Verdict(
-        task=str(candidate), task_name=candidate.name, admitted=False, stage="lint",
+        task=str(candidate),
+        task_name=candidate.name,
+        admitted=False,
+        stage="lint",
         reason=f"the reply could not be turned into task files: {problem}",
-        proposer_reward=REWARD_VALIDATION_FAILED)
+        proposer_reward=REWARD_VALIDATION_FAILED,
+    )
 
 
 class _Conversation:
@@ -226,8 +247,13 @@ class _Conversation:
     async def run(self, loop: Any, budget: LoopBudget, *, nudge: bool) -> _Episode:
         """One episode: the loop until a stop tool, the budget or an error. With `nudge`, a reply
         without a tool call is answered with a reminder to submit (it still costs budget)."""
-        state: dict[str, Any] = {"messages": self.messages, "started_at": time.monotonic(),
-                                 "turns": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        state: dict[str, Any] = {
+            "messages": self.messages,
+            "started_at": time.monotonic(),
+            "turns": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+        }
         while True:
             state = await loop.ainvoke(state, {"recursion_limit": 4 * budget.max_turns + 10})
             self.tool_seconds.update(state.get("tool_seconds", {}))
@@ -236,9 +262,13 @@ class _Conversation:
             state["messages"] = [*state["messages"], HumanMessage(load_prompt("proposer_continue"))]
             state["stop_reason"] = None
         self.messages = list(state["messages"])
-        return _Episode(stop_reason=state.get("stop_reason"), error=state.get("error"),
-                        turns=state.get("turns", 0), prompt_tokens=state.get("prompt_tokens", 0),
-                        completion_tokens=state.get("completion_tokens", 0))
+        return _Episode(
+            stop_reason=state.get("stop_reason"),
+            error=state.get("error"),
+            turns=state.get("turns", 0),
+            prompt_tokens=state.get("prompt_tokens", 0),
+            completion_tokens=state.get("completion_tokens", 0),
+        )
 
 
 def _write_reply(reply: AIMessage | None, candidate: Path) -> str | None:
@@ -255,19 +285,28 @@ def _write_reply(reply: AIMessage | None, candidate: Path) -> str | None:
     return None
 
 
-async def _episodes(settings: ProposerSettings, candidate: Path, conversation: _Conversation,
-                    tools: list[BaseTool], result: ProposalResult) -> None:
+async def _episodes(
+    settings: ProposerSettings,
+    candidate: Path,
+    conversation: _Conversation,
+    tools: list[BaseTool],
+    result: ProposalResult,
+) -> None:
     """Episodes and gate runs until admitted, out of revisions, unsubmitted or errored."""
     model = load_chat_model(settings.model)
     terminal = settings.arm == "terminal"
     budget = settings.budget if terminal else settings.budget.model_copy(update={"max_turns": 1})
-    loop = build_agent_loop(model, tools, budget, name="proposer",
-                            tool_choice=settings.model.tool_choice)
+    loop = build_agent_loop(
+        model, tools, budget, name="proposer", tool_choice=settings.model.tool_choice
+    )
     for revision in range(settings.max_revisions + 1):
         if revision:
             assert result.verdict is not None
-            conversation.messages.append(HumanMessage(revision_prompt(
-                settings.arm, result.verdict, revision, settings.max_revisions)))
+            conversation.messages.append(
+                HumanMessage(
+                    revision_prompt(settings.arm, result.verdict, revision, settings.max_revisions)
+                )
+            )
             result.revisions = revision
         episode = await conversation.run(loop, budget, nudge=terminal)
         result.turns += episode.turns
@@ -284,12 +323,21 @@ async def _episodes(settings: ProposerSettings, candidate: Path, conversation: _
             return
         result.submitted = True
         problem = None if terminal else _write_reply(_last_reply(conversation.messages), candidate)
-        verdict = (_format_verdict(candidate, problem) if problem is not None
-                   else await validate_task(candidate, settings.gate, skip=()))
+        verdict = (
+            _format_verdict(candidate, problem)
+            if problem is not None
+            else await validate_task(candidate, settings.gate, skip=())
+        )
         result.verdict = verdict
-        result.gates.append(GateRun(revision=revision, admitted=verdict.admitted,
-                                    stage=verdict.stage, reason=verdict.reason,
-                                    proposer_reward=verdict.proposer_reward))
+        result.gates.append(
+            GateRun(
+                revision=revision,
+                admitted=verdict.admitted,
+                stage=verdict.stage,
+                reason=verdict.reason,
+                proposer_reward=verdict.proposer_reward,
+            )
+        )
         result.admitted, result.reward = verdict.admitted, verdict.proposer_reward
         if verdict.infrastructure_error:
             result.outcome, result.error = "error", verdict.reason
@@ -311,12 +359,20 @@ def attempt_id_for(settings: ProposerSettings, index: int) -> str:
         return settings.attempt_id
     if not settings.run_id:
         return new_attempt_id()
-    return stable_attempt_id(settings.run_id, settings.round, "proposer", settings.arm,
-                             settings.solver_feedback, settings.policy_version, index)
+    return stable_attempt_id(
+        settings.run_id,
+        settings.round,
+        "proposer",
+        settings.arm,
+        settings.solver_feedback,
+        settings.policy_version,
+        index,
+    )
 
 
-async def propose(brief: ProposerBrief, settings: ProposerSettings, *, out_dir: Path | str,
-                  index: int = 0) -> ProposalResult:
+async def propose(
+    brief: ProposerBrief, settings: ProposerSettings, *, out_dir: Path | str, index: int = 0
+) -> ProposalResult:
     """One proposer attempt: write a task into a fresh candidate folder under `out_dir`, submit
     it, revise after rejections; recorded as a rollout. Never raises: failures are outcomes."""
     started = time.monotonic()
@@ -324,8 +380,14 @@ async def propose(brief: ProposerBrief, settings: ProposerSettings, *, out_dir: 
     candidate = Path(out_dir).resolve() / f"cand-{attempt_id[:12]}"
     if not settings.solver_feedback:
         brief = brief.without_feedback()
-    result = ProposalResult(attempt_id=attempt_id, candidate=str(candidate), arm=settings.arm,
-                            solver_feedback=settings.solver_feedback, reward=None, outcome="error")
+    result = ProposalResult(
+        attempt_id=attempt_id,
+        candidate=str(candidate),
+        arm=settings.arm,
+        solver_feedback=settings.solver_feedback,
+        reward=None,
+        outcome="error",
+    )
     started_at = datetime.now(UTC)
     conversation = _Conversation()
     try:
@@ -352,44 +414,76 @@ async def propose(brief: ProposerBrief, settings: ProposerSettings, *, out_dir: 
     return result
 
 
-def _attempt_row(settings: ProposerSettings, result: ProposalResult, index: int,
-                 started_at: datetime) -> Attempt:
+def _attempt_row(
+    settings: ProposerSettings, result: ProposalResult, index: int, started_at: datetime
+) -> Attempt:
     """The attempt as one row, written once at the end (its category is only known then)."""
     try:
         category = load_task(result.candidate).category or ""
     except TaskFormatError:
         category = ""
     return Attempt(
-        id=result.attempt_id, run_id=settings.run_id, round=settings.round, role="proposer",
-        task_id=Path(result.candidate).name, category=category,
-        policy_version=settings.policy_version, reward=result.reward, outcome=result.outcome,
-        turns=result.turns, prompt_tokens=result.prompt_tokens,
-        completion_tokens=result.completion_tokens, duration_sec=result.duration_sec,
-        error=result.error, started_at=started_at, finished_at=datetime.now(UTC),
-        metadata={"arm": result.arm, "solver_feedback": result.solver_feedback, "index": index,
-                  "candidate": result.candidate, "revisions": result.revisions,
-                  "submitted": result.submitted, "stop_reason": result.stop_reason,
-                  "admitted": result.admitted, "tool_calls": result.tool_calls,
-                  "stage": result.verdict.stage if result.verdict else None,
-                  "reason": result.verdict.reason if result.verdict else None,
-                  "gates": [g.model_dump() for g in result.gates], "model": settings.model.model})
+        id=result.attempt_id,
+        run_id=settings.run_id,
+        round=settings.round,
+        role="proposer",
+        task_id=Path(result.candidate).name,
+        category=category,
+        policy_version=settings.policy_version,
+        reward=result.reward,
+        outcome=result.outcome,
+        turns=result.turns,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        duration_sec=result.duration_sec,
+        error=result.error,
+        started_at=started_at,
+        finished_at=datetime.now(UTC),
+        metadata={
+            "arm": result.arm,
+            "solver_feedback": result.solver_feedback,
+            "index": index,
+            "candidate": result.candidate,
+            "revisions": result.revisions,
+            "submitted": result.submitted,
+            "stop_reason": result.stop_reason,
+            "admitted": result.admitted,
+            "tool_calls": result.tool_calls,
+            "stage": result.verdict.stage if result.verdict else None,
+            "reason": result.verdict.reason if result.verdict else None,
+            "gates": [g.model_dump() for g in result.gates],
+            "model": settings.model.model,
+        },
+    )
 
 
 # -- the Studio / langgraph.json face: K proposers fanned out with Send ----------------------------
 
 
-def gate_config(*, backend: str = "bwrap", pool_dir: Path | str | None = None,
-                solver: ModelConfig | None = None, solver_max_turns: int = 20,
-                band: tuple[float, float] = (0.25, 0.75), **more: Any) -> GateConfig:
+def gate_config(
+    *,
+    backend: str = "bwrap",
+    pool_dir: Path | str | None = None,
+    solver: ModelConfig | None = None,
+    solver_max_turns: int = 20,
+    band: tuple[float, float] = (0.25, 0.75),
+    **more: Any,
+) -> GateConfig:
     """The gate a proposer faces; `solver` (a model) turns on calibration with our solver agent."""
     from autoenvscaling.graphs.solver import SOLVER_AGENT, SolverSettings
 
-    kwargs: dict[str, Any] = {"backend": backend, "band": band,
-                              "pool_dir": Path(pool_dir) if pool_dir else None, **more}
+    kwargs: dict[str, Any] = {
+        "backend": backend,
+        "band": band,
+        "pool_dir": Path(pool_dir) if pool_dir else None,
+        **more,
+    }
     if solver is not None:
         settings = SolverSettings(model=solver, budget=LoopBudget(max_turns=solver_max_turns))
-        kwargs |= {"solver": SOLVER_AGENT,
-                   "solver_kwargs": {"settings": settings.model_dump(mode="json")}}
+        kwargs |= {
+            "solver": SOLVER_AGENT,
+            "solver_kwargs": {"settings": settings.model_dump(mode="json")},
+        }
     return GateConfig(**kwargs)
 
 
@@ -398,24 +492,30 @@ class ProposerContext:
     """What Studio's form shows for the proposer graph."""
 
     model: str = field(default="openai:policy", metadata={"description": "init_chat_model string"})
-    base_url: str | None = field(default=None,
-                                 metadata={"description": "OpenAI-compatible endpoint"})
-    arm: str = field(default="terminal",
-                     metadata={"description": "terminal | error_feedback | prompt_only"})
-    solver_feedback: bool = field(default=True,
-                                  metadata={"description": "Show the solver's rollouts"})
+    base_url: str | None = field(
+        default=None, metadata={"description": "OpenAI-compatible endpoint"}
+    )
+    arm: str = field(
+        default="terminal", metadata={"description": "terminal | error_feedback | prompt_only"}
+    )
+    solver_feedback: bool = field(
+        default=True, metadata={"description": "Show the solver's rollouts"}
+    )
     max_turns: int = field(default=40, metadata={"description": "Model calls per episode"})
     time_budget_sec: float = field(default=1800, metadata={"description": "Wall time per episode"})
     max_tokens: int = field(default=8192, metadata={"description": "Cap on one model reply"})
     max_revisions: int = field(default=2, metadata={"description": "Revisions after a rejection"})
-    pool_dir: str = field(default="tasks/seed",
-                          metadata={"description": "The task pool (examples, dedup)"})
-    out_dir: str = field(default="candidates",
-                         metadata={"description": "Candidate folders go here"})
+    pool_dir: str = field(
+        default="tasks/seed", metadata={"description": "The task pool (examples, dedup)"}
+    )
+    out_dir: str = field(
+        default="candidates", metadata={"description": "Candidate folders go here"}
+    )
     store_path: str | None = field(default=None, metadata={"description": "Rollout store (SQLite)"})
     backend: str = field(default="bwrap", metadata={"description": "Gate backend: bwrap | docker"})
-    calibrate: bool = field(default=False,
-                            metadata={"description": "Calibrate against the solver (same model)"})
+    calibrate: bool = field(
+        default=False, metadata={"description": "Calibrate against the solver (same model)"}
+    )
     policy_version: str = field(default="base", metadata={"description": "Recorded with rollouts"})
 
 
@@ -436,22 +536,32 @@ class _Slot(TypedDict):
 def _settings_from(ctx: ProposerContext) -> ProposerSettings:
     model = ModelConfig(model=ctx.model, base_url=ctx.base_url, max_tokens=ctx.max_tokens)
     return ProposerSettings(
-        model=model, arm=ctx.arm,  # type: ignore[arg-type]  # validated by pydantic
-        solver_feedback=ctx.solver_feedback, max_revisions=ctx.max_revisions,
-        budget=LoopBudget(max_turns=ctx.max_turns, time_budget_sec=ctx.time_budget_sec,
-                          max_total_tokens=400_000),
-        gate=gate_config(backend=ctx.backend, pool_dir=ctx.pool_dir,
-                         solver=model if ctx.calibrate else None),
-        store_path=ctx.store_path, policy_version=ctx.policy_version, run_id="")
+        model=model,
+        arm=ctx.arm,  # type: ignore[arg-type]  # validated by pydantic
+        solver_feedback=ctx.solver_feedback,
+        max_revisions=ctx.max_revisions,
+        budget=LoopBudget(
+            max_turns=ctx.max_turns, time_budget_sec=ctx.time_budget_sec, max_total_tokens=400_000
+        ),
+        gate=gate_config(
+            backend=ctx.backend, pool_dir=ctx.pool_dir, solver=model if ctx.calibrate else None
+        ),
+        store_path=ctx.store_path,
+        policy_version=ctx.policy_version,
+        run_id="",
+    )
 
 
 async def _inspect(state: ProposeState, runtime: Runtime[ProposerContext]) -> dict[str, Any]:
     ctx = runtime.context or ProposerContext()
     store = RolloutStore(ctx.store_path) if ctx.store_path else None
     try:
-        briefs = [await asyncio.to_thread(build_brief, store, ctx.pool_dir, variant=i,
-                                          solver_feedback=ctx.solver_feedback)
-                  for i in range(max(1, state.get("n", 1)))]
+        briefs = [
+            await asyncio.to_thread(
+                build_brief, store, ctx.pool_dir, variant=i, solver_feedback=ctx.solver_feedback
+            )
+            for i in range(max(1, state.get("n", 1)))
+        ]
     finally:
         if store is not None:
             store.close()
@@ -464,8 +574,12 @@ def _fan_out(state: ProposeState) -> list[Send]:
 
 async def _propose_one(slot: _Slot, runtime: Runtime[ProposerContext]) -> dict[str, Any]:
     ctx = runtime.context or ProposerContext()
-    result = await propose(ProposerBrief.model_validate(slot["brief"]), _settings_from(ctx),
-                           out_dir=ctx.out_dir, index=slot["index"])
+    result = await propose(
+        ProposerBrief.model_validate(slot["brief"]),
+        _settings_from(ctx),
+        out_dir=ctx.out_dir,
+        index=slot["index"],
+    )
     return {"results": [result.model_dump(mode="json", exclude={"verdict"})]}
 
 

@@ -76,12 +76,20 @@ class ScriptedChatModel(BaseChatModel):
         # Token counts are estimates (4 characters a token) so budgets and reports work.
         prompt = sum(len(str(m.content)) for m in messages) // 4 + 1
         completion = (len(str(message.content)) + len(json.dumps(message.tool_calls))) // 4 + 1
-        message.usage_metadata = {"input_tokens": prompt, "output_tokens": completion,
-                                  "total_tokens": prompt + completion}
+        message.usage_metadata = {
+            "input_tokens": prompt,
+            "output_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
         return message
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self._next(messages))])
 
 
@@ -105,5 +113,7 @@ def load_scripted(spec: str) -> ScriptedChatModel:
     if not path.exists():
         raise ValueError(f"scripted model {spec!r}: no registered script and no such JSON file")
     data = json.loads(path.read_text())
-    model._replies = [_from_json(item) for item in data.get("replies", data if isinstance(data, list) else [])]
+    model._replies = [
+        _from_json(item) for item in data.get("replies", data if isinstance(data, list) else [])
+    ]
     return model

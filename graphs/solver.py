@@ -85,34 +85,52 @@ class SolverAgent(BaseAgent):
         return None
 
     @override
-    async def run(self, instruction: str, environment: BaseEnvironment,
-                  context: AgentContext) -> None:
+    async def run(
+        self, instruction: str, environment: BaseEnvironment, context: AgentContext
+    ) -> None:
         s = self.settings
         ref = environment.sandbox_ref  # type: ignore[attr-defined]  # our SandboxEnvironment
         started = time.monotonic()
         server = build_terminal_server(ref=ref)
         messages = [SystemMessage(load_prompt("solver")), HumanMessage(instruction)]
         async with open_mcp_tools({"terminal": server}) as tools:
-            loop = build_agent_loop(load_chat_model(s.model), tools, s.budget, name="solver",
-                                    tool_choice=s.model.tool_choice)
-            state = await loop.ainvoke({"messages": messages, "started_at": time.monotonic()},
-                                       {"recursion_limit": 4 * s.budget.max_turns + 10})
+            loop = build_agent_loop(
+                load_chat_model(s.model),
+                tools,
+                s.budget,
+                name="solver",
+                tool_choice=s.model.tool_choice,
+            )
+            state = await loop.ainvoke(
+                {"messages": messages, "started_at": time.monotonic()},
+                {"recursion_limit": 4 * s.budget.max_turns + 10},
+            )
         steps = steps_from_messages(state["messages"], state.get("tool_seconds", {}))
         tool_steps = sum(1 for step in steps if step.tool_name)
         if s.store_path and s.attempt_id:
             with RolloutStore(s.store_path) as store:
-                store.start_attempt(id=s.attempt_id, task_id=s.task_id, role="solver",
-                                    run_id=s.run_id, round=s.round, category=s.category,
-                                    policy_version=s.policy_version)
+                store.start_attempt(
+                    id=s.attempt_id,
+                    task_id=s.task_id,
+                    role="solver",
+                    run_id=s.run_id,
+                    round=s.round,
+                    category=s.category,
+                    policy_version=s.policy_version,
+                )
                 for step in steps:
-                    store.add_step(s.attempt_id, step.index, **step.model_dump(
-                        exclude={"attempt_id", "index"}))
+                    store.add_step(
+                        s.attempt_id, step.index, **step.model_dump(exclude={"attempt_id", "index"})
+                    )
         context.n_input_tokens = state.get("prompt_tokens", 0)
         context.n_output_tokens = state.get("completion_tokens", 0)
         context.metadata = {
             **(context.metadata or {}),
-            "attempt_id": s.attempt_id, "steps": tool_steps, "turns": state.get("turns", 0),
-            "stop_reason": state.get("stop_reason"), "error": state.get("error"),
+            "attempt_id": s.attempt_id,
+            "steps": tool_steps,
+            "turns": state.get("turns", 0),
+            "stop_reason": state.get("stop_reason"),
+            "error": state.get("error"),
             "prompt_tokens": state.get("prompt_tokens", 0),
             "completion_tokens": state.get("completion_tokens", 0),
             "agent_seconds": round(time.monotonic() - started, 3),
@@ -129,8 +147,12 @@ def outcome_of(trial: TrialOutcome) -> Outcome:
 
 
 async def solve_task(
-    task_dir: Path, settings: SolverSettings, *, sample: int = 0,
-    backend: BackendName = "bwrap", trials_dir: Path | None = None,
+    task_dir: Path,
+    settings: SolverSettings,
+    *,
+    sample: int = 0,
+    backend: BackendName = "bwrap",
+    trials_dir: Path | None = None,
 ) -> SolverAttempt:
     """One solver attempt in a real Harbor trial; recorded and rewarded in the store."""
     from autoenvscaling.tools.task_format import TaskFormatError, load_task
@@ -141,32 +163,61 @@ async def solve_task(
     except TaskFormatError:
         category = ""
     attempt_id = settings.attempt_id or stable_attempt_id(
-        settings.run_id, settings.round, "solver", task_dir.name, settings.policy_version, sample)
-    settings = settings.model_copy(update={"attempt_id": attempt_id, "task_id": task_dir.name,
-                                           "category": category})
-    trial = await run_trial(task_dir, agent=SOLVER_AGENT, backend=backend, trials_dir=trials_dir,
-                            agent_kwargs={"settings": settings.model_dump(mode="json")})
+        settings.run_id, settings.round, "solver", task_dir.name, settings.policy_version, sample
+    )
+    settings = settings.model_copy(
+        update={"attempt_id": attempt_id, "task_id": task_dir.name, "category": category}
+    )
+    trial = await run_trial(
+        task_dir,
+        agent=SOLVER_AGENT,
+        backend=backend,
+        trials_dir=trials_dir,
+        agent_kwargs={"settings": settings.model_dump(mode="json")},
+    )
     meta = trial.agent_metadata
     outcome = outcome_of(trial)
     error = meta.get("error") or trial.error
     if settings.store_path:
         with RolloutStore(settings.store_path) as store:
             # The agent may have died before recording: make sure the attempt exists.
-            store.start_attempt(id=attempt_id, task_id=task_dir.name, role="solver",
-                                run_id=settings.run_id, round=settings.round, category=category,
-                                policy_version=settings.policy_version)
+            store.start_attempt(
+                id=attempt_id,
+                task_id=task_dir.name,
+                role="solver",
+                run_id=settings.run_id,
+                round=settings.round,
+                category=category,
+                policy_version=settings.policy_version,
+            )
             store.finish_attempt(
-                attempt_id, reward=trial.reward, outcome=outcome, error=error,
-                prompt_tokens=meta.get("prompt_tokens"), completion_tokens=meta.get("completion_tokens"),
+                attempt_id,
+                reward=trial.reward,
+                outcome=outcome,
+                error=error,
+                prompt_tokens=meta.get("prompt_tokens"),
+                completion_tokens=meta.get("completion_tokens"),
                 duration_sec=trial.duration_sec,
-                metadata={**settings.tags, "trial_dir": trial.trial_dir,
-                          "stop_reason": meta.get("stop_reason"),
-                          "backend": backend, "verifier_output": trial.verifier_output[-1500:]})
+                metadata={
+                    **settings.tags,
+                    "trial_dir": trial.trial_dir,
+                    "stop_reason": meta.get("stop_reason"),
+                    "backend": backend,
+                    "verifier_output": trial.verifier_output[-1500:],
+                },
+            )
     return SolverAttempt(
-        task=str(task_dir), reward=trial.reward, steps=int(meta.get("steps", 0)),
-        rollout_id=attempt_id, outcome=outcome, stop_reason=meta.get("stop_reason"),
-        error=error, prompt_tokens=int(meta.get("prompt_tokens", 0)),
-        completion_tokens=int(meta.get("completion_tokens", 0)), duration_sec=trial.duration_sec)
+        task=str(task_dir),
+        reward=trial.reward,
+        steps=int(meta.get("steps", 0)),
+        rollout_id=attempt_id,
+        outcome=outcome,
+        stop_reason=meta.get("stop_reason"),
+        error=error,
+        prompt_tokens=int(meta.get("prompt_tokens", 0)),
+        completion_tokens=int(meta.get("completion_tokens", 0)),
+        duration_sec=trial.duration_sec,
+    )
 
 
 # -- the Studio / langgraph.json face: attempt tasks k times each, fanned out with Send ----------
@@ -177,7 +228,9 @@ class SolverContext:
     """What Studio's form shows for the solver graph."""
 
     model: str = field(default="openai:policy", metadata={"description": "init_chat_model string"})
-    base_url: str | None = field(default=None, metadata={"description": "OpenAI-compatible endpoint"})
+    base_url: str | None = field(
+        default=None, metadata={"description": "OpenAI-compatible endpoint"}
+    )
     max_turns: int = field(default=20, metadata={"description": "Model calls per attempt"})
     time_budget_sec: float = field(default=900, metadata={"description": "Wall time per attempt"})
     backend: str = field(default="bwrap", metadata={"description": "bwrap | docker"})
@@ -200,8 +253,11 @@ class _One(TypedDict):
 
 
 def _fan_out(state: SolveState) -> list[Send]:
-    return [Send("attempt", _One(task=t, sample=i))
-            for t in state["tasks"] for i in range(max(1, state.get("attempts", 1)))]
+    return [
+        Send("attempt", _One(task=t, sample=i))
+        for t in state["tasks"]
+        for i in range(max(1, state.get("attempts", 1)))
+    ]
 
 
 async def _attempt(item: _One, runtime: Runtime[SolverContext]) -> dict[str, Any]:
@@ -209,9 +265,13 @@ async def _attempt(item: _One, runtime: Runtime[SolverContext]) -> dict[str, Any
     settings = SolverSettings(
         model=ModelConfig(model=ctx.model, base_url=ctx.base_url),
         budget=LoopBudget(max_turns=ctx.max_turns, time_budget_sec=ctx.time_budget_sec),
-        store_path=ctx.store_path, policy_version=ctx.policy_version, run_id="studio")
-    result = await solve_task(Path(item["task"]), settings, sample=item["sample"],
-                              backend=ctx.backend)  # type: ignore[arg-type]
+        store_path=ctx.store_path,
+        policy_version=ctx.policy_version,
+        run_id="studio",
+    )
+    result = await solve_task(
+        Path(item["task"]), settings, sample=item["sample"], backend=ctx.backend
+    )  # type: ignore[arg-type]
     return {"results": [result.model_dump(mode="json")]}
 
 

@@ -21,6 +21,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
+from langgraph.types import Command, Send
+from pydantic import BaseModel, Field
+
 from autoenvscaling.tools.gate import (
     GateConfig,
     StageName,
@@ -31,13 +39,6 @@ from autoenvscaling.tools.gate import (
     run_stage,
 )
 from autoenvscaling.tools.gate.harness import slots
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
-from langgraph.runtime import Runtime
-from langgraph.store.base import BaseStore
-from langgraph.types import Command, Send
-from pydantic import BaseModel, Field
 
 # --------------------------------------------------------------------------- state
 
@@ -67,68 +68,84 @@ async def _stage(
     config = _config(runtime)
     prior = {r.stage: r for r in state.results}
     result = await run_stage(stage, state.task, config, prior)
-    runtime.stream_writer({
-        "event": "stage", "task": state.task, "stage": stage, "passed": result.passed,
-        "skipped": result.skipped, "infrastructure_error": result.infrastructure_error,
-        "duration_sec": result.duration_sec, "reason": result.reason,
-    })
+    runtime.stream_writer(
+        {
+            "event": "stage",
+            "task": state.task,
+            "stage": stage,
+            "passed": result.passed,
+            "skipped": result.skipped,
+            "infrastructure_error": result.infrastructure_error,
+            "duration_sec": result.duration_sec,
+            "reason": result.reason,
+        }
+    )
     return Command(update={"results": [result]}, goto=after if result.passed else "verdict")
 
 
 # --------------------------------------------------------------------------- stage nodes
 
 
-async def lint(state: ValidationState, runtime: Runtime[GateConfig]
-               ) -> Command[Literal["build", "verdict"]]:
+async def lint(
+    state: ValidationState, runtime: Runtime[GateConfig]
+) -> Command[Literal["build", "verdict"]]:
     """Static checks: format, Dockerfile subset, no tests/solution in the image, reward file,
     every checked path named in the instruction, pinned dependencies."""
     return await _stage("lint", "build", state, runtime)
 
 
-async def build(state: ValidationState, runtime: Runtime[GateConfig]
-                ) -> Command[Literal["oracle", "verdict"]]:
+async def build(
+    state: ValidationState, runtime: Runtime[GateConfig]
+) -> Command[Literal["oracle", "verdict"]]:
     """The environment builds within its build timeout."""
     return await _stage("build", "oracle", state, runtime)
 
 
-async def oracle(state: ValidationState, runtime: Runtime[GateConfig]
-                 ) -> Command[Literal["nop", "verdict"]]:
+async def oracle(
+    state: ValidationState, runtime: Runtime[GateConfig]
+) -> Command[Literal["nop", "verdict"]]:
     """The reference solution scores exactly 1.0."""
     return await _stage("oracle", "nop", state, runtime)
 
 
-async def nop(state: ValidationState, runtime: Runtime[GateConfig]
-              ) -> Command[Literal["repeat", "verdict"]]:
+async def nop(
+    state: ValidationState, runtime: Runtime[GateConfig]
+) -> Command[Literal["repeat", "verdict"]]:
     """An empty attempt scores below the threshold."""
     return await _stage("nop", "repeat", state, runtime)
 
 
-async def repeat(state: ValidationState, runtime: Runtime[GateConfig]
-                 ) -> Command[Literal["anti_cheat", "verdict"]]:
+async def repeat(
+    state: ValidationState, runtime: Runtime[GateConfig]
+) -> Command[Literal["anti_cheat", "verdict"]]:
     """n more oracle runs give the same reward (no flaky verifier)."""
     return await _stage("repeat", "anti_cheat", state, runtime)
 
 
-async def anti_cheat(state: ValidationState, runtime: Runtime[GateConfig]
-                     ) -> Command[Literal["decontam", "verdict"]]:
+async def anti_cheat(
+    state: ValidationState, runtime: Runtime[GateConfig]
+) -> Command[Literal["decontam", "verdict"]]:
     """No answer in the image; tampering agents (and an optional cheat agent) fail."""
     return await _stage("anti_cheat", "decontam", state, runtime)
 
 
-async def decontam(state: ValidationState, runtime: Runtime[GateConfig]
-                   ) -> Command[Literal["calibrate", "verdict"]]:
+async def decontam(
+    state: ValidationState, runtime: Runtime[GateConfig]
+) -> Command[Literal["calibrate", "verdict"]]:
     """No 13-gram shared with held-out benchmark instructions."""
     return await _stage("decontam", "calibrate", state, runtime)
 
 
-async def calibrate(state: ValidationState, runtime: Runtime[GateConfig]
-                    ) -> Command[Literal["dedup", "verdict"]]:
+async def calibrate(
+    state: ValidationState, runtime: Runtime[GateConfig]
+) -> Command[Literal["dedup", "verdict"]]:
     """The current solver's mean reward lies in the band, and its rewards vary."""
     return await _stage("calibrate", "dedup", state, runtime)
 
 
-async def dedup(state: ValidationState, runtime: Runtime[GateConfig]
-                ) -> Command[Literal["verdict"]]:
+async def dedup(
+    state: ValidationState, runtime: Runtime[GateConfig]
+) -> Command[Literal["verdict"]]:
     """Not a near-duplicate of a task already in the pool."""
     return await _stage("dedup", "verdict", state, runtime)
 
@@ -147,8 +164,12 @@ def build_validation_graph(
     store: BaseStore | None = None,
     name: str = "validation",
 ) -> CompiledStateGraph:
-    builder = StateGraph(ValidationState, context_schema=GateConfig,
-                         input_schema=ValidationInput, output_schema=ValidationOutput)
+    builder = StateGraph(
+        ValidationState,
+        context_schema=GateConfig,
+        input_schema=ValidationInput,
+        output_schema=ValidationOutput,
+    )
     for node in STAGE_NODES:
         builder.add_node(node.__name__, node)
     builder.add_node("verdict", verdict)
@@ -185,13 +206,18 @@ def fan_out(state: BatchState) -> Command[Literal["validate_candidate", "report"
     if not state.tasks:
         return Command(goto="report")
     total = len(state.tasks)
-    return Command(goto=[Send("validate_candidate", Candidate(task=t, index=i, total=total))
-                         for i, t in enumerate(state.tasks)])
+    return Command(
+        goto=[
+            Send("validate_candidate", Candidate(task=t, index=i, total=total))
+            for i, t in enumerate(state.tasks)
+        ]
+    )
 
 
 def make_validate_candidate(validation: CompiledStateGraph):
-    async def validate_candidate(state: Candidate, runtime: Runtime[GateConfig]
-                                 ) -> Command[Literal["report"]]:
+    async def validate_candidate(
+        state: Candidate, runtime: Runtime[GateConfig]
+    ) -> Command[Literal["report"]]:
         """Run the validation graph on one candidate; a crash becomes an infrastructure verdict."""
         config = _config(runtime)
         async with slots("candidate", config.concurrency):
@@ -201,11 +227,18 @@ def make_validate_candidate(validation: CompiledStateGraph):
                 verdict_ = Verdict.model_validate(result)
             except Exception as exc:  # noqa: BLE001 - one broken candidate never stops a batch
                 verdict_ = infrastructure_verdict(state.task, exc, backend=config.backend)
-        runtime.stream_writer({
-            "event": "verdict", "task": state.task, "index": state.index, "total": state.total,
-            "admitted": verdict_.admitted, "stage": verdict_.stage, "reason": verdict_.reason,
-            "proposer_reward": verdict_.proposer_reward,
-        })
+        runtime.stream_writer(
+            {
+                "event": "verdict",
+                "task": state.task,
+                "index": state.index,
+                "total": state.total,
+                "admitted": verdict_.admitted,
+                "stage": verdict_.stage,
+                "reason": verdict_.reason,
+                "proposer_reward": verdict_.proposer_reward,
+            }
+        )
         return Command(update={"verdicts": [verdict_]}, goto="report")
 
     return validate_candidate
@@ -224,11 +257,13 @@ def build_batch_graph(
     store: BaseStore | None = None,
     name: str = "validation_batch",
 ) -> CompiledStateGraph:
-    builder = StateGraph(BatchState, context_schema=GateConfig,
-                         input_schema=BatchInput, output_schema=BatchOutput)
+    builder = StateGraph(
+        BatchState, context_schema=GateConfig, input_schema=BatchInput, output_schema=BatchOutput
+    )
     builder.add_node("fan_out", fan_out)
-    builder.add_node("validate_candidate",
-                     make_validate_candidate(validation or build_validation_graph()))
+    builder.add_node(
+        "validate_candidate", make_validate_candidate(validation or build_validation_graph())
+    )
     builder.add_node("report", report)
     builder.add_edge(START, "fan_out")
     builder.add_edge("report", END)

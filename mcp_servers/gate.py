@@ -54,11 +54,23 @@ class SubmitReceipt(BaseModel):
 
 def report_of(verdict: Verdict) -> CheckReport:
     return CheckReport(
-        passed=verdict.admitted, stage=verdict.stage, reason=verdict.reason,
-        excerpt=verdict.excerpt, infrastructure_error=verdict.infrastructure_error,
-        stages=[StageLine(stage=r.stage, passed=r.passed, skipped=r.skipped, reason=r.reason,
-                          seconds=r.duration_sec) for r in verdict.stages],
-        seconds=verdict.duration_sec)
+        passed=verdict.admitted,
+        stage=verdict.stage,
+        reason=verdict.reason,
+        excerpt=verdict.excerpt,
+        infrastructure_error=verdict.infrastructure_error,
+        stages=[
+            StageLine(
+                stage=r.stage,
+                passed=r.passed,
+                skipped=r.skipped,
+                reason=r.reason,
+                seconds=r.duration_sec,
+            )
+            for r in verdict.stages
+        ],
+        seconds=verdict.duration_sec,
+    )
 
 
 def build_gate_server(
@@ -90,7 +102,7 @@ def build_gate_server(
         """
         skip = list(NEVER_CHECKED)
         if until is not None:
-            skip += [s for s in STAGES[STAGES.index(until) + 1:]]
+            skip += [s for s in STAGES[STAGES.index(until) + 1 :]]
         return report_of(await validate_task(root, gate, skip=skip))
 
     @server.tool(annotations=ToolAnnotations(destructiveHint=False, openWorldHint=False))
@@ -103,7 +115,10 @@ def build_gate_server(
             on_submit(summary)
         files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
         return SubmitReceipt(
-            submitted=True, files=files, format_problems=[str(e) for e in check_task(root)],
-            note="submitted: the full gate (with calibration against the solver) now decides")
+            submitted=True,
+            files=files,
+            format_problems=[str(e) for e in check_task(root)],
+            note="submitted: the full gate (with calibration against the solver) now decides",
+        )
 
     return server

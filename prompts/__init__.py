@@ -11,7 +11,10 @@ def load_prompt(name: str) -> str:
     """The text of prompts/<name>.md; `str.format` fields in it are filled by the caller."""
     resource = files(__package__) / f"{name}.md"
     if not resource.is_file():
-        available = sorted(p.name.removesuffix(".md") for p in files(__package__).iterdir()
-                           if p.name.endswith(".md"))
+        available = sorted(
+            p.name.removesuffix(".md")
+            for p in files(__package__).iterdir()
+            if p.name.endswith(".md")
+        )
         raise FileNotFoundError(f"no prompt {name!r}; available: {', '.join(available)}")
     return resource.read_text()

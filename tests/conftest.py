@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
-for _var, _value in (("HARBOR_TELEMETRY", "0"), ("LANGGRAPH_CLI_NO_ANALYTICS", "1"),
-                     ("LANGGRAPH_NO_VERSION_CHECK", "1"), ("TRL_EXPERIMENTAL_SILENCE", "1")):
+for _var, _value in (
+    ("HARBOR_TELEMETRY", "0"),
+    ("LANGGRAPH_CLI_NO_ANALYTICS", "1"),
+    ("LANGGRAPH_NO_VERSION_CHECK", "1"),
+    ("TRL_EXPERIMENTAL_SILENCE", "1"),
+):
     os.environ.setdefault(_var, _value)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,7 +22,11 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def seed_tasks() -> list[Path]:
-    return sorted(p for p in SEED_DIR.iterdir() if (p / "task.toml").exists()) if SEED_DIR.exists() else []
+    return (
+        sorted(p for p in SEED_DIR.iterdir() if (p / "task.toml").exists())
+        if SEED_DIR.exists()
+        else []
+    )
 
 
 @pytest.fixture(scope="session")

@@ -19,22 +19,22 @@ BUG = "head -n 3 /app/numbers.txt | awk '{s += $1} END {print s}'"
 FIX = "awk '{s += $1} END {print s}' /app/numbers.txt"
 FILES = {
     "instruction.md": "The file `/app/numbers.txt` holds one integer per line.\n\n"
-                      "Write their sum to `/app/sum.txt`: a single integer and a newline.\n",
+    "Write their sum to `/app/sum.txt`: a single integer and a newline.\n",
     "task.toml": 'schema_version = "1.4"\n\n[metadata]\nauthor_name = "test"\n'
-                 'difficulty = "easy"\ncategory = "text-processing"\ntags = ["awk"]\n\n'
-                 "[agent]\ntimeout_sec = 120\n\n[verifier]\ntimeout_sec = 60\n\n"
-                 '[environment]\nnetwork_mode = "no-network"\ncpus = 1\nmemory_mb = 512\n'
-                 "build_timeout_sec = 120\n",
+    'difficulty = "easy"\ncategory = "text-processing"\ntags = ["awk"]\n\n'
+    "[agent]\ntimeout_sec = 120\n\n[verifier]\ntimeout_sec = 60\n\n"
+    '[environment]\nnetwork_mode = "no-network"\ncpus = 1\nmemory_mb = 512\n'
+    "build_timeout_sec = 120\n",
     "environment/Dockerfile": "FROM debian:bookworm-slim\nWORKDIR /app\n"
-                              "COPY numbers.txt /app/numbers.txt\n",
+    "COPY numbers.txt /app/numbers.txt\n",
     "environment/numbers.txt": NUMBERS,
     "tests/numbers.txt": NUMBERS,
     "tests/test.sh": "#!/bin/bash\n# The reward is 1 only when /app/sum.txt holds the right sum.\n"
-                     "mkdir -p /logs/verifier\necho 0 > /logs/verifier/reward.txt\n"
-                     "expected=$(awk '{s += $1} END {print s}' /tests/numbers.txt)\n"
-                     'if [ "$(cat /app/sum.txt 2>/dev/null)" = "$expected" ]; then\n'
-                     "  echo PASS; echo 1 > /logs/verifier/reward.txt\n"
-                     "else\n  echo \"FAIL: expected $expected\"\nfi\n",
+    "mkdir -p /logs/verifier\necho 0 > /logs/verifier/reward.txt\n"
+    "expected=$(awk '{s += $1} END {print s}' /tests/numbers.txt)\n"
+    'if [ "$(cat /app/sum.txt 2>/dev/null)" = "$expected" ]; then\n'
+    "  echo PASS; echo 1 > /logs/verifier/reward.txt\n"
+    'else\n  echo "FAIL: expected $expected"\nfi\n',
     "solution/solve.sh": f"#!/bin/bash\nset -euo pipefail\n{FIX} > /app/sum.txt\n",
 }
 # The second proposal's reference solution sums only 3 of 5 numbers: the oracle stage rejects it.

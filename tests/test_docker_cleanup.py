@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+
 from autoenvscaling.tools.sandbox.docker import (
     LABEL,
     OWNER_LABEL,

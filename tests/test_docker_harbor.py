@@ -4,6 +4,7 @@
 import json
 
 import pytest
+
 from autoenvscaling.tools.trials import run_trial, run_trials
 
 from .conftest import FIXTURES, seed_tasks
@@ -54,7 +55,10 @@ async def test_seed_pool_oracle_solves_and_nop_fails_every_task(docker_engine, t
         tasks, agent="oracle", backend="docker", trials_dir=tmp_path, concurrency=2
     )
     nop = await run_trials(tasks, agent="nop", backend="docker", trials_dir=tmp_path, concurrency=2)
-    report = {o.task_name: (o.reward, n.reward, o.error or n.error) for o, n in zip(oracle, nop)}
+    report = {
+        o.task_name: (o.reward, n.reward, o.error or n.error)
+        for o, n in zip(oracle, nop, strict=True)
+    }
     assert all(r == (1.0, 0.0, None) for r in report.values()), json.dumps(report, indent=1)
 
 

@@ -5,6 +5,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from autoenvscaling.tools.sandbox import BuildError
 from autoenvscaling.tools.sandbox.docker import (
     LABEL,

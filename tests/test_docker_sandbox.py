@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from autoenvscaling.tools.sandbox import SandboxError, SandboxLimits, SandboxRef, attach
 from autoenvscaling.tools.sandbox.docker import LABEL, DockerSandbox, start_workspace
 

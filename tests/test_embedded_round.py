@@ -27,14 +27,14 @@ pytestmark = pytest.mark.slow
 
 TOUCH_TASK = {
     "instruction.md": "Create the file `/app/done` by calling the bash tool with the command "
-                      "`touch /app/done`.\n",
+    "`touch /app/done`.\n",
     "task.toml": 'schema_version = "1.4"\n[metadata]\nauthor_name = "autoenvscaling"\n'
-                 'difficulty = "easy"\ncategory = "shell"\n[agent]\ntimeout_sec = 120\n'
-                 '[verifier]\ntimeout_sec = 30\n[environment]\nnetwork_mode = "no-network"\n'
-                 "memory_mb = 512\n",
+    'difficulty = "easy"\ncategory = "shell"\n[agent]\ntimeout_sec = 120\n'
+    '[verifier]\ntimeout_sec = 30\n[environment]\nnetwork_mode = "no-network"\n'
+    "memory_mb = 512\n",
     "environment/Dockerfile": "FROM debian:bookworm-slim\nWORKDIR /app\n",
     "tests/test.sh": "#!/bin/bash\n# 1 when /app/done exists, else 0.\nmkdir -p /logs/verifier\n"
-                     "if [ -e /app/done ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
+    "if [ -e /app/done ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
     "solution/solve.sh": "#!/bin/bash\ntouch /app/done\n",
 }
 
@@ -70,21 +70,42 @@ def warmed(tmp_path_factory):
     base = ensure_hf_base_model(assets)
     root = tmp_path_factory.mktemp("warm")
     prompt = episode_prompt(TOUCH_TASK["instruction.md"])
-    demos = [{"messages": prompt, "reply": tool_call_reply(cmd)}
-             for cmd in ("touch /app/done", "ls /app") * 4]
+    demos = [
+        {"messages": prompt, "reply": tool_call_reply(cmd)}
+        for cmd in ("touch /app/done", "ls /app")
+    ]
     (root / "demos.json").write_text(json.dumps(demos))
-    done = subprocess.run([sys.executable, "-m", "autoenvscaling.training.warmup", "--base",
-                           str(base), "--out", str(root / "hf"), "--demos", str(root / "demos.json"),
-                           "--steps", "25"], capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autoenvscaling.training.warmup",
+            "--base",
+            str(base),
+            "--out",
+            str(root / "hf"),
+            "--demos",
+            str(root / "demos.json"),
+            "--steps",
+            "10",
+            "--lr",
+            "1e-4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     gguf = root / "warm.q8_0.gguf"
-    convert_full_model(root / "hf", gguf, converter_dir=assets.converter_dir,
-                       vocab_from=assets.model_path)
+    convert_full_model(
+        root / "hf", gguf, converter_dir=assets.converter_dir, vocab_from=assets.model_path
+    )
     return root / "hf", gguf
 
 
 async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
-        bwrap_ready, warmed, tmp_path):
+    bwrap_ready, warmed, tmp_path
+):
     from autoenvscaling.graphs import flywheel_roles
     from autoenvscaling.graphs.flywheel import FlywheelContext, _role_model, build_flywheel
     from autoenvscaling.graphs.models import Policy
@@ -94,14 +115,31 @@ async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
     seed = _write(tmp_path / "seed" / "touch-done", TOUCH_TASK).parent
     try:
         values = await flywheel_roles.embedded_defaults(model_path=gguf, base_model=hf)
-        ctx = FlywheelContext(**{
-            **values, "run_dir": str(tmp_path / "run"), "rounds": 1, "proposals": 1,
-            "seed_dir": str(seed), "calibrate": False, "proposer_max_turns": 2,
-            "solver_max_turns": 2, "max_tokens": 128, "refresh_attempts": 1, "train_steps": 1,
-            "num_generations": 4, "band_low": 0.0, "band_high": 1.0})
+        ctx = FlywheelContext(
+            **{
+                **values,
+                "run_dir": str(tmp_path / "run"),
+                "rounds": 1,
+                "proposals": 1,
+                "seed_dir": str(seed),
+                "calibrate": False,
+                "proposer_max_turns": 2,
+                "arm": "error_feedback",
+                "max_revisions": 0,
+                "solver_max_turns": 2,
+                "max_tokens": 128,
+                "refresh_attempts": 1,
+                "train_steps": 1,
+                "num_generations": 4,
+                "band_low": 0.0,
+                "band_high": 1.0,
+            }
+        )
         final = await build_flywheel(checkpointer=InMemorySaver()).ainvoke(
-            {"rounds": 1}, {"configurable": {"thread_id": "embedded"}, "recursion_limit": 200},
-            context=ctx)
+            {"rounds": 1},
+            {"configurable": {"thread_id": "embedded"}, "recursion_limit": 200},
+            context=ctx,
+        )
         server = flywheel_roles._SERVERS["embedded"]
         served = await server.served_models()
     finally:
@@ -119,28 +157,51 @@ async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
     with RolloutStore(tmp_path / "run" / "rollouts.db") as store:
         attempts = store.list_attempts(limit=1000)
         proposer = [a for a in attempts if a.role == "proposer"]
-        refresh = [a for a in attempts if a.role == "solver" and a.metadata.get("purpose") == "refresh"]
+        refresh = [
+            a for a in attempts if a.role == "solver" and a.metadata.get("purpose") == "refresh"
+        ]
         steps = store.trajectory(proposer[0].id).steps
     assert proposer and proposer[0].outcome is not None and proposer[0].completion_tokens > 0
     assert any(s.message or s.tool_name for s in steps)  # real model output was recorded
     assert refresh and all(a.policy_version == policy.checkpoint_id for a in refresh)
-    assert final["candidates"][0]["stage"] is not None or final["candidates"][0]["admitted"]
+    # The gate judged the proposer's real reply (a 135M model: expect a rejection, and a reason).
+    candidate = final["candidates"][0]
+    assert candidate["admitted"] or (candidate["stage"] and candidate["reason"])
+    assert proposer[0].reward == candidate["proposer_reward"]
 
 
 def test_the_model_server_stops_when_the_run_is_killed(bwrap_ready, tmp_path):
     _embedded_ready()
     env = {**os.environ, "HARBOR_TELEMETRY": "0", "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "autoenvscaling.cli.main", "run", "--run-dir", str(tmp_path / "run"),
-         "--no-train", "--proposals", "1", "--seed-dir", str(tmp_path / "empty")],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "autoenvscaling.cli.main",
+            "run",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--no-train",
+            "--proposals",
+            "1",
+            "--seed-dir",
+            str(tmp_path / "empty"),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     (tmp_path / "empty").mkdir()
     server_pid = None
     deadline = time.monotonic() + 300
     for line in proc.stderr:
         if "serving" in line:
-            server_pid = next(pid for pid in host_descendants(proc.pid)
-                              if b"embedded_serve" in Path(f"/proc/{pid}/cmdline").read_bytes())
+            server_pid = next(
+                pid
+                for pid in host_descendants(proc.pid)
+                if b"embedded_serve" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            )
             break
         assert time.monotonic() < deadline
     assert server_pid is not None, "the embedded server never came up"

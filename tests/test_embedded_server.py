@@ -18,13 +18,18 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from autoenvscaling.training.embedded_setup import ensure_embedded_assets, llama_cpp_available
 
 if not llama_cpp_available():
-    print("SKIP embedded server tests: llama-cpp-python[server] is not installed; install the "
-          "`embedded` extra (it compiles llama.cpp, ~6 min)", file=sys.stderr)
-    pytest.skip("llama-cpp-python[server] is not installed (the `embedded` extra)",
-                allow_module_level=True)
+    print(
+        "SKIP embedded server tests: llama-cpp-python[server] is not installed; install the "
+        "`embedded` extra (it compiles llama.cpp, ~6 min)",
+        file=sys.stderr,
+    )
+    pytest.skip(
+        "llama-cpp-python[server] is not installed (the `embedded` extra)", allow_module_level=True
+    )
 
 from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
 
@@ -58,15 +63,21 @@ def _write_lora_gguf(path: Path, layers: range, rank: int = 8, scale: float = 0.
     for layer in layers:
         a = rng.standard_normal((rank, SMOLLM2_HIDDEN)).astype(np.float32) * scale
         b = rng.standard_normal((SMOLLM2_HIDDEN, rank)).astype(np.float32) * scale
-        tensors += [(f"blk.{layer}.attn_q.weight.lora_a", a),
-                    (f"blk.{layer}.attn_q.weight.lora_b", b)]
+        tensors += [
+            (f"blk.{layer}.attn_q.weight.lora_a", a),
+            (f"blk.{layer}.attn_q.weight.lora_b", b),
+        ]
 
     def text(s: str) -> bytes:
         raw = s.encode()
         return struct.pack("<Q", len(raw)) + raw
 
-    kv = [("general.architecture", 8, text("llama")), ("general.type", 8, text("adapter")),
-          ("adapter.type", 8, text("lora")), ("adapter.lora.alpha", 6, struct.pack("<f", rank))]
+    kv = [
+        ("general.architecture", 8, text("llama")),
+        ("general.type", 8, text("adapter")),
+        ("adapter.type", 8, text("lora")),
+        ("adapter.lora.alpha", 6, struct.pack("<f", rank)),
+    ]
     out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)))
     for key, kind, value in kv:
         out += text(key) + struct.pack("<I", kind) + value
@@ -83,17 +94,28 @@ def _write_lora_gguf(path: Path, layers: range, rank: int = 8, scale: float = 0.
 
 
 def _chat(base_url: str, model: str, prompt: str, max_tokens: int = 24) -> httpx.Response:
-    return httpx.post(f"{base_url}/chat/completions", timeout=120, json={
-        "model": model, "temperature": 0, "max_tokens": max_tokens,
-        "messages": [{"role": "user", "content": prompt}],
-    })
+    return httpx.post(
+        f"{base_url}/chat/completions",
+        timeout=120,
+        json={
+            "model": model,
+            "temperature": 0,
+            "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": prompt}],
+        },
+    )
 
 
 async def _answer(client: httpx.AsyncClient, base_url: str, model: str, prompt: str) -> str:
-    response = await client.post(f"{base_url}/chat/completions", json={
-        "model": model, "temperature": 0, "max_tokens": 24,
-        "messages": [{"role": "user", "content": prompt}],
-    })
+    response = await client.post(
+        f"{base_url}/chat/completions",
+        json={
+            "model": model,
+            "temperature": 0,
+            "max_tokens": 24,
+            "messages": [{"role": "user", "content": prompt}],
+        },
+    )
     assert response.status_code == 200, response.text
     return response.json()["choices"][0]["message"]["content"]
 
@@ -108,11 +130,15 @@ def test_tool_call_through_init_chat_model(server):
         return ""
 
     ref = server.current()
-    assert ref.model == "policy" and ref.checkpoint_id is None and ref.served_from == "llama.cpp:base"
-    llm = init_chat_model(f"openai:{ref.model}", base_url=ref.base_url, api_key="none",
-                          temperature=0, max_tokens=64)
+    assert (
+        ref.model == "policy" and ref.checkpoint_id is None and ref.served_from == "llama.cpp:base"
+    )
+    llm = init_chat_model(
+        f"openai:{ref.model}", base_url=ref.base_url, api_key="none", temperature=0, max_tokens=64
+    )
     reply = llm.bind_tools([run_command], tool_choice="auto").invoke(
-        "List the files in the current folder.")
+        "List the files in the current folder."
+    )
     assert reply.tool_calls, f"no tool call parsed from {reply!r}"
     call = reply.tool_calls[0]
     assert call["name"] == "run_command"
@@ -132,8 +158,9 @@ def test_a_second_turn_after_a_tool_result_is_accepted(server):
         return ""
 
     ref = server.current()
-    llm = init_chat_model(f"openai:{ref.model}", base_url=ref.base_url, api_key="none",
-                          temperature=0, max_tokens=48).bind_tools([run], tool_choice="auto")
+    llm = init_chat_model(
+        f"openai:{ref.model}", base_url=ref.base_url, api_key="none", temperature=0, max_tokens=48
+    ).bind_tools([run], tool_choice="auto")
     messages = [HumanMessage("List the files.")]
     first = llm.invoke(messages)
     assert first.tool_calls
@@ -163,13 +190,17 @@ async def test_lora_hot_load_then_new_name_answers(server, tmp_path):
         # Greedy decoding: a strong random adapter on every q projection must change the answer.
         assert lora_answer != base_answer
 
-        again = await client.post(f"{server.base_url}/load_lora_adapter",
-                                  json={"lora_name": "round-1", "lora_path": str(adapter)})
+        again = await client.post(
+            f"{server.base_url}/load_lora_adapter",
+            json={"lora_name": "round-1", "lora_path": str(adapter)},
+        )
         assert again.status_code == 400 and "already been loaded" in again.text
         bad = tmp_path / "not-an-adapter.gguf"
         bad.write_bytes(b"not a gguf")
-        refused = await client.post(f"{server.base_url}/load_lora_adapter",
-                                    json={"lora_name": "broken", "lora_path": str(bad)})
+        refused = await client.post(
+            f"{server.base_url}/load_lora_adapter",
+            json={"lora_name": "broken", "lora_path": str(bad)},
+        )
         assert refused.status_code == 400 and "not a GGUF" in refused.text
         assert "broken" not in await server.served_models()
         # the base model still answers, unchanged, after all that switching
@@ -197,12 +228,17 @@ def _alive(pid: int) -> bool:
 
 
 def test_server_stops_when_parent_is_killed(model_path):
-    parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(model_path)],
-                              stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT, str(model_path)], stdout=subprocess.PIPE, text=True
+    )
     try:
         line = parent.stdout.readline()
         assert line, "the parent process did not report a started server"
-        server_pid, base_url, work_dir = int(line.split()[0]), line.split()[1], Path(line.split()[2])
+        server_pid, base_url, work_dir = (
+            int(line.split()[0]),
+            line.split()[1],
+            Path(line.split()[2]),
+        )
         assert work_dir.is_dir()
         assert httpx.get(f"{base_url}/models", timeout=10).status_code == 200
         os.kill(parent.pid, signal.SIGKILL)

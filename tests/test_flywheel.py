@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
+
 from langgraph.checkpoint.memory import InMemorySaver
 
 from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
@@ -21,12 +22,23 @@ async def test_one_round_admits_rejects_measures_and_reports(bwrap_ready, tmp_pa
     seed.mkdir()
     shutil.copytree(FIXTURES / "good_task", seed / "word-count")
     ctx = FlywheelContext(
-        run_dir=str(tmp_path / "run"), rounds=1, proposals=2, arm="error_feedback",
-        policy_model=register("flywheel-policy", shared_policy()), seed_dir=str(seed), train=False, max_revisions=1,
-        refresh_attempts=2, calibration_rollouts=4, solver_max_turns=3, proposer_max_turns=4)
+        run_dir=str(tmp_path / "run"),
+        rounds=1,
+        proposals=2,
+        arm="error_feedback",
+        policy_model=register("flywheel-policy", shared_policy()),
+        seed_dir=str(seed),
+        train=False,
+        max_revisions=1,
+        refresh_attempts=2,
+        calibration_rollouts=4,
+        solver_max_turns=3,
+        proposer_max_turns=4,
+    )
     graph = build_flywheel(checkpointer=InMemorySaver())
-    final = await graph.ainvoke({"rounds": 1}, {"configurable": {"thread_id": "t"},
-                                                "recursion_limit": 500}, context=ctx)
+    final = await graph.ainvoke(
+        {"rounds": 1}, {"configurable": {"thread_id": "t"}, "recursion_limit": 500}, context=ctx
+    )
 
     records = [c for c in final["candidates"] if c["round"] == 1]
     assert sorted(c["admitted"] for c in records) == [False, True]
@@ -47,8 +59,14 @@ async def test_one_round_admits_rejects_measures_and_reports(bwrap_ready, tmp_pa
     proposer = [a for a in attempts if a.role == "proposer"]
     refresh = [a for a in attempts if a.role == "solver" and a.metadata.get("purpose") == "refresh"]
     # The report's numbers are the store's numbers.
-    assert (metrics["admitted"], metrics["scored"], metrics["reject_reasons"]) == (1, 2, {"oracle": 1})
-    assert metrics["proposer_tokens"] == sum(a.prompt_tokens + a.completion_tokens for a in proposer)
+    assert (metrics["admitted"], metrics["scored"], metrics["reject_reasons"]) == (
+        1,
+        2,
+        {"oracle": 1},
+    )
+    assert metrics["proposer_tokens"] == sum(
+        a.prompt_tokens + a.completion_tokens for a in proposer
+    )
     assert metrics["solver_attempts"] == len(refresh) == 2 * 2  # 2 pool tasks x 2 attempts
     assert metrics["solver_mean_reward_pool"] == statistics.fmean(a.reward for a in refresh)
     assert sorted(a.reward for a in proposer) == [-1.0, 1.0]

@@ -23,10 +23,28 @@ POLICY = "scripted:py:tests.flywheel_policy:shared_policy"
 
 
 def _cli(run_dir: Path, seed: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "autoenvscaling.cli.main", "run", "--run-dir", str(run_dir),
-            "--model", POLICY, "--no-train", "--seed-dir", str(seed), "--proposals", "2",
-            "--arm", "error_feedback", "--refresh-attempts", "2", "--solver-max-turns", "3",
-            *extra]
+    return [
+        sys.executable,
+        "-m",
+        "autoenvscaling.cli.main",
+        "run",
+        "--run-dir",
+        str(run_dir),
+        "--model",
+        POLICY,
+        "--no-train",
+        "--seed-dir",
+        str(seed),
+        "--proposals",
+        "2",
+        "--arm",
+        "error_feedback",
+        "--refresh-attempts",
+        "2",
+        "--solver-max-turns",
+        "3",
+        *extra,
+    ]
 
 
 def _env() -> dict[str, str]:
@@ -37,7 +55,9 @@ def _summary(run_dir: Path) -> dict:
     with RolloutStore(run_dir / "rollouts.db") as store:
         attempts = store.list_attempts(limit=100_000)
         steps = {a.id: len(store.trajectory(a.id).steps) for a in attempts}
-    verdicts = [json.loads(p.read_text()) for p in sorted((run_dir / "candidates").rglob("*.verdict.json"))]
+    verdicts = [
+        json.loads(p.read_text()) for p in sorted((run_dir / "candidates").rglob("*.verdict.json"))
+    ]
     pool = Pool(run_dir / "pool").entries()
     return {
         "attempts": Counter((a.role, a.round, a.metadata.get("purpose", "-")) for a in attempts),
@@ -46,10 +66,16 @@ def _summary(run_dir: Path) -> dict:
         "proposer_rewards": sorted(a.reward for a in attempts if a.role == "proposer"),
         "proposer_steps": sorted(steps[a.id] for a in attempts if a.role == "proposer"),
         "verdicts": sorted((v["admitted"], v["stage"]) for v in verdicts),
-        "pool": sorted((e.source, e.category, e.status == "active" or e.retired_reason is not None)
-                       for e in pool),
-        "pool_dirs": sorted(p.name.startswith("r01-") for p in (run_dir / "pool").iterdir() if p.is_dir()),
-        "rounds_reported": [m["round"] for m in json.loads((run_dir / "reports/metrics.json").read_text())],
+        "pool": sorted(
+            (e.source, e.category, e.status == "active" or e.retired_reason is not None)
+            for e in pool
+        ),
+        "pool_dirs": sorted(
+            p.name.startswith("r01-") for p in (run_dir / "pool").iterdir() if p.is_dir()
+        ),
+        "rounds_reported": [
+            m["round"] for m in json.loads((run_dir / "reports/metrics.json").read_text())
+        ],
     }
 
 
@@ -60,13 +86,20 @@ def test_sigkill_mid_round_then_resume_matches_an_uninterrupted_run(bwrap_ready,
     shutil.copytree(FIXTURES / "good_task", seed / "word-count")
 
     reference = tmp_path / "reference"
-    done = subprocess.run(_cli(reference, seed), env=_env(), cwd=REPO, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        _cli(reference, seed), env=_env(), cwd=REPO, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
     killed = tmp_path / "killed"
-    proc = subprocess.Popen(_cli(killed, seed), env=_env(), cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        _cli(killed, seed),
+        env=_env(),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not list((killed / "candidates").rglob("*.verdict.json")):
         assert proc.poll() is None, "the run finished before it could be killed"
@@ -75,8 +108,14 @@ def test_sigkill_mid_round_then_resume_matches_an_uninterrupted_run(bwrap_ready,
     proc.wait()
     assert not (killed / "reports" / "metrics.json").exists()
 
-    resumed = subprocess.run(_cli(killed, seed, "--resume"), env=_env(), cwd=REPO,
-                             capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(
+        _cli(killed, seed, "--resume"),
+        env=_env(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
     expected, actual = _summary(reference), _summary(killed)

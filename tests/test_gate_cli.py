@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from autoenvscaling.cli.main import app
 from typer.testing import CliRunner
+
+from autoenvscaling.cli.main import app
 
 from .conftest import FIXTURES
 
@@ -15,8 +16,9 @@ runner = CliRunner()
 
 def test_json_verdicts_for_each_task(bwrap_ready):
     tasks = [str(GATE_TASKS / "invalid_toml"), str(GATE_TASKS / "passes_initial_state")]
-    result = runner.invoke(app, ["validate", *tasks, "--backend", "bwrap", "--skip", "calibrate",
-                                 "--json"])
+    result = runner.invoke(
+        app, ["validate", *tasks, "--backend", "bwrap", "--skip", "calibrate", "--json"]
+    )
     assert result.exit_code == 1, result.output  # a rejected task fails the command
     rows = json.loads(result.stdout)
     assert [r["task"] for r in rows] == tasks
@@ -29,8 +31,11 @@ def test_json_verdicts_for_each_task(bwrap_ready):
 
 def test_table_output_and_admitted_exit_status():
     # Everything but lint skipped: fast, and an all-admitted run exits 0.
-    skips = [a for s in ("build", "oracle", "nop", "repeat", "anti_cheat", "calibrate")
-             for a in ("--skip", s)]
+    skips = [
+        a
+        for s in ("build", "oracle", "nop", "repeat", "anti_cheat", "calibrate")
+        for a in ("--skip", s)
+    ]
     result = runner.invoke(app, ["validate", str(FIXTURES / "good_task"), *skips])
     assert result.exit_code == 0, result.output
     assert "good_task" in result.stdout and "admitted" in result.stdout

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from autoenvscaling.graphs.validation import validate_batch
 from autoenvscaling.tools.gate import GateConfig, Verdict, validate_task
 
@@ -27,19 +28,24 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "verifier_hangs": ("oracle", ("verifier did not finish", "timeout_sec")),
     "passes_initial_state": ("nop", ("pass on the initial state", "scored 1")),
     "no_reward_written": ("nop", ("no reward written", "set -e")),
-    "expected_output_in_image": ("anti_cheat", ("/usr/share/misc/.wordfreq-cache",
-                                                "expected output", "/app/top_words.txt")),
+    "expected_output_in_image": (
+        "anti_cheat",
+        ("/usr/share/misc/.wordfreq-cache", "expected output", "/app/top_words.txt"),
+    ),
     "verifier_runs_image_file": ("anti_cheat", ("/opt/grader/grade.sh", "stub")),
-    "heldout_copy": ("decontam", ("13-gram", "benchmark-word-histogram",
-                                  "treat hyphenated words")),
+    "heldout_copy": ("decontam", ("13-gram", "benchmark-word-histogram", "treat hyphenated words")),
     "near_duplicate": ("dedup", ("near-duplicate", "csv-column-sum")),
 }
 ADMITTED = ("good_task",)  # the control: the same scaffolding without a defect
 
 
 def corpus_config() -> GateConfig:
-    return GateConfig(pool_dir=GATE_TASKS / "_pool", heldout_dirs=[GATE_TASKS / "_heldout"],
-                      concurrency=4, trial_concurrency=4)
+    return GateConfig(
+        pool_dir=GATE_TASKS / "_pool",
+        heldout_dirs=[GATE_TASKS / "_heldout"],
+        concurrency=4,
+        trial_concurrency=4,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +78,16 @@ def test_the_control_task_is_admitted_with_every_stage_timed(corpus):
     verdict = corpus["good_task"]
     assert verdict.admitted and verdict.proposer_reward == 1.0, verdict.summary()
     assert verdict.stage is None and verdict.skipped == ["calibrate"]
-    assert set(verdict.timings) == {"lint", "build", "oracle", "nop", "repeat", "anti_cheat",
-                                    "decontam", "dedup"}
+    assert set(verdict.timings) == {
+        "lint",
+        "build",
+        "oracle",
+        "nop",
+        "repeat",
+        "anti_cheat",
+        "decontam",
+        "dedup",
+    }
     nop = next(r for r in verdict.stages if r.stage == "nop")
     assert nop.details["reward"] == 0.0  # the exact score is recorded
 

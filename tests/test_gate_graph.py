@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
+from typing_extensions import TypedDict
+
 from autoenvscaling.graphs.validation import (
     build_batch_graph,
     build_validation_graph,
@@ -9,9 +13,6 @@ from autoenvscaling.graphs.validation import (
     validate_batch,
 )
 from autoenvscaling.tools.gate import STAGES, GateConfig, Verdict
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, StateGraph
-from typing_extensions import TypedDict
 
 from .conftest import FIXTURES
 
@@ -56,8 +57,9 @@ async def test_an_admitted_candidate_walks_every_stage(bwrap_ready):
 async def test_a_checkpointed_run_keeps_its_verdict_in_state():
     compiled = build_validation_graph(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "gate-1"}}
-    await compiled.ainvoke({"task": str(GATE_TASKS / "invalid_toml")}, config,
-                           context=GateConfig(), durability="sync")
+    await compiled.ainvoke(
+        {"task": str(GATE_TASKS / "invalid_toml")}, config, context=GateConfig(), durability="sync"
+    )
     state = await compiled.aget_state(config)
     assert state.values["verdict"].stage == "lint" and not state.next
 
@@ -80,8 +82,11 @@ def crashing_validation():
 
 async def test_one_broken_candidate_never_stops_the_batch():
     batch = build_batch_graph(validation=crashing_validation())
-    tasks = [str(GATE_TASKS / "invalid_toml"), str(GATE_TASKS / "boom"),
-             str(GATE_TASKS / "missing_test_sh")]
+    tasks = [
+        str(GATE_TASKS / "invalid_toml"),
+        str(GATE_TASKS / "boom"),
+        str(GATE_TASKS / "missing_test_sh"),
+    ]
     events: list[dict] = []
     verdicts = await validate_batch(tasks, GateConfig(), on_event=events.append, graph=batch)
     assert [v.task for v in verdicts] == tasks
@@ -94,8 +99,11 @@ async def test_one_broken_candidate_never_stops_the_batch():
 
 
 async def test_the_batch_respects_its_concurrency_limit(bwrap_ready):
-    tasks = [str(GATE_TASKS / "failing_oracle"), str(GATE_TASKS / "passes_initial_state"),
-             str(GATE_TASKS / "invalid_toml")]
+    tasks = [
+        str(GATE_TASKS / "failing_oracle"),
+        str(GATE_TASKS / "passes_initial_state"),
+        str(GATE_TASKS / "invalid_toml"),
+    ]
     events: list[dict] = []
     verdicts = await validate_batch(tasks, GateConfig(concurrency=1), on_event=events.append)
     assert [v.stage for v in verdicts] == ["oracle", "nop", "lint"]

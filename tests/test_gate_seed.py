@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from autoenvscaling.graphs.validation import validate_batch
 from autoenvscaling.tools.gate import GateConfig
 
@@ -16,8 +17,13 @@ from .conftest import FIXTURES, SEED_DIR, seed_tasks
 async def test_every_seed_task_passes_the_gate_up_to_calibrate(bwrap_ready):
     tasks = seed_tasks()
     assert tasks, "tasks/seed/ holds no task"
-    config = GateConfig(skip=["calibrate"], pool_dir=SEED_DIR, concurrency=2, trial_concurrency=4,
-                        heldout_dirs=[FIXTURES / "gate_tasks" / "_heldout"])
+    config = GateConfig(
+        skip=["calibrate"],
+        pool_dir=SEED_DIR,
+        concurrency=2,
+        trial_concurrency=4,
+        heldout_dirs=[FIXTURES / "gate_tasks" / "_heldout"],
+    )
     verdicts = await validate_batch(tasks, config)
     rejected = {v.task_name: f"{v.stage}: {v.reason}" for v in verdicts if not v.admitted}
     assert not rejected, json.dumps(rejected, indent=1)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from pydantic import ValidationError
+
 from autoenvscaling.tools.gate import (
     STAGES,
     GateConfig,
@@ -17,7 +19,6 @@ from autoenvscaling.tools.gate.anti_cheat import executed_image_files
 from autoenvscaling.tools.gate.calibrate import near_edge
 from autoenvscaling.tools.gate.probes import hidden_files, named_in_instruction
 from autoenvscaling.tools.gate.scheduled import next_attempt
-from pydantic import ValidationError
 
 from .conftest import FIXTURES
 
@@ -29,15 +30,28 @@ def passed(stage, **kw) -> StageResult:
 
 
 def test_stage_order_is_the_architecture_table():
-    assert STAGES == ("lint", "build", "oracle", "nop", "repeat", "anti_cheat", "decontam",
-                      "calibrate", "dedup")
+    assert STAGES == (
+        "lint",
+        "build",
+        "oracle",
+        "nop",
+        "repeat",
+        "anti_cheat",
+        "decontam",
+        "calibrate",
+        "dedup",
+    )
 
 
 def test_config_defaults_and_validation(monkeypatch):
     config = GateConfig()
     assert (config.repeat, config.nop_threshold, config.band) == (2, 0.5, (0.25, 0.75))
-    assert (config.calibration_rollouts, config.calibration_rollouts_near_edge,
-            config.edge_margin, config.solver) == (4, 8, 0.15, None)
+    assert (
+        config.calibration_rollouts,
+        config.calibration_rollouts_near_edge,
+        config.edge_margin,
+        config.solver,
+    ) == (4, 8, 0.15, None)
     with pytest.raises(ValidationError, match="band"):
         GateConfig(band=(0.8, 0.2))
     with pytest.raises(ValidationError, match="near_edge"):
@@ -113,8 +127,7 @@ def test_shared_inputs_are_not_hidden_files(tmp_path):
     (task / "tests" / "test_outputs.py").write_text("assert open('/app/out').read() == 'x'\n")
     (task / "solution" / "solve.sh").write_text("#!/bin/bash\necho x > /app/out\n")
     (task / "tests" / "tiny").write_text("1\n")  # below min_bytes: matches by chance
-    assert sorted(hidden_files(task, 16).values()) == ["solution/solve.sh",
-                                                       "tests/test_outputs.py"]
+    assert sorted(hidden_files(task, 16).values()) == ["solution/solve.sh", "tests/test_outputs.py"]
 
 
 def test_inputs_named_by_the_instruction_are_not_leaks():

@@ -23,10 +23,14 @@ async def test_agent_phase_cannot_see_tests_or_solution_nor_forge_reward(bwrap_r
     probe = [
         "ls /tests 2>&1; ls /solution 2>&1; echo probe-done",
         "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt",
-        'echo \'{"reward": 1}\' > /logs/verifier/reward.json',
+        "echo '{\"reward\": 1}' > /logs/verifier/reward.json",
     ]
-    outcome = await run_trial(FIXTURES / "good_task", agent=SCRIPT_AGENT, trials_dir=tmp_path,
-                              agent_kwargs={"commands": probe})
+    outcome = await run_trial(
+        FIXTURES / "good_task",
+        agent=SCRIPT_AGENT,
+        trials_dir=tmp_path,
+        agent_kwargs={"commands": probe},
+    )
     seen = outcome.agent_metadata["script"][0]["stdout"]
     assert "No such file or directory" in seen and seen.count("No such file") == 2
     # Harbor deletes stale reward files before it runs the verifier: the forgery is gone.
@@ -39,5 +43,8 @@ async def test_seed_pool_oracle_solves_and_nop_fails_every_task(bwrap_ready, tmp
     assert len(tasks) >= 12, "the seed pool must hold at least 12 tasks"
     oracle = await run_trials(tasks, agent="oracle", trials_dir=tmp_path, concurrency=2)
     nop = await run_trials(tasks, agent="nop", trials_dir=tmp_path, concurrency=2)
-    report = {o.task_name: (o.reward, n.reward, o.error or n.error) for o, n in zip(oracle, nop)}
+    report = {
+        o.task_name: (o.reward, n.reward, o.error or n.error)
+        for o, n in zip(oracle, nop, strict=True)
+    }
     assert all(r == (1.0, 0.0, None) for r in report.values()), json.dumps(report, indent=1)

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from autoenvscaling.tools.lint import LintReport, lint_task
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

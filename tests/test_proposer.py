@@ -32,41 +32,45 @@ FIX = "awk '{s += $1} END {print s}' /app/numbers.txt"
 NUMBERS = "3\n14\n15\n92\n65\n"
 FILES = {
     "instruction.md": "The file `/app/numbers.txt` holds one integer per line.\n\n"
-                      "Write their sum to `/app/sum.txt`: a single integer and a newline.\n",
+    "Write their sum to `/app/sum.txt`: a single integer and a newline.\n",
     "task.toml": 'schema_version = "1.4"\n\n[metadata]\nauthor_name = "test"\n'
-                 'difficulty = "easy"\ncategory = "text-processing"\ntags = ["awk"]\n\n'
-                 "[agent]\ntimeout_sec = 120\n\n[verifier]\ntimeout_sec = 60\n\n"
-                 '[environment]\nnetwork_mode = "no-network"\ncpus = 1\nmemory_mb = 512\n'
-                 "build_timeout_sec = 120\n",
+    'difficulty = "easy"\ncategory = "text-processing"\ntags = ["awk"]\n\n'
+    "[agent]\ntimeout_sec = 120\n\n[verifier]\ntimeout_sec = 60\n\n"
+    '[environment]\nnetwork_mode = "no-network"\ncpus = 1\nmemory_mb = 512\n'
+    "build_timeout_sec = 120\n",
     "environment/Dockerfile": "FROM debian:bookworm-slim\nWORKDIR /app\n"
-                              "COPY numbers.txt /app/numbers.txt\n",
+    "COPY numbers.txt /app/numbers.txt\n",
     "environment/numbers.txt": NUMBERS,
     "tests/numbers.txt": NUMBERS,
     "tests/test.sh": "#!/bin/bash\n# The reward is 1 only when /app/sum.txt holds the right sum.\n"
-                     "mkdir -p /logs/verifier\necho 0 > /logs/verifier/reward.txt\n"
-                     "expected=$(awk '{s += $1} END {print s}' /tests/numbers.txt)\n"
-                     'if [ "$(cat /app/sum.txt 2>/dev/null)" = "$expected" ]; then\n'
-                     "  echo PASS; echo 1 > /logs/verifier/reward.txt\n"
-                     "else\n  echo \"FAIL: expected $expected\"\nfi\n",
+    "mkdir -p /logs/verifier\necho 0 > /logs/verifier/reward.txt\n"
+    "expected=$(awk '{s += $1} END {print s}' /tests/numbers.txt)\n"
+    'if [ "$(cat /app/sum.txt 2>/dev/null)" = "$expected" ]; then\n'
+    "  echo PASS; echo 1 > /logs/verifier/reward.txt\n"
+    'else\n  echo "FAIL: expected $expected"\nfi\n',
     "solution/solve.sh": f"#!/bin/bash\nset -euo pipefail\n{BUG} > /app/sum.txt\n",
 }
 # Replays the Dockerfile by hand in the proposer's own sandbox, then the solution and the tests.
-TRY_IT = ("mkdir -p /app /logs/verifier && cp environment/numbers.txt /app/ && "
-          "ln -sfn /workspace/task/tests /tests && bash solution/solve.sh && bash tests/test.sh; "
-          "echo reward=$(cat /logs/verifier/reward.txt)")
+TRY_IT = (
+    "mkdir -p /app /logs/verifier && cp environment/numbers.txt /app/ && "
+    "ln -sfn /workspace/task/tests /tests && bash solution/solve.sh && bash tests/test.sh; "
+    "echo reward=$(cat /logs/verifier/reward.txt)"
+)
 
 
 def _blocks(files: dict[str, str]) -> str:
     return "\n".join(f'<file path="{p}">\n{c}</file>' for p, c in files.items())
 
 
-def _phased(phases: Sequence[Sequence[AIMessage | str]]) -> Callable[[Sequence[BaseMessage]], AIMessage | str]:
+def _phased(
+    phases: Sequence[Sequence[AIMessage | str]],
+) -> Callable[[Sequence[BaseMessage]], AIMessage | str]:
     """A responder that plays phase k after the gate's k-th rejection, one reply per model call."""
 
     def respond(messages: Sequence[BaseMessage]) -> AIMessage | str:
         humans = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
         phase = sum("admission gate rejected" in str(messages[i].content) for i in humans)
-        since = sum(isinstance(m, AIMessage) for m in messages[humans[-1]:])
+        since = sum(isinstance(m, AIMessage) for m in messages[humans[-1] :])
         script = phases[min(phase, len(phases) - 1)]
         return script[since] if since < len(script) else "done"
 
@@ -74,9 +78,13 @@ def _phased(phases: Sequence[Sequence[AIMessage | str]]) -> Callable[[Sequence[B
 
 
 def _settings(tmp_path: Path, model: str, **update) -> ProposerSettings:
-    base = {"model": ModelConfig(model=model), "store_path": str(tmp_path / "rollouts.db"),
-            "run_id": "test", "budget": LoopBudget(max_turns=12, max_retries=1),
-            "gate": GateConfig(backend="bwrap", repeat=1)}
+    base = {
+        "model": ModelConfig(model=model),
+        "store_path": str(tmp_path / "rollouts.db"),
+        "run_id": "test",
+        "budget": LoopBudget(max_turns=12, max_retries=1),
+        "gate": GateConfig(backend="bwrap", repeat=1),
+    }
     return ProposerSettings(**(base | update))
 
 
@@ -86,22 +94,44 @@ def brief():
 
 
 async def test_terminal_proposer_fixes_a_planted_bug_after_the_gate_rejects_it(
-        bwrap_ready, tmp_path, brief):
+    bwrap_ready, tmp_path, brief
+):
     writes = [reply("", tool_call("write_file", path=p, content=c)) for p, c in FILES.items()]
-    model = register("proposer-terminal", _phased([
-        [*writes,
-         reply("Try it.", tool_call("run", command=TRY_IT)),
-         reply("Submit.", tool_call("submit", summary="sum a column"))],
-        [reply("The oracle failed; read the solution.", tool_call("read_file", path="solution/solve.sh")),
-         reply("It sums 3 lines only.", tool_call("edit_file", path="solution/solve.sh",
-                                                  old_text=BUG, new_text=FIX)),
-         reply("", tool_call("run", command=TRY_IT)),
-         reply("", tool_call("check")),
-         reply("", tool_call("submit", summary="fixed"))],
-    ]))
+    model = register(
+        "proposer-terminal",
+        _phased(
+            [
+                [
+                    *writes,
+                    reply("Try it.", tool_call("run", command=TRY_IT)),
+                    reply("Submit.", tool_call("submit", summary="sum a column")),
+                ],
+                [
+                    reply(
+                        "The oracle failed; read the solution.",
+                        tool_call("read_file", path="solution/solve.sh"),
+                    ),
+                    reply(
+                        "It sums 3 lines only.",
+                        tool_call(
+                            "edit_file", path="solution/solve.sh", old_text=BUG, new_text=FIX
+                        ),
+                    ),
+                    reply("", tool_call("run", command=TRY_IT)),
+                    reply("", tool_call("check")),
+                    reply("", tool_call("submit", summary="fixed")),
+                ],
+            ]
+        ),
+    )
     result = await propose(brief, _settings(tmp_path, model), out_dir=tmp_path / "cand")
 
-    assert (result.admitted, result.reward, result.outcome, result.revisions) == (True, 1.0, "solved", 1)
+    assert (result.admitted, result.reward, result.outcome, result.revisions) == (
+        True,
+        1.0,
+        "solved",
+        1,
+    )
     assert [(g.stage, g.proposer_reward) for g in result.gates] == [("oracle", -1.0), (None, 1.0)]
     assert FIX in (Path(result.candidate) / "solution" / "solve.sh").read_text()
     with RolloutStore(tmp_path / "rollouts.db") as store:
@@ -118,15 +148,17 @@ async def test_terminal_proposer_fixes_a_planted_bug_after_the_gate_rejects_it(
     assert "reward=0" in runs[0] and "FAIL: expected 189" in runs[0]
     assert "reward=1" in runs[1] and "PASS" in runs[1]
     check = json.loads(next(s.tool_output for s in calls if s.tool_name == "check"))
-    assert check["passed"] is True and "calibrate" not in [s["stage"] for s in check["stages"]
-                                                           if not s["skipped"]]
+    assert check["passed"] is True and "calibrate" not in [
+        s["stage"] for s in check["stages"] if not s["skipped"]
+    ]
 
 
 async def test_error_feedback_arm_rewrites_after_the_gate_rejection(bwrap_ready, tmp_path, brief):
     fixed = {**FILES, "solution/solve.sh": FILES["solution/solve.sh"].replace(BUG, FIX)}
     model = register("proposer-files", _phased([[_blocks(FILES)], [_blocks(fixed)]]))
-    result = await propose(brief, _settings(tmp_path, model, arm="error_feedback"),
-                           out_dir=tmp_path / "cand")
+    result = await propose(
+        brief, _settings(tmp_path, model, arm="error_feedback"), out_dir=tmp_path / "cand"
+    )
     assert (result.admitted, result.reward, result.revisions, result.turns) == (True, 1.0, 1, 2)
     assert result.gates[0].stage == "oracle"
     with RolloutStore(tmp_path / "rollouts.db") as store:
@@ -139,39 +171,63 @@ async def test_error_feedback_arm_rewrites_after_the_gate_rejection(bwrap_ready,
 async def test_prompt_only_arm_gets_one_reply_and_no_feedback(bwrap_ready, tmp_path, brief):
     fixed = {**FILES, "solution/solve.sh": FILES["solution/solve.sh"].replace(BUG, FIX)}
     model = register("proposer-once", _phased([[_blocks(FILES)], [_blocks(fixed)]]))
-    result = await propose(brief, _settings(tmp_path, model, arm="prompt_only"),
-                           out_dir=tmp_path / "cand")
+    result = await propose(
+        brief, _settings(tmp_path, model, arm="prompt_only"), out_dir=tmp_path / "cand"
+    )
     # Rejected at the oracle; the fix it would have written is never asked for.
-    assert (result.admitted, result.reward, result.outcome, result.revisions) == (False, -1.0, "failed", 0)
+    assert (result.admitted, result.reward, result.outcome, result.revisions) == (
+        False,
+        -1.0,
+        "failed",
+        0,
+    )
     assert result.verdict is not None and result.verdict.stage == "oracle" and result.turns == 1
     with RolloutStore(tmp_path / "rollouts.db") as store:
         attempt = store.get_attempt(result.attempt_id)
-    assert (attempt.role, attempt.reward, attempt.metadata["arm"]) == ("proposer", -1.0, "prompt_only")
+    assert (attempt.role, attempt.reward, attempt.metadata["arm"]) == (
+        "proposer",
+        -1.0,
+        "prompt_only",
+    )
     assert attempt.metadata["stage"] == "oracle"
 
 
 async def test_a_reply_that_is_not_a_task_is_rejected_with_the_reason(tmp_path, brief):
     model = register("proposer-chatty", ["Here is a great idea for a task: count words."])
-    result = await propose(brief, _settings(tmp_path, model, arm="error_feedback", max_revisions=1),
-                           out_dir=tmp_path / "cand")
+    result = await propose(
+        brief,
+        _settings(tmp_path, model, arm="error_feedback", max_revisions=1),
+        out_dir=tmp_path / "cand",
+    )
     assert (result.reward, result.outcome, result.revisions) == (-1.0, "failed", 1)
     assert result.verdict is not None and "no <file path" in result.verdict.reason
 
 
-async def test_a_proposer_that_never_submits_ends_at_its_budget_with_minus_one(bwrap_ready, tmp_path, brief):
+async def test_a_proposer_that_never_submits_ends_at_its_budget_with_minus_one(
+    bwrap_ready, tmp_path, brief
+):
     busy = register("proposer-busy", lambda _m: reply("", tool_call("run", command="echo working")))
-    result = await propose(brief, _settings(tmp_path, busy, budget=LoopBudget(max_turns=3)),
-                           out_dir=tmp_path / "cand")
+    result = await propose(
+        brief, _settings(tmp_path, busy, budget=LoopBudget(max_turns=3)), out_dir=tmp_path / "cand"
+    )
     assert (result.reward, result.outcome, result.stop_reason) == (-1.0, "failed", "max_turns")
     assert result.tool_calls == 3 and result.gates == []
     # A model that only talks is reminded to submit, and still ends at its budget.
     talker = register("proposer-talker", lambda _m: "I have a plan but I will not act on it.")
-    result = await propose(brief, _settings(tmp_path, talker, budget=LoopBudget(max_turns=3)),
-                           out_dir=tmp_path / "cand", index=1)
+    result = await propose(
+        brief,
+        _settings(tmp_path, talker, budget=LoopBudget(max_turns=3)),
+        out_dir=tmp_path / "cand",
+        index=1,
+    )
     assert (result.reward, result.stop_reason, result.turns) == (-1.0, "max_turns", 3)
     with RolloutStore(tmp_path / "rollouts.db") as store:
         attempt = store.get_attempt(result.attempt_id)
-    assert (attempt.reward, attempt.outcome, attempt.metadata["submitted"]) == (-1.0, "failed", False)
+    assert (attempt.reward, attempt.outcome, attempt.metadata["submitted"]) == (
+        -1.0,
+        "failed",
+        False,
+    )
 
 
 @pytest.mark.parametrize("arm", ["terminal", "prompt_only"])
@@ -180,9 +236,11 @@ async def test_a_failing_model_is_an_error_outcome_not_a_crash(tmp_path, brief, 
         raise ConnectionError("endpoint down")
 
     model = register(f"proposer-broken-{arm}", broken)
-    result = await propose(brief, _settings(tmp_path, model, arm=arm,
-                                            budget=LoopBudget(max_turns=3, max_retries=1)),
-                           out_dir=tmp_path / "cand")
+    result = await propose(
+        brief,
+        _settings(tmp_path, model, arm=arm, budget=LoopBudget(max_turns=3, max_retries=1)),
+        out_dir=tmp_path / "cand",
+    )
     assert result.outcome == "error" and result.reward is None and "endpoint down" in result.error
     with RolloutStore(tmp_path / "rollouts.db") as store:
         assert store.get_attempt(result.attempt_id).outcome == "error"
@@ -191,8 +249,9 @@ async def test_a_failing_model_is_an_error_outcome_not_a_crash(tmp_path, brief, 
 async def test_without_solver_feedback_the_brief_has_no_evidence(tmp_path):
     with RolloutStore(tmp_path / "rollouts.db") as store:
         store.start_attempt(id="s1", task_id="logrotate-script", category="shell-scripting")
-        store.add_step("s1", 0, tool_name="run", tool_output="gzip: stdin: unexpected end of file",
-                       exit_code=1)
+        store.add_step(
+            "s1", 0, tool_name="run", tool_output="gzip: stdin: unexpected end of file", exit_code=1
+        )
         store.finish_attempt("s1", reward=0.0, outcome="failed")
         full = build_brief(store, SEED_DIR, n_examples=1)
     seen: dict[str, str] = {}
@@ -203,10 +262,18 @@ async def test_without_solver_feedback_the_brief_has_no_evidence(tmp_path):
 
     model = register("proposer-capture", capture)
     for feedback in (True, False):
-        await propose(full, _settings(tmp_path, model, arm="prompt_only", solver_feedback=feedback,
-                                      gate=GateConfig(skip=["build", "oracle", "nop", "repeat",
-                                                            "anti_cheat"])),
-                      out_dir=tmp_path / "cand", index=int(feedback))
+        await propose(
+            full,
+            _settings(
+                tmp_path,
+                model,
+                arm="prompt_only",
+                solver_feedback=feedback,
+                gate=GateConfig(skip=["build", "oracle", "nop", "repeat", "anti_cheat"]),
+            ),
+            out_dir=tmp_path / "cand",
+            index=int(feedback),
+        )
     with_evidence, without = seen["0"], seen["1"]
     assert "unexpected end of file" in with_evidence and "What the solver does" in with_evidence
     assert "unexpected end of file" not in without and "What the solver does" not in without
@@ -221,8 +288,13 @@ async def test_studio_graph_fans_out_proposers(tmp_path, monkeypatch):
     # Only the static stages: this checks the graph's wiring, the gate is tested above.
     monkeypatch.setattr(proposer_module, "gate_config", lambda **_kw: QUICK_GATE)
     model = register("proposer-graph", lambda _m: _blocks(FILES))
-    ctx = ProposerContext(model=model, arm="prompt_only", pool_dir=str(SEED_DIR),
-                          out_dir=str(tmp_path / "cand"), store_path=str(tmp_path / "r.db"))
+    ctx = ProposerContext(
+        model=model,
+        arm="prompt_only",
+        pool_dir=str(SEED_DIR),
+        out_dir=str(tmp_path / "cand"),
+        store_path=str(tmp_path / "r.db"),
+    )
     out = await build_proposer_graph().ainvoke({"n": 2}, context=ctx)
     assert [r["arm"] for r in out["results"]] == ["prompt_only", "prompt_only"]
     assert all(r["admitted"] and r["reward"] == 1.0 for r in out["results"])
@@ -237,13 +309,30 @@ def test_cli_propose_prints_json_and_records_rollouts(tmp_path, monkeypatch):
 
     monkeypatch.setattr(proposer_module, "gate_config", lambda **_kw: QUICK_GATE)
     model = register("proposer-cli", lambda _m: _blocks(FILES))
-    cli = CliRunner().invoke(app, [
-        "propose", "--n", "2", "--model", model, "--arm", "error_feedback", "--json",
-        "--no-solver-feedback", "--pool", str(SEED_DIR), "--store", str(tmp_path / "r.db"),
-        "--out", str(tmp_path / "cand")])
+    cli = CliRunner().invoke(
+        app,
+        [
+            "propose",
+            "--n",
+            "2",
+            "--model",
+            model,
+            "--arm",
+            "error_feedback",
+            "--json",
+            "--no-solver-feedback",
+            "--pool",
+            str(SEED_DIR),
+            "--store",
+            str(tmp_path / "r.db"),
+            "--out",
+            str(tmp_path / "cand"),
+        ],
+    )
     assert cli.exit_code == 0, cli.output
     rows = json.loads(cli.stdout)
     assert [(r["arm"], r["reward"], r["solver_feedback"]) for r in rows] == [
-        ("error_feedback", 1.0, False)] * 2
+        ("error_feedback", 1.0, False)
+    ] * 2
     with RolloutStore(tmp_path / "r.db") as store:
         assert store.summary().by_role == {"proposer": 2}

@@ -10,12 +10,15 @@ async def test_bound_folder_is_shared_both_ways_and_survives_the_sandbox(bwrap_r
     candidate = tmp_path / "candidate"
     candidate.mkdir()
     (candidate / "from_host.txt").write_text("written on the host\n")
-    sandbox = await start_workspace(limits=SandboxLimits(memory_mb=256, pids=64),
-                                    binds=[(candidate, "/workspace/task")])
+    sandbox = await start_workspace(
+        limits=SandboxLimits(memory_mb=256, pids=64), binds=[(candidate, "/workspace/task")]
+    )
     try:
         seen = await sandbox.exec("cat /workspace/task/from_host.txt")
         assert seen.stdout == "written on the host\n"
-        made = await sandbox.exec("mkdir -p /workspace/task/tests && echo 1 > /workspace/task/tests/x")
+        made = await sandbox.exec(
+            "mkdir -p /workspace/task/tests && echo 1 > /workspace/task/tests/x"
+        )
         assert made.exit_code == 0
         assert (candidate / "tests" / "x").read_text() == "1\n"
         # Outside the bind, the sandbox's writes stay in its overlay.

@@ -23,11 +23,17 @@ from autoenvscaling.tools.task_format import load_task, write_task
 from .conftest import FIXTURES, SEED_DIR
 
 
-def _attempt(store: RolloutStore, task: str, category: str, outcome: str, version: str,
-             output: str = "ok") -> None:
+def _attempt(
+    store: RolloutStore, task: str, category: str, outcome: str, version: str, output: str = "ok"
+) -> None:
     attempt_id = store.start_attempt(task_id=task, category=category, policy_version=version)
-    store.add_step(attempt_id, 0, tool_name="run", tool_output=output,
-                   exit_code=0 if outcome == "solved" else 1)
+    store.add_step(
+        attempt_id,
+        0,
+        tool_name="run",
+        tool_output=output,
+        exit_code=0 if outcome == "solved" else 1,
+    )
     store.finish_attempt(attempt_id, reward=1.0 if outcome == "solved" else 0.0, outcome=outcome)
 
 
@@ -39,8 +45,14 @@ def store(tmp_path):
             _attempt(opened, "git-bisect-regression", "git", outcome, f"v{i % 2}")
         for outcome in ["solved", "solved", "solved", "failed"]:
             _attempt(opened, "sqlite-monthly-revenue", "sqlite", outcome, "v1")
-        _attempt(opened, "logrotate-script", "shell-scripting", "failed", "v1",
-                 output="gzip: /app/logs/web.log.1.gz: unexpected end of file")
+        _attempt(
+            opened,
+            "logrotate-script",
+            "shell-scripting",
+            "failed",
+            "v1",
+            output="gzip: /app/logs/web.log.1.gz: unexpected end of file",
+        )
         yield opened
 
 
@@ -72,8 +84,10 @@ def test_brief_without_feedback_has_no_evidence_and_variants_rotate_examples(sto
     assert not (bare.task_rates or bare.failures or bare.in_band or bare.targets)
     assert all(c.pass_rate is None for c in bare.categories) and bare.sections()["evidence"] == ""
     assert build_brief(store, SEED_DIR, solver_feedback=False).failures == []
-    names = {tuple(e.name for e in build_brief(None, SEED_DIR, n_examples=2, variant=v).examples)
-             for v in range(4)}
+    names = {
+        tuple(e.name for e in build_brief(None, SEED_DIR, n_examples=2, variant=v).examples)
+        for v in range(4)
+    }
     assert len(names) == 4
 
 
@@ -91,13 +105,19 @@ def test_file_blocks_round_trip_a_seed_task(tmp_path):
     assert (task.root / "solution" / "solve.sh").stat().st_mode & 0o111
 
 
-@pytest.mark.parametrize(("reply", "message"), [
-    ("Sure! Here's a task idea.", "no <file path"),
-    ('<file path="instruction.md">\nx\n</file>\n<file path="task.toml">\n</file>', "tests/test.sh"),
-    ('<file path="../escape.sh">\nx\n</file>', "relative to the task folder"),
-    ('<file path="notes/idea.md">\nx\n</file>', "environment/, tests/ and solution/"),
-    ('<file path="tests/test.sh">\na\n</file><file path="tests/test.sh">\nb\n</file>', "twice"),
-])
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        ("Sure! Here's a task idea.", "no <file path"),
+        (
+            '<file path="instruction.md">\nx\n</file>\n<file path="task.toml">\n</file>',
+            "tests/test.sh",
+        ),
+        ('<file path="../escape.sh">\nx\n</file>', "relative to the task folder"),
+        ('<file path="notes/idea.md">\nx\n</file>', "environment/, tests/ and solution/"),
+        ('<file path="tests/test.sh">\na\n</file><file path="tests/test.sh">\nb\n</file>', "twice"),
+    ],
+)
 def test_file_block_errors_say_what_to_change(reply, message):
     with pytest.raises(ReplyFormatError, match=message.replace("(", r"\(")):
         parse_file_blocks(reply)
@@ -112,13 +132,27 @@ async def test_gate_tools_check_and_submit_only_their_own_folder(tmp_path):
         by_name = {tool.name: tool for tool in tools}
         assert set(by_name) == {"check", "submit"}
         assert "folder" not in by_name["check"].args  # the folder is fixed, not the model's choice
-        report = json.loads((await by_name["check"].ainvoke(
-            {"type": "tool_call", "name": "check", "args": {"until": "lint"}, "id": "1"})).text)
+        report = json.loads(
+            (
+                await by_name["check"].ainvoke(
+                    {"type": "tool_call", "name": "check", "args": {"until": "lint"}, "id": "1"}
+                )
+            ).text
+        )
         assert (report["passed"], report["stage"]) == (False, "lint")
         assert "task.toml" in report["reason"]
-        receipt = json.loads((await by_name["submit"].ainvoke(
-            {"type": "tool_call", "name": "submit", "args": {"summary": "a toml task"},
-             "id": "2"})).text)
+        receipt = json.loads(
+            (
+                await by_name["submit"].ainvoke(
+                    {
+                        "type": "tool_call",
+                        "name": "submit",
+                        "args": {"summary": "a toml task"},
+                        "id": "2",
+                    }
+                )
+            ).text
+        )
     assert receipt["submitted"] and "task.toml" in receipt["files"]
     assert receipt["format_problems"] and summaries == ["a toml task"]
 
@@ -126,8 +160,13 @@ async def test_gate_tools_check_and_submit_only_their_own_folder(tmp_path):
 async def test_quick_check_of_a_good_task_runs_only_the_stages_asked(tmp_path):
     async with open_mcp_tools({"gate": build_gate_server(FIXTURES / "good_task")}) as tools:
         check = next(t for t in tools if t.name == "check")
-        report = json.loads((await check.ainvoke(
-            {"type": "tool_call", "name": "check", "args": {"until": "lint"}, "id": "1"})).text)
+        report = json.loads(
+            (
+                await check.ainvoke(
+                    {"type": "tool_call", "name": "check", "args": {"until": "lint"}, "id": "1"}
+                )
+            ).text
+        )
     ran = [s["stage"] for s in report["stages"] if not s["skipped"]]
     assert report["passed"] is True and ran == ["lint"]
 
@@ -140,7 +179,18 @@ async def test_terminal_arm_tools_are_all_mcp_and_follow_solver_feedback(tmp_pat
         settings = ProposerSettings(store_path=str(store.path), solver_feedback=feedback)
         async with proposer_tools(settings, candidate) as tools:
             names[feedback] = {t.name for t in tools}
-    basic = {"run", "read_output", "interrupt", "read_file", "write_file", "edit_file",
-             "list_dir", "glob", "grep", "check", "submit"}
+    basic = {
+        "run",
+        "read_output",
+        "interrupt",
+        "read_file",
+        "write_file",
+        "edit_file",
+        "list_dir",
+        "glob",
+        "grep",
+        "check",
+        "submit",
+    }
     assert names[False] == basic
     assert names[True] - basic >= {"pass_rates", "recent_failures", "get_trajectory"}

@@ -21,27 +21,35 @@ def _env(tmp_path: Path, dockerfile: str, files: dict[str, str] | None = None) -
 
 
 def test_plan_tracks_env_workdir_args_and_copy(tmp_path):
-    env = _env(tmp_path, "ARG BASE=debian:bookworm-slim\nFROM $BASE\n# a comment\nARG N=3\nENV A=1 B=\"two words\"\n"
-                         "WORKDIR /app\nCOPY data/ ./data/\nRUN echo $N\nUSER 1000\nEXPOSE 80\n",
-               {"data/x.txt": "x"})
+    env = _env(
+        tmp_path,
+        'ARG BASE=debian:bookworm-slim\nFROM $BASE\n# a comment\nARG N=3\nENV A=1 B="two words"\n'
+        "WORKDIR /app\nCOPY data/ ./data/\nRUN echo $N\nUSER 1000\nEXPOSE 80\n",
+        {"data/x.txt": "x"},
+    )
     plan = parse_dockerfile(env / "Dockerfile")
     assert plan.base_image == "debian:bookworm-slim"
-    assert plan.env == {"A": "1", "B": "two words"} and plan.workdir == "/app" and plan.user == "1000"
+    assert (
+        plan.env == {"A": "1", "B": "two words"} and plan.workdir == "/app" and plan.user == "1000"
+    )
     copy = next(s for s in plan.steps if s.kind == "COPY")
     assert copy.sources == ["data/"] and copy.dest == "/app/data/"
     assert any("EXPOSE" in note for note in plan.notes)
 
 
-@pytest.mark.parametrize("dockerfile, needle", [
-    ("FROM debian:bookworm\nHEALTHCHEK CMD true\n", "line 2 (HEALTHCHEK)"),
-    ("FROM debian:bookworm AS a\nFROM debian:bookworm\n", "multi-stage"),
-    ("FROM debian:bookworm\nCOPY --from=a /x /y\n", "--from"),
-    ("FROM debian:bookworm\nADD https://example.invalid/x.tgz /x\n", "no network"),
-    ("FROM debian:bookworm\nCOPY missing.txt /x\n", "missing.txt not found"),
-    ("FROM debian:bookworm\nCOPY ../secret /x\n", "outside the build context"),
-    ("RUN true\n", "first instruction must be FROM"),
-    ("FROM debian:bookworm\nONBUILD RUN true\n", "ONBUILD"),
-])
+@pytest.mark.parametrize(
+    "dockerfile, needle",
+    [
+        ("FROM debian:bookworm\nHEALTHCHEK CMD true\n", "line 2 (HEALTHCHEK)"),
+        ("FROM debian:bookworm AS a\nFROM debian:bookworm\n", "multi-stage"),
+        ("FROM debian:bookworm\nCOPY --from=a /x /y\n", "--from"),
+        ("FROM debian:bookworm\nADD https://example.invalid/x.tgz /x\n", "no network"),
+        ("FROM debian:bookworm\nCOPY missing.txt /x\n", "missing.txt not found"),
+        ("FROM debian:bookworm\nCOPY ../secret /x\n", "outside the build context"),
+        ("RUN true\n", "first instruction must be FROM"),
+        ("FROM debian:bookworm\nONBUILD RUN true\n", "ONBUILD"),
+    ],
+)
 def test_bad_dockerfiles_name_the_line_and_the_fix(tmp_path, dockerfile, needle):
     env = _env(tmp_path, dockerfile)
     with pytest.raises(BuildError) as info:
@@ -55,9 +63,12 @@ def test_unknown_base_image_is_refused_with_the_supported_list():
 
 
 async def test_build_runs_steps_caches_the_layer_and_records_approximation(bwrap_ready, tmp_path):
-    env = _env(tmp_path, "FROM python:3.12-slim\nWORKDIR /app\nCOPY in.txt ./\n"
-                         "RUN wc -c < in.txt > size.txt && rm in.txt\nENV MODE=test\n",
-               {"in.txt": f"{tmp_path.name}\n"})  # unique content: never an old cached layer
+    env = _env(
+        tmp_path,
+        "FROM python:3.12-slim\nWORKDIR /app\nCOPY in.txt ./\n"
+        "RUN wc -c < in.txt > size.txt && rm in.txt\nENV MODE=test\n",
+        {"in.txt": f"{tmp_path.name}\n"},
+    )  # unique content: never an old cached layer
     notes: list[str] = []
     first = await build_image(env, log=notes.append)
     assert any("approximated" in n for n in notes)  # python:3.12 runs on the Debian base
@@ -74,8 +85,10 @@ async def test_build_runs_steps_caches_the_layer_and_records_approximation(bwrap
 
 
 async def test_failing_run_step_reports_line_and_output(bwrap_ready, tmp_path):
-    env = _env(tmp_path, f"FROM debian:bookworm-slim\nRUN echo {tmp_path.name}\n"
-                         "RUN echo boom-output && exit 3\n")
+    env = _env(
+        tmp_path,
+        f"FROM debian:bookworm-slim\nRUN echo {tmp_path.name}\nRUN echo boom-output && exit 3\n",
+    )
     with pytest.raises(BuildError) as info:
         await build_image(env)
     assert "line 3" in str(info.value) and "code 3" in str(info.value)

@@ -32,7 +32,9 @@ async def test_no_network_not_even_host_loopback(workspace):
     try:
         result = await workspace.exec(
             f"timeout 5 bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' && echo CONNECTED; "
-            "cat /proc/net/dev | tail -n +3 | cut -d: -f1", timeout_sec=20)
+            "cat /proc/net/dev | tail -n +3 | cut -d: -f1",
+            timeout_sec=20,
+        )
         assert "CONNECTED" not in result.stdout
         assert result.stdout.split() == ["lo"]  # only the sandbox's own, unconfigured loopback
     finally:
@@ -52,14 +54,16 @@ async def test_pids_limit_stops_a_fork_bomb(workspace):
     # The workspace allows 64 processes; 200 background sleeps must hit the wall.
     result = await workspace.exec(
         "n=0; for i in $(seq 1 200); do sleep 2 & n=$((n+1)); done 2>/dev/null; echo started $n",
-        timeout_sec=30)
+        timeout_sec=30,
+    )
     forked = result.stdout.split()[-1] if result.stdout.strip() else None
     assert result.exit_code != 0 or (forked is not None and int(forked) < 200), result
 
 
 async def test_memory_limit_kills_a_hog(workspace):
     result = await workspace.exec(
-        "python3 -c 'x = bytearray(600 * 1024 * 1024); print(\"allocated\")'", timeout_sec=60)
+        "python3 -c 'x = bytearray(600 * 1024 * 1024); print(\"allocated\")'", timeout_sec=60
+    )
     assert result.exit_code != 0 and "allocated" not in result.stdout
 
 
@@ -135,7 +139,8 @@ async def test_a_crashed_owner_leaves_nothing_behind(bwrap_ready, tmp_path):
         "    await s.exec('sleep 1000 &')\n"
         "    print(s.ref.model_dump_json(), flush=True)\n"
         "    await asyncio.sleep(1000)\n"
-        "asyncio.run(main())\n")
+        "asyncio.run(main())\n"
+    )
     owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     from autoenvscaling.tools.sandbox import SandboxRef
     from autoenvscaling.tools.sandbox.bwrap import sweep_stale
@@ -145,7 +150,10 @@ async def test_a_crashed_owner_leaves_nothing_behind(bwrap_ready, tmp_path):
     owner.wait()
     holder = int(ref.handle["holder_pid"])
     for _ in range(100):  # --die-with-parent takes the holder down (give a loaded machine time)
-        if not Path(f"/proc/{holder}/stat").exists() or " Z " in Path(f"/proc/{holder}/stat").read_text():
+        if (
+            not Path(f"/proc/{holder}/stat").exists()
+            or " Z " in Path(f"/proc/{holder}/stat").read_text()
+        ):
             break
         await asyncio.sleep(0.1)
     assert ref.id in sweep_stale()

@@ -9,19 +9,29 @@ from autoenvscaling.tools.sandbox.shell import PersistentShell, ShellBusyError
 
 async def _local_bash() -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        "bash", "--noprofile", "--norc", stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        "bash",
+        "--noprofile",
+        "--norc",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 @pytest.fixture
 async def shell():
-    s = await PersistentShell.start(_local_bash, cwd="/tmp", env={"GREETING": "hi"}, output_cap=2000)
+    s = await PersistentShell.start(
+        _local_bash, cwd="/tmp", env={"GREETING": "hi"}, output_cap=2000
+    )
     yield s
     await s.close()
 
 
 async def test_state_persists_between_commands(shell):
-    assert (await shell.run("echo $GREETING; cd /usr; export X=42; f() { echo fn; }")).output == "hi\n"
+    assert (
+        await shell.run("echo $GREETING; cd /usr; export X=42; f() { echo fn; }")
+    ).output == "hi\n"
     result = await shell.run("pwd; echo $X; f")
     assert result.output == "/usr\n42\nfn\n"
     assert result.exit_code == 0

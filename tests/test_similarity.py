@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from autoenvscaling.tools.similarity import (
     DedupIndex,
     HeldoutIndex,

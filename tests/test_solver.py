@@ -13,17 +13,24 @@ SOLVE = (TASK / "solution" / "solve.sh").read_text()
 
 
 def _settings(tmp_path, model: str) -> SolverSettings:
-    return SolverSettings(model=ModelConfig(model=model), store_path=str(tmp_path / "rollouts.db"),
-                          run_id="test", budget=LoopBudget(max_turns=6))
+    return SolverSettings(
+        model=ModelConfig(model=model),
+        store_path=str(tmp_path / "rollouts.db"),
+        run_id="test",
+        budget=LoopBudget(max_turns=6),
+    )
 
 
 async def test_scripted_solver_solves_through_the_terminal(bwrap_ready, tmp_path):
-    model = register("solver-good", [
-        reply("Let me look.", tool_call("run", command="ls; head -3 input.txt")),
-        reply("Now solve it.", tool_call("run", command=SOLVE)),
-        reply("", tool_call("run", command="cat /app/top_words.txt")),
-        "Done: wrote /app/top_words.txt.",
-    ])
+    model = register(
+        "solver-good",
+        [
+            reply("Let me look.", tool_call("run", command="ls; head -3 input.txt")),
+            reply("Now solve it.", tool_call("run", command=SOLVE)),
+            reply("", tool_call("run", command="cat /app/top_words.txt")),
+            "Done: wrote /app/top_words.txt.",
+        ],
+    )
     attempt = await solve_task(TASK, _settings(tmp_path, model), trials_dir=tmp_path)
     assert (attempt.reward, attempt.outcome, attempt.steps) == (1.0, "solved", 3)
     with RolloutStore(tmp_path / "rollouts.db") as store:
@@ -45,11 +52,19 @@ async def test_scripted_solver_that_does_nothing_useful_gets_zero(bwrap_ready, t
 
 
 async def test_solver_cannot_see_tests_and_cannot_forge_its_reward(bwrap_ready, tmp_path):
-    model = register("solver-cheat", [
-        reply("", tool_call("run", command="ls /tests /solution")),
-        reply("", tool_call("run", command="mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt")),
-        "Done.",
-    ])
+    model = register(
+        "solver-cheat",
+        [
+            reply("", tool_call("run", command="ls /tests /solution")),
+            reply(
+                "",
+                tool_call(
+                    "run", command="mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt"
+                ),
+            ),
+            "Done.",
+        ],
+    )
     attempt = await solve_task(TASK, _settings(tmp_path, model), trials_dir=tmp_path)
     with RolloutStore(tmp_path / "rollouts.db") as store:
         steps = store.trajectory(attempt.rollout_id).steps
@@ -63,7 +78,8 @@ async def test_failing_model_is_an_error_outcome_not_a_crash(bwrap_ready, tmp_pa
 
     model = register("solver-broken", broken)
     settings = _settings(tmp_path, model).model_copy(
-        update={"budget": LoopBudget(max_turns=3, max_retries=1)})
+        update={"budget": LoopBudget(max_turns=3, max_retries=1)}
+    )
     attempt = await solve_task(TASK, settings, trials_dir=tmp_path)
     assert attempt.outcome == "error" and "endpoint down" in (attempt.error or "")
     with RolloutStore(tmp_path / "rollouts.db") as store:

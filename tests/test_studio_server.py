@@ -30,14 +30,34 @@ def server(tmp_path_factory):
         pytest.skip("langgraph-cli is not installed (the dev extra brings it)")
     port = _free_port()
     log = tmp_path_factory.mktemp("server") / "server.log"  # outside the project: no reload loop
-    env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "1",
-           "HARBOR_TELEMETRY": "0", "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGGRAPH_NO_VERSION_CHECK": "1",
+        "HARBOR_TELEMETRY": "0",
+        "PYTHONPATH": str(REPO),
+    }
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "langgraph"), "dev", "--no-browser", "--no-reload",
-             "--allow-blocking", "--host", "127.0.0.1", "--port", str(port),
-             "--config", str(REPO / "langgraph.json")],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                str(Path(sys.executable).parent / "langgraph"),
+                "dev",
+                "--no-browser",
+                "--no-reload",
+                "--allow-blocking",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--config",
+                str(REPO / "langgraph.json"),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
@@ -48,7 +68,9 @@ def server(tmp_path_factory):
                     break
             except httpx.HTTPError:
                 pass
-            assert time.monotonic() < deadline, "langgraph dev did not start:\n" + log.read_text()[-3000:]
+            assert time.monotonic() < deadline, (
+                "langgraph dev did not start:\n" + log.read_text()[-3000:]
+            )
             time.sleep(0.5)
         yield url
     finally:
@@ -57,7 +79,9 @@ def server(tmp_path_factory):
 
 
 @pytest.mark.slow
-async def test_served_graphs_validate_a_seed_task_and_run_a_flywheel_round(bwrap_ready, server, tmp_path):
+async def test_served_graphs_validate_a_seed_task_and_run_a_flywheel_round(
+    bwrap_ready, server, tmp_path
+):
     from langgraph_sdk import get_client
 
     client = get_client(url=server)
@@ -65,20 +89,36 @@ async def test_served_graphs_validate_a_seed_task_and_run_a_flywheel_round(bwrap
     assert {"flywheel", "proposer", "solver", "validation"} <= names
 
     seed_task = sorted(p for p in SEED_DIR.iterdir() if (p / "task.toml").exists())[0]
-    verdict = (await client.runs.wait(None, "validation", input={"task": str(seed_task)},
-                                      context={"backend": "bwrap", "skip": ["calibrate"]}))["verdict"]
+    verdict = (
+        await client.runs.wait(
+            None,
+            "validation",
+            input={"task": str(seed_task)},
+            context={"backend": "bwrap", "skip": ["calibrate"]},
+        )
+    )["verdict"]
     assert verdict["admitted"] is True, verdict["reason"]
     assert [s["stage"] for s in verdict["stages"]][:4] == ["lint", "build", "oracle", "nop"]
 
     seed = tmp_path / "seed"
     seed.mkdir()
     shutil.copytree(FIXTURES / "good_task", seed / "word-count")
-    context = {"run_dir": str(tmp_path / "run"), "rounds": 1, "proposals": 2,
-               "arm": "error_feedback", "policy_model": POLICY, "seed_dir": str(seed),
-               "train": False, "max_revisions": 1, "refresh_attempts": 1, "solver_max_turns": 3}
+    context = {
+        "run_dir": str(tmp_path / "run"),
+        "rounds": 1,
+        "proposals": 2,
+        "arm": "error_feedback",
+        "policy_model": POLICY,
+        "seed_dir": str(seed),
+        "train": False,
+        "max_revisions": 1,
+        "refresh_attempts": 1,
+        "solver_max_turns": 3,
+    }
     thread = await client.threads.create()
-    state = await client.runs.wait(thread["thread_id"], "flywheel", input={"rounds": 1},
-                                   context=context)
+    state = await client.runs.wait(
+        thread["thread_id"], "flywheel", input={"rounds": 1}, context=context
+    )
     records = state["candidates"]
     assert sorted(c["admitted"] for c in records) == [False, True]
     assert state["metrics"][0]["admitted"] == 1 and state["round"] == 2

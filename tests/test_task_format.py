@@ -7,6 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from harbor.models.task.config import TaskConfig
+from pydantic import ValidationError
+
 from autoenvscaling.tools.task_format import (
     HarborTask,
     TaskFormatError,
@@ -16,8 +19,6 @@ from autoenvscaling.tools.task_format import (
     load_task,
     write_task,
 )
-from harbor.models.task.config import TaskConfig
-from pydantic import ValidationError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GOOD = FIXTURES / "good_task"

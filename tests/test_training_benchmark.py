@@ -25,10 +25,27 @@ pytestmark = [
 def test_gpu_train_script_smoke_on_cpu(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "gpu_train.py"), "--device", "cpu",
-         "--steps", "2", "--num-generations", "4", "--prompts-per-step", "2",
-         "--max-completion-length", "48", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, check=False, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "gpu_train.py"),
+            "--device",
+            "cpu",
+            "--steps",
+            "2",
+            "--num-generations",
+            "4",
+            "--prompts-per-step",
+            "2",
+            "--max-completion-length",
+            "48",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = json.loads(out.read_text())

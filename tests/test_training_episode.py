@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from autoenvscaling.training.episode_env import (
     EpisodeConfig,
     EpisodeError,
@@ -20,15 +21,17 @@ from autoenvscaling.training.episode_env import (
     format_tool_output,
 )
 from autoenvscaling.training.sandboxes import task_starter
-
 from tests.test_docker_fixtures import docker_engine  # noqa: F401 - pytest fixture
 from tests.test_training_support import make_tasks
 
 
 def test_only_bash_is_exposed_as_a_tool() -> None:
     """TRL turns every public method except reset/get_reward into a tool the model can call."""
-    public = [name for name, _ in inspect.getmembers(TaskEpisode, predicate=inspect.isfunction)
-              if not name.startswith("_") and name not in ("reset", "get_reward")]
+    public = [
+        name
+        for name, _ in inspect.getmembers(TaskEpisode, predicate=inspect.isfunction)
+        if not name.startswith("_") and name not in ("reset", "get_reward")
+    ]
     assert public == ["bash"]
 
 
@@ -107,7 +110,9 @@ def test_episode_on_docker(docker_engine, tmp_path: Path) -> None:
     try:
         episode = TaskEpisode(loop, task_starter("docker"), EpisodeConfig())
         episode.reset(task_dir=str(task))
-        assert episode.bash("cd /app && printf '1\\n2\\n' > answer.txt; pwd") == "/app\n[exit code 0]"
+        assert (
+            episode.bash("cd /app && printf '1\\n2\\n' > answer.txt; pwd") == "/app\n[exit code 0]"
+        )
         assert loop.run(episode._finish()).reward == 1.0
     finally:
         loop.stop()

@@ -14,10 +14,10 @@ import signal
 from pathlib import Path
 
 import pytest
+
 from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainJob, TrainProgress
 from autoenvscaling.training.checkpoints import CheckpointRegistry
 from autoenvscaling.training.trl_grpo import TRLGRPOBackend
-
 from tests.test_training_support import TASKS, WARMUP_COMMANDS, make_tasks
 
 pytestmark = [
@@ -32,25 +32,46 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
+
     from autoenvscaling.training.episode_env import episode_prompt, prompt_tools
     from autoenvscaling.training.tiny_model import build_tiny_model, tool_call_reply
 
     torch.set_num_threads(1)  # a tiny model on shared cores: one thread is several times faster
 
-    examples = [(episode_prompt(TASKS[name][0]), tool_call_reply(command))
-                for name, commands in WARMUP_COMMANDS.items() for command in commands]
-    return build_tiny_model(tmp_path_factory.mktemp("model") / "tiny", warmup_examples=examples,
-                            warmup_steps=120, warmup_tools=prompt_tools())
+    examples = [
+        (episode_prompt(TASKS[name][0]), tool_call_reply(command))
+        for name, commands in WARMUP_COMMANDS.items()
+        for command in commands
+    ]
+    return build_tiny_model(
+        tmp_path_factory.mktemp("model") / "tiny",
+        warmup_examples=examples,
+        warmup_steps=120,
+        warmup_tools=prompt_tools(),
+    )
 
 
 def _job(tiny_model: Path, tmp_path: Path, **hyper) -> TrainJob:
     tasks = make_tasks(tmp_path / "tasks")
-    params = {"steps": 2, "num_generations": 4, "tasks_per_step": 2, "max_completion_length": 96,
-              "max_turns": 2, "learning_rate": 5e-3, "seed": 0, "torch_threads": 1}
+    params = {
+        "steps": 2,
+        "num_generations": 4,
+        "tasks_per_step": 2,
+        "max_completion_length": 96,
+        "max_turns": 2,
+        "learning_rate": 5e-3,
+        "seed": 0,
+        "torch_threads": 1,
+    }
     params.update(hyper)
-    return TrainJob(job_id="job-test", base_model=str(tiny_model), task_dirs=[tasks["write-numbers"]],
-                    replay_task_dirs=[tasks["hello-file"]], work_dir=tmp_path / "work",
-                    hyper=TrainHyperParams(**params))
+    return TrainJob(
+        job_id="job-test",
+        base_model=str(tiny_model),
+        task_dirs=[tasks["write-numbers"]],
+        replay_task_dirs=[tasks["hello-file"]],
+        work_dir=tmp_path / "work",
+        hyper=TrainHyperParams(**params),
+    )
 
 
 def _adapter_b_norm(weights: Path) -> float:
@@ -81,7 +102,11 @@ async def test_two_grpo_steps_publish_a_checkpoint(trained, tiny_model) -> None:
     assert ckpt is not None and result.reason is None
     assert registry.current_id() == ckpt.id
     assert (ckpt.kind, ckpt.parent_id, ckpt.job_id, ckpt.base_model) == (
-        "lora", None, "job-test", str(tiny_model))
+        "lora",
+        None,
+        "job-test",
+        str(tiny_model),
+    )
     assert ckpt.metrics["groups_total"] == 4
     # The parameters changed: LoRA's B matrices start at zero, and the trainer measured the step.
     assert result.metrics["param_change_l2"] > 0
@@ -94,7 +119,6 @@ async def test_two_grpo_steps_publish_a_checkpoint(trained, tiny_model) -> None:
 
     # Swap: both roles read the same PolicyRef, which now names the new adapter.
     from autoenvscaling.training.vllm_server import VLLMPolicyServer
-
     from tests.test_training_vllm_contract import FakeVLLM, Served, _ask
 
     with Served(FakeVLLM(runtime_lora=True, dev_mode=False)) as srv:
@@ -113,10 +137,34 @@ def test_cli_full_finetune_continues_from_current(trained, tiny_model, tmp_path)
 
     registry, first, _ = trained
     tasks = make_tasks(tmp_path / "tasks")
-    cmd = [sys.executable, "-m", "autoenvscaling.cli.main", "train", "--tasks", str(tmp_path / "tasks"),
-           "--base", str(tiny_model), "--registry", str(registry.root), "--full", "--steps", "2",
-           "--num-generations", "4", "--max-completion-length", "96", "--max-turns", "2",
-           "--lr", "1e-3", "--threads", "1", "--work-dir", str(tmp_path / "work"), "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "autoenvscaling.cli.main",
+        "train",
+        "--tasks",
+        str(tmp_path / "tasks"),
+        "--base",
+        str(tiny_model),
+        "--registry",
+        str(registry.root),
+        "--full",
+        "--steps",
+        "2",
+        "--num-generations",
+        "4",
+        "--max-completion-length",
+        "96",
+        "--max-turns",
+        "2",
+        "--lr",
+        "1e-3",
+        "--threads",
+        "1",
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--json",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
@@ -132,8 +180,9 @@ def test_cli_full_finetune_continues_from_current(trained, tiny_model, tmp_path)
     assert result["metrics"]["param_change_l2"] > 0
 
 
-async def test_killed_worker_leaves_previous_checkpoint_current(bwrap_ready, tiny_model,
-                                                                tmp_path) -> None:
+async def test_killed_worker_leaves_previous_checkpoint_current(
+    bwrap_ready, tiny_model, tmp_path
+) -> None:
     registry = CheckpointRegistry(tmp_path / "registry")
     previous_dir = tmp_path / "previous"
     previous_dir.mkdir()
@@ -170,15 +219,17 @@ async def test_failing_worker_reports_why(tiny_model, tmp_path) -> None:
 def test_chatml_template_without_tools_gets_a_tool_template(tiny_model) -> None:
     """The embedded default (SmolLM2) ships a ChatML template without tools: the worker swaps in
     TRL's Qwen2.5 ChatML template so tool calls render and parse; a known one is kept."""
-    from autoenvscaling.training.grpo_worker import ensure_tool_template
     from transformers import AutoTokenizer
     from trl.chat_template_utils import qwen2_5_chat_template
+
+    from autoenvscaling.training.grpo_worker import ensure_tool_template
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     assert ensure_tool_template(tokenizer) is None  # already Qwen2.5: kept
     tokenizer.chat_template = (
         "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
     assert "Qwen2.5" in ensure_tool_template(tokenizer)
     assert tokenizer.chat_template == qwen2_5_chat_template
     reply = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call><|im_end|>'

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from autoenvscaling.training.checkpoints import CheckpointRegistry, RegistryError
 
 
@@ -29,12 +30,19 @@ def test_publish_lineage_and_current(tmp_path: Path) -> None:
     reg = CheckpointRegistry(tmp_path / "reg")
     assert reg.current() is None and reg.list() == []
 
-    a = reg.publish(_weights(tmp_path / "a"), base_model="tiny", kind="lora", job_id="job-1",
-                    metrics={"reward_mean": 0.25})
-    b = reg.publish(_weights(tmp_path / "b"), base_model="tiny", kind="lora", parent_id=a.id,
-                    job_id="job-2")
-    c = reg.publish(_weights(tmp_path / "c"), base_model="tiny", kind="full", parent_id=b.id,
-                    make_current=False)
+    a = reg.publish(
+        _weights(tmp_path / "a"),
+        base_model="tiny",
+        kind="lora",
+        job_id="job-1",
+        metrics={"reward_mean": 0.25},
+    )
+    b = reg.publish(
+        _weights(tmp_path / "b"), base_model="tiny", kind="lora", parent_id=a.id, job_id="job-2"
+    )
+    c = reg.publish(
+        _weights(tmp_path / "c"), base_model="tiny", kind="full", parent_id=b.id, make_current=False
+    )
 
     assert reg.current_id() == b.id  # c was published without becoming current
     assert [x.id for x in reg.lineage(c.id)] == [c.id, b.id, a.id]
@@ -97,8 +105,11 @@ def test_crash_mid_publish_leaves_previous_current(tmp_path: Path) -> None:
     good = reg.publish(_weights(tmp_path / "good"), base_model="m", kind="lora")
     script = tmp_path / "crash.py"
     script.write_text(_CRASHING_PUBLISHER)
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "reg"),
-                             str(_weights(tmp_path / "new"))], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "reg"), str(_weights(tmp_path / "new"))],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "COPIED"
@@ -118,14 +129,21 @@ def test_crash_mid_publish_leaves_previous_current(tmp_path: Path) -> None:
 def test_current_pointer_is_never_torn(tmp_path: Path) -> None:
     """A reader polling CURRENT while a writer flips it sees only whole, published ids."""
     reg = CheckpointRegistry(tmp_path / "reg")
-    ids = [reg.publish(_weights(tmp_path / f"w{i}"), base_model="m", kind="lora").id
-           for i in range(2)]
-    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    ids = [
+        reg.publish(_weights(tmp_path / f"w{i}"), base_model="m", kind="lora").id for i in range(2)
+    ]
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         from autoenvscaling.training.checkpoints import CheckpointRegistry
-        reg = CheckpointRegistry({str(tmp_path / 'reg')!r})
+        reg = CheckpointRegistry({str(tmp_path / "reg")!r})
         for i in range(300):
             reg.set_current({ids!r}[i % 2])
-    """)])
+    """),
+        ]
+    )
     seen = set()
     while writer.poll() is None:
         seen.add(reg.current_id())

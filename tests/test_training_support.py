@@ -62,10 +62,18 @@ TASKS = {
 
 # Commands a warm-up teaches the tiny model per task: some right, some half right, some wrong.
 WARMUP_COMMANDS = {
-    "write-numbers": ["echo 1 >> /app/answer.txt", "echo 2 >> /app/answer.txt",
-                      "printf '1\\n2\\n' > /app/answer.txt", "echo 3 > /app/answer.txt"],
-    "hello-file": ["echo hello > /app/hello.txt", "touch /app/hello.txt",
-                   "echo hi > /app/hello.txt", "ls /app"],
+    "write-numbers": [
+        "echo 1 >> /app/answer.txt",
+        "echo 2 >> /app/answer.txt",
+        "printf '1\\n2\\n' > /app/answer.txt",
+        "echo 3 > /app/answer.txt",
+    ],
+    "hello-file": [
+        "echo hello > /app/hello.txt",
+        "touch /app/hello.txt",
+        "echo hi > /app/hello.txt",
+        "ls /app",
+    ],
 }
 
 
@@ -77,7 +85,9 @@ def make_tasks(root: Path) -> dict[str, Path]:
             (task / sub).mkdir(parents=True, exist_ok=True)
         (task / "instruction.md").write_text(instruction + "\n")
         (task / "task.toml").write_text(TASK_TOML)
-        (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+        (task / "environment" / "Dockerfile").write_text(
+            "FROM debian:bookworm-slim\nWORKDIR /app\n"
+        )
         (task / "tests" / "test.sh").write_text(textwrap.dedent(test_sh))
         (task / "solution" / "solve.sh").write_text(f"#!/bin/bash\n{solve}\n")
         os.chmod(task / "tests" / "test.sh", 0o755)

@@ -19,18 +19,20 @@ from typing import Self
 import httpx
 import pytest
 import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
 from autoenvscaling.training.checkpoints import CheckpointRegistry
 from autoenvscaling.training.policy import Checkpoint, PolicyServer, PolicySwapError
 from autoenvscaling.training.vllm_server import VLLMPolicyServer
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
 
 BASE = "tiny-base"
 
 
 def _error(message: str, kind: str, code: int) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": code}},
-                        status_code=code)
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "param": None, "code": code}}, status_code=code
+    )
 
 
 class FakeVLLM:
@@ -47,8 +49,10 @@ class FakeVLLM:
         @app.get("/v1/models")
         async def models() -> dict:
             data = [{"id": self.base, "object": "model", "root": self.base}]
-            data += [{"id": n, "object": "model", "root": p, "parent": self.base}
-                     for n, p in self.loras.items()]
+            data += [
+                {"id": n, "object": "model", "root": p, "parent": self.base}
+                for n, p in self.loras.items()
+            ]
             return {"object": "list", "data": data}
 
         @app.post("/v1/chat/completions")
@@ -58,32 +62,53 @@ class FakeVLLM:
             if model != self.base and model not in self.loras:
                 return _error(f"The model `{model}` does not exist.", "NotFoundError", 404)
             served = self.loras.get(model) or self.weights or self.base
-            return JSONResponse({
-                "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": f"weights={served}"}}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            })
+            return JSONResponse(
+                {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": f"weights={served}"},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                }
+            )
 
         if runtime_lora:
+
             @app.post("/v1/load_lora_adapter")
             async def load(request: Request) -> Response:
                 body = await request.json()
                 name, path = body.get("lora_name"), body.get("lora_path")
                 if not name or not path:
-                    return _error("Both 'lora_name' and 'lora_path' must be provided.",
-                                  "InvalidUserInput", 400)
+                    return _error(
+                        "Both 'lora_name' and 'lora_path' must be provided.",
+                        "InvalidUserInput",
+                        400,
+                    )
                 if name in self.loras and not body.get("load_inplace"):
-                    return _error(f"The lora adapter '{name}' has already been loaded. If you want "
-                                  "to load the adapter in place, set 'load_inplace' to True.",
-                                  "InvalidUserInput", 400)
+                    return _error(
+                        f"The lora adapter '{name}' has already been loaded. If you want "
+                        "to load the adapter in place, set 'load_inplace' to True.",
+                        "InvalidUserInput",
+                        400,
+                    )
                 if not (Path(path) / "adapter_config.json").is_file():
-                    return _error(f"Loading lora {name} failed: No adapter found for {path}",
-                                  "NotFoundError", 404)
+                    return _error(
+                        f"Loading lora {name} failed: No adapter found for {path}",
+                        "NotFoundError",
+                        404,
+                    )
                 self.loras[name] = path
                 return Response(f"Success: LoRA adapter '{name}' added successfully.")
 
         if dev_mode:
+
             @app.post("/collective_rpc")
             async def rpc(request: Request) -> Response:
                 body = await request.json()
@@ -101,8 +126,9 @@ class Served:
             port = s.getsockname()[1]
         self.fake = fake
         self.base_url = f"http://127.0.0.1:{port}/v1"
-        self.server = uvicorn.Server(uvicorn.Config(fake.app, host="127.0.0.1", port=port,
-                                                    log_level="warning"))
+        self.server = uvicorn.Server(
+            uvicorn.Config(fake.app, host="127.0.0.1", port=port, log_level="warning")
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> Self:
@@ -132,8 +158,11 @@ def _publish(registry: CheckpointRegistry, tmp_path: Path, kind: str, name: str)
 
 def _ask(ref) -> str:
     """What a role's client does: OpenAI-compatible chat with model=ref.model."""
-    response = httpx.post(f"{ref.base_url}/chat/completions", timeout=10,
-                          json={"model": ref.model, "messages": [{"role": "user", "content": "hi"}]})
+    response = httpx.post(
+        f"{ref.base_url}/chat/completions",
+        timeout=10,
+        json={"model": ref.model, "messages": [{"role": "user", "content": "hi"}]},
+    )
     response.raise_for_status()
     return response.json()["choices"][0]["message"]["content"]
 
@@ -167,8 +196,10 @@ async def test_lora_route_absent_says_how_to_enable(registry, tmp_path) -> None:
 async def test_missing_adapter_reports_vllm_message(registry, tmp_path) -> None:
     ckpt = _publish(registry, tmp_path, "lora", "a")
     (ckpt.path / "adapter_config.json").unlink()
-    with (Served(FakeVLLM(runtime_lora=True, dev_mode=False)) as srv,
-          pytest.raises(PolicySwapError, match="No adapter found")):
+    with (
+        Served(FakeVLLM(runtime_lora=True, dev_mode=False)) as srv,
+        pytest.raises(PolicySwapError, match="No adapter found"),
+    ):
         await VLLMPolicyServer(srv.base_url, BASE, allow_weight_reload=False).activate(ckpt)
 
 
@@ -177,14 +208,16 @@ async def test_full_weights_reload_in_dev_mode(registry, tmp_path) -> None:
     with Served(FakeVLLM(runtime_lora=True, dev_mode=True)) as srv:
         ref = await VLLMPolicyServer(srv.base_url, BASE).activate(ckpt)
         assert (ref.model, ref.checkpoint_id, ref.served_from) == (BASE, ckpt.id, "vllm:reload")
-        assert srv.fake.rpc_calls == [{"method": "reload_weights",
-                                       "kwargs": {"weights_path": str(ckpt.path)}}]
+        assert srv.fake.rpc_calls == [
+            {"method": "reload_weights", "kwargs": {"weights_path": str(ckpt.path)}}
+        ]
         assert _ask(ref) == f"weights={ckpt.path}"
 
 
 async def test_restart_fallback(registry, tmp_path) -> None:
     ckpt = _publish(registry, tmp_path, "full", "f")
     with Served(FakeVLLM(runtime_lora=False, dev_mode=False)) as srv:
+
         async def restart(checkpoint: Checkpoint) -> str:
             srv.fake.base = f"served-{checkpoint.id}"  # what `vllm serve <path>` would now list
             return srv.fake.base

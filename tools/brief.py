@@ -71,7 +71,8 @@ class ProposerBrief(BaseModel):
     failures: list[FailureNote] = Field(default_factory=list)
     examples: list[ExampleTask] = Field(default_factory=list)
     focus: str | None = Field(
-        None, description="This proposer's own aim (K proposers are spread over the targets).")
+        None, description="This proposer's own aim (K proposers are spread over the targets)."
+    )
 
     def for_slot(self, slot: int, slots: int) -> ProposerBrief:
         """The brief for proposer `slot` of `slots`: each aims at a different weak category."""
@@ -81,10 +82,18 @@ class ProposerBrief(BaseModel):
 
     def without_feedback(self) -> ProposerBrief:
         """The same brief with every piece of rollout evidence removed."""
-        return self.model_copy(update={
-            "solver_feedback": False, "task_rates": [], "in_band": [], "targets": [],
-            "failures": [], "categories": [c.model_copy(update={"attempts": 0, "pass_rate": None})
-                                           for c in self.categories]})
+        return self.model_copy(
+            update={
+                "solver_feedback": False,
+                "task_rates": [],
+                "in_band": [],
+                "targets": [],
+                "failures": [],
+                "categories": [
+                    c.model_copy(update={"attempts": 0, "pass_rate": None}) for c in self.categories
+                ],
+            }
+        )
 
     def sections(self) -> dict[str, str]:
         """Markdown fragments for the prompt templates: pool, evidence, examples, band."""
@@ -129,10 +138,19 @@ def build_brief(
         else:
             with RolloutStore(store, read_only=True) as opened:
                 return build_brief(
-                    opened, pool_dir, policy_version=policy_version, round=round,
-                    n_examples=n_examples, n_failures=n_failures, n_task_rates=n_task_rates,
-                    variant=variant, band=band, solver_feedback=solver_feedback,
-                    max_file_chars=max_file_chars, failure_chars=failure_chars)
+                    opened,
+                    pool_dir,
+                    policy_version=policy_version,
+                    round=round,
+                    n_examples=n_examples,
+                    n_failures=n_failures,
+                    n_task_rates=n_task_rates,
+                    variant=variant,
+                    band=band,
+                    solver_feedback=solver_feedback,
+                    max_file_chars=max_file_chars,
+                    failure_chars=failure_chars,
+                )
     pool = load_pool(pool_dir)
     by_name = {task.root.name: task for task in pool}
     rates = _task_rates(store, by_name, policy_version) if store and solver_feedback else []
@@ -143,26 +161,41 @@ def build_brief(
     if store and solver_feedback:
         for f in store.recent_failures(n_failures, "solver", output_chars=failure_chars):
             text = f.last_error_output or f.error or ""
-            failures.append(FailureNote(
-                task_id=f.task_id, category=f.category, outcome=f.outcome, reward=f.reward,
-                error_output=tail_text(text, failure_chars).text))
+            failures.append(
+                FailureNote(
+                    task_id=f.task_id,
+                    category=f.category,
+                    outcome=f.outcome,
+                    reward=f.reward,
+                    error_output=tail_text(text, failure_chars).text,
+                )
+            )
     low, high = band
     brief = ProposerBrief(
-        round=round, policy_version=policy_version, solver_feedback=solver_feedback, band=band,
-        pool_size=len(pool), categories=categories,
-        task_rates=sorted(rates, key=lambda r: (r.pass_rate is None, r.pass_rate or 0.0,
-                                                r.task_id))[:n_task_rates],
-        in_band=sorted(r.task_id for r in rates
-                       if r.pass_rate is not None and low <= r.pass_rate <= high),
-        targets=targets, failures=failures,
-        examples=[_example(t, max_file_chars)
-                  for t in _pick_examples(pool, targets, n_examples, variant)],
+        round=round,
+        policy_version=policy_version,
+        solver_feedback=solver_feedback,
+        band=band,
+        pool_size=len(pool),
+        categories=categories,
+        task_rates=sorted(
+            rates, key=lambda r: (r.pass_rate is None, r.pass_rate or 0.0, r.task_id)
+        )[:n_task_rates],
+        in_band=sorted(
+            r.task_id for r in rates if r.pass_rate is not None and low <= r.pass_rate <= high
+        ),
+        targets=targets,
+        failures=failures,
+        examples=[
+            _example(t, max_file_chars) for t in _pick_examples(pool, targets, n_examples, variant)
+        ],
     )
     return brief
 
 
-def _task_rates(store: RolloutStore, pool: dict[str, HarborTask],
-                policy_version: str | None) -> list[TaskRate]:
+def _task_rates(
+    store: RolloutStore, pool: dict[str, HarborTask], policy_version: str | None
+) -> list[TaskRate]:
     # Without a version, attempts of every version are pooled.
     totals: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0, 0.0, 0])
     for row in store.pass_rates("task", policy_version, "solver"):
@@ -178,10 +211,15 @@ def _task_rates(store: RolloutStore, pool: dict[str, HarborTask],
     for task_id, (attempts, solved, errors, reward_sum, reward_n) in totals.items():
         scored = attempts - errors
         task = pool.get(task_id)
-        out.append(TaskRate(
-            task_id=task_id, category=(task.category if task else None) or "",
-            attempts=int(attempts), pass_rate=solved / scored if scored else None,
-            mean_reward=reward_sum / reward_n if reward_n else None))
+        out.append(
+            TaskRate(
+                task_id=task_id,
+                category=(task.category if task else None) or "",
+                attempts=int(attempts),
+                pass_rate=solved / scored if scored else None,
+                mean_reward=reward_sum / reward_n if reward_n else None,
+            )
+        )
     return out
 
 
@@ -197,15 +235,19 @@ def _categories(pool: list[HarborTask], rates: list[TaskRate]) -> list[CategoryS
             attempts[r.category] += r.attempts
     return [
         CategoryStats(
-            category=name, tasks=sum(diff.values()), difficulties=dict(sorted(diff.items())),
+            category=name,
+            tasks=sum(diff.values()),
+            difficulties=dict(sorted(diff.items())),
             attempts=attempts[name],
-            pass_rate=sum(solved[name]) / len(solved[name]) if solved[name] else None)
+            pass_rate=sum(solved[name]) / len(solved[name]) if solved[name] else None,
+        )
         for name, diff in sorted(difficulties.items())
     ]
 
 
-def _pick_examples(pool: list[HarborTask], targets: list[str], n: int,
-                   variant: int) -> list[HarborTask]:
+def _pick_examples(
+    pool: list[HarborTask], targets: list[str], n: int, variant: int
+) -> list[HarborTask]:
     """One task per category, the solver's weakest categories first, rotated by `variant`."""
     by_category: dict[str, list[HarborTask]] = defaultdict(list)
     for task in sorted(pool, key=lambda t: t.root.name):
@@ -228,9 +270,12 @@ def _pick_examples(pool: list[HarborTask], targets: list[str], n: int,
 
 
 def _example(task: HarborTask, max_file_chars: int) -> ExampleTask:
-    return ExampleTask(name=task.root.name, category=task.category or "uncategorised",
-                       difficulty=task.difficulty or "unknown",
-                       files=render_file_blocks(task.root, max_file_chars=max_file_chars))
+    return ExampleTask(
+        name=task.root.name,
+        category=task.category or "uncategorised",
+        difficulty=task.difficulty or "unknown",
+        files=render_file_blocks(task.root, max_file_chars=max_file_chars),
+    )
 
 
 # -- rendering the brief ---------------------------------------------------------------------------
@@ -251,10 +296,15 @@ def _pool_table(brief: ProposerBrief) -> str:
 def _evidence(brief: ProposerBrief) -> str:
     parts = []
     if brief.task_rates:
-        rows = ["| task | category | attempts | pass rate | mean reward |",
-                "| --- | --- | --- | --- | --- |"]
-        rows += [f"| {r.task_id} | {r.category or '-'} | {r.attempts} | {_pct(r.pass_rate)} | "
-                 f"{_pct(r.mean_reward)} |" for r in brief.task_rates]
+        rows = [
+            "| task | category | attempts | pass rate | mean reward |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        rows += [
+            f"| {r.task_id} | {r.category or '-'} | {r.attempts} | {_pct(r.pass_rate)} | "
+            f"{_pct(r.mean_reward)} |"
+            for r in brief.task_rates
+        ]
         parts.append("\n".join(rows))
     else:
         parts.append("(no scored solver attempts yet)")
@@ -263,8 +313,10 @@ def _evidence(brief: ProposerBrief) -> str:
         parts.append("Weakest categories first: " + ", ".join(brief.targets))
     for f in brief.failures:
         reward = "-" if f.reward is None else f"{f.reward:g}"
-        parts.append(f"- {f.task_id} ({f.category or '-'}): {f.outcome}, reward {reward}\n"
-                     f"  ```\n{_indent(f.error_output.strip())}\n  ```")
+        parts.append(
+            f"- {f.task_id} ({f.category or '-'}): {f.outcome}, reward {reward}\n"
+            f"  ```\n{_indent(f.error_output.strip())}\n  ```"
+        )
     return "\n\n".join(parts)
 
 
@@ -321,22 +373,30 @@ def parse_file_blocks(text: str) -> TaskSpec:
         if path not in ("instruction.md", "task.toml") and not path.startswith(_FOLDERS):
             raise ReplyFormatError(
                 f'<file path="{path}">: a task holds instruction.md, task.toml and files under '
-                "environment/, tests/ and solution/ only")
+                "environment/, tests/ and solution/ only"
+            )
         files[path] = content if content.endswith("\n") or not content else content + "\n"
     if not files:
         raise ReplyFormatError(
             'no <file path="..."> blocks found: write every file of the task as '
-            '<file path="RELATIVE/PATH">CONTENT</file>')
+            '<file path="RELATIVE/PATH">CONTENT</file>'
+        )
     missing = [p for p in ("instruction.md", "task.toml", "tests/test.sh") if p not in files]
     if missing:
         raise ReplyFormatError(f"missing file blocks for {', '.join(missing)}: a task needs them")
 
     def under(folder: str) -> dict[str, str | bytes]:
-        return {p.removeprefix(folder): c for p, c in files.items()
-                if p.startswith(folder) and p != "environment/Dockerfile"}
+        return {
+            p.removeprefix(folder): c
+            for p, c in files.items()
+            if p.startswith(folder) and p != "environment/Dockerfile"
+        }
 
     return TaskSpec(
-        instruction=files["instruction.md"], task_toml=files["task.toml"],
+        instruction=files["instruction.md"],
+        task_toml=files["task.toml"],
         dockerfile=files.get("environment/Dockerfile"),
-        environment_files=under("environment/"), tests=under("tests/"),
-        solution=under("solution/"))
+        environment_files=under("environment/"),
+        tests=under("tests/"),
+        solution=under("solution/"),
+    )

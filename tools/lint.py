@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from autoenvscaling.tools.task_format import check_task
 from dockerfile_parse import DockerfileParser
 from harbor.lint import LintRule
 from harbor.lint import lint_task as harbor_lint_task
@@ -28,6 +27,8 @@ from harbor.models.task.config import TaskConfig
 from harbor.models.task.task import strip_canary
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, Field
+
+from autoenvscaling.tools.task_format import check_task
 
 __all__ = ["SUPPORTED_DOCKERFILE_INSTRUCTIONS", "LintFinding", "LintReport", "lint_task"]
 

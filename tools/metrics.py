@@ -73,8 +73,13 @@ class RoundMetrics(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-BINS = [(0.0, 0.0, "0"), (0.0, 0.25, "(0,0.25)"), (0.25, 0.75, "[0.25,0.75]"),
-        (0.75, 1.0, "(0.75,1)"), (1.0, 1.0, "1")]
+BINS = [
+    (0.0, 0.0, "0"),
+    (0.0, 0.25, "(0,0.25)"),
+    (0.25, 0.75, "[0.25,0.75]"),
+    (0.75, 1.0, "(0.75,1)"),
+    (1.0, 1.0, "1"),
+]
 
 
 def difficulty_bin(mean: float) -> str:
@@ -116,23 +121,36 @@ def round_metrics(
     tokens = sum(r.prompt_tokens + r.completion_tokens for r in records)
     cost = sum(prices.cost(proposer_model, r.prompt_tokens, r.completion_tokens) for r in records)
     with RolloutStore(store_path) as store:
-        attempts = [a for a in store.list_attempts(run_id=run_id, role="solver", limit=1_000_000)
-                    if a.round == round_ and a.reward is not None]
+        attempts = [
+            a
+            for a in store.list_attempts(run_id=run_id, role="solver", limit=1_000_000)
+            if a.round == round_ and a.reward is not None
+        ]
     solver = [a for a in attempts if a.metadata.get("purpose") == "refresh"]
     heldout = [a for a in attempts if a.metadata.get("purpose") == "heldout"]
-    histogram = Counter(difficulty_bin(e.last_mean) for e in pool.entries("active")
-                        if e.last_mean is not None)
+    histogram = Counter(
+        difficulty_bin(e.last_mean) for e in pool.entries("active") if e.last_mean is not None
+    )
     return RoundMetrics(
-        round=round_, candidates=len(records), final_candidates=len(finals), scored=len(scored),
-        infrastructure_failures=len(infra), admitted=len(admitted),
+        round=round_,
+        candidates=len(records),
+        final_candidates=len(finals),
+        scored=len(scored),
+        infrastructure_failures=len(infra),
+        admitted=len(admitted),
         valid_environment_rate=len(admitted) / len(scored) if scored else None,
-        reject_reasons=dict(reasons), proposer_tokens=tokens, proposer_cost=round(cost, 6),
+        reject_reasons=dict(reasons),
+        proposer_tokens=tokens,
+        proposer_cost=round(cost, 6),
         tokens_per_valid_environment=tokens / len(admitted) if admitted else None,
         cost_per_valid_environment=cost / len(admitted) if admitted else None,
         solver_attempts=len(solver),
         solver_mean_reward_pool=statistics.fmean(a.reward for a in solver) if solver else None,
         solver_mean_reward_heldout=statistics.fmean(a.reward for a in heldout) if heldout else None,
-        pool_active=len(pool.entries("active")), pool_retired=len(pool.entries("retired")),
+        pool_active=len(pool.entries("active")),
+        pool_retired=len(pool.entries("retired")),
         difficulty_histogram={label: histogram.get(label, 0) for *_, label in BINS},
-        training=training or {}, stage_seconds=stage_seconds or {}, policy=policy,
+        training=training or {},
+        stage_seconds=stage_seconds or {},
+        policy=policy,
     )

@@ -73,8 +73,9 @@ class Pool:
 
     def entries(self, status: Status | None = None) -> list[PoolEntry]:
         items = self.load().entries.values()
-        return sorted((e for e in items if status is None or e.status == status),
-                      key=lambda e: e.task_id)
+        return sorted(
+            (e for e in items if status is None or e.status == status), key=lambda e: e.task_id
+        )
 
     def path(self, task_id: str) -> Path:
         return self.root / task_id
@@ -99,8 +100,9 @@ class Pool:
         with self._locked() as index:
             entry = index.entries[task_id]
             entry.history = [p for p in entry.history if p.round != round_]
-            entry.history.append(EvalPoint(round=round_, mean_reward=statistics.fmean(rewards),
-                                           n=len(rewards)))
+            entry.history.append(
+                EvalPoint(round=round_, mean_reward=statistics.fmean(rewards), n=len(rewards))
+            )
             return entry
 
     def retire(self, task_id: str, round_: int, reason: str) -> None:
@@ -119,7 +121,14 @@ class Pool:
                 task = load_task(folder)
             except TaskFormatError:
                 continue
-            self.add(folder, PoolEntry(task_id=folder.name, category=task.category or "",
-                                       difficulty=task.difficulty or "", source="seed"))
+            self.add(
+                folder,
+                PoolEntry(
+                    task_id=folder.name,
+                    category=task.category or "",
+                    difficulty=task.difficulty or "",
+                    source="seed",
+                ),
+            )
             added += 1
         return added

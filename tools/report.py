@@ -1,6 +1,6 @@
 """The round and run reports: Markdown with the measured numbers, plus PNG plots.
 
-    autoenvscaling report RUN_DIR   -> RUN_DIR/reports/run.md and *.png
+autoenvscaling report RUN_DIR   -> RUN_DIR/reports/run.md and *.png
 """
 
 from __future__ import annotations
@@ -96,9 +96,12 @@ def _plots(history: list[RoundMetrics], out: Path) -> list[Path]:
     axes[1].plot(rounds, [m.pool_retired for m in history], marker="x", label="retired")
     axes[1].set(title="pool size", xlabel="round")
     axes[1].legend()
-    axes[2].plot(rounds, [m.solver_mean_reward_pool or 0 for m in history], marker="o", label="pool")
-    axes[2].plot(rounds, [m.solver_mean_reward_heldout or 0 for m in history], marker="x",
-                 label="held-out")
+    axes[2].plot(
+        rounds, [m.solver_mean_reward_pool or 0 for m in history], marker="o", label="pool"
+    )
+    axes[2].plot(
+        rounds, [m.solver_mean_reward_heldout or 0 for m in history], marker="x", label="held-out"
+    )
     axes[2].set(title="solver mean reward", xlabel="round", ylim=(0, 1))
     axes[2].legend()
     fig.tight_layout()
@@ -109,7 +112,9 @@ def _plots(history: list[RoundMetrics], out: Path) -> list[Path]:
     last = history[-1]
     fig, ax = plt.subplots(figsize=(5, 3.4))
     ax.bar(list(last.difficulty_histogram), list(last.difficulty_histogram.values()))
-    ax.set(title=f"pool difficulty, round {last.round}", xlabel="solver mean reward", ylabel="tasks")
+    ax.set(
+        title=f"pool difficulty, round {last.round}", xlabel="solver mean reward", ylabel="tasks"
+    )
     fig.tight_layout()
     path = out / "difficulty.png"
     fig.savefig(path, dpi=100)
@@ -124,20 +129,28 @@ def write_run_report(run_dir: Path, *, embedded: bool = False) -> Path:
     if not history:
         raise FileNotFoundError(f"{reports}/metrics.json: no finished round to report yet")
     plots = _plots(history, reports)
-    lines = [f"# Run report: {Path(run_dir).name}", "",
-             "| round | candidates | admitted | valid rate | rejects | solver pool | held-out "
-             "| pool active | trained |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"# Run report: {Path(run_dir).name}",
+        "",
+        "| round | candidates | admitted | valid rate | rejects | solver pool | held-out "
+        "| pool active | trained |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for m in history:
         trained = m.training.get("checkpoint") or m.training.get("reason") or "-"
         lines.append(
             f"| {m.round} | {m.final_candidates} | {m.admitted} | {_fmt(m.valid_environment_rate)} "
             f"| {sum(m.reject_reasons.values())} | {_fmt(m.solver_mean_reward_pool)} "
-            f"| {_fmt(m.solver_mean_reward_heldout)} | {m.pool_active} | {trained} |")
+            f"| {_fmt(m.solver_mean_reward_heldout)} | {m.pool_active} | {trained} |"
+        )
     total_admitted = sum(m.admitted for m in history)
     total_scored = sum(m.scored for m in history)
-    lines += ["", f"Run valid-environment rate: {total_admitted}/{total_scored}"
-              + (f" = {total_admitted / total_scored:.3g}" if total_scored else ""), ""]
+    lines += [
+        "",
+        f"Run valid-environment rate: {total_admitted}/{total_scored}"
+        + (f" = {total_admitted / total_scored:.3g}" if total_scored else ""),
+        "",
+    ]
     lines += [f"![{p.stem}]({p.name})" for p in plots]
     if embedded:
         lines += ["", f"> {EMBEDDED_NOTE}"]

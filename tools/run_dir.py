@@ -1,14 +1,14 @@
 """The run folder: everything one flywheel run produces, in one documented layout.
 
-    RUN_DIR/
-      manifest.json        config, package versions, seeds, policy lineage
-      pool/                admitted Harbor task folders + pool.json (status, difficulty history)
-      candidates/rNN/      every proposed task folder, with verdict.json next to it
-      rollouts.db          the rollout store (SQLite, WAL): every solver and proposer attempt
-      checkpoints/         the checkpoint registry (one folder + manifest per checkpoint)
-      reports/             round-NN.md, run.md, PNG plots, metrics.json
-      trials/              Harbor's trial folders (logs, verifier output)
-      graph.sqlite         LangGraph checkpointer: lets `--resume` continue a killed run
+RUN_DIR/
+  manifest.json        config, package versions, seeds, policy lineage
+  pool/                admitted Harbor task folders + pool.json (status, difficulty history)
+  candidates/rNN/      every proposed task folder, with verdict.json next to it
+  rollouts.db          the rollout store (SQLite, WAL): every solver and proposer attempt
+  checkpoints/         the checkpoint registry (one folder + manifest per checkpoint)
+  reports/             round-NN.md, run.md, PNG plots, metrics.json
+  trials/              Harbor's trial folders (logs, verifier output)
+  graph.sqlite         LangGraph checkpointer: lets `--resume` continue a killed run
 """
 
 from __future__ import annotations
@@ -25,8 +25,19 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-PACKAGES = ("autoenvscaling", "langgraph", "langchain-core", "mcp", "harbor", "trl", "torch",
-            "transformers", "peft", "vllm", "llama-cpp-python")
+PACKAGES = (
+    "autoenvscaling",
+    "langgraph",
+    "langchain-core",
+    "mcp",
+    "harbor",
+    "trl",
+    "torch",
+    "transformers",
+    "peft",
+    "vllm",
+    "llama-cpp-python",
+)
 
 
 class Manifest(BaseModel):
@@ -92,9 +103,13 @@ class RunDir:
             return self.manifest()
         manifest = Manifest(
             run_id=f"run-{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}",
-            created_at=datetime.now(UTC), config=config, packages=_versions(),
-            python=sys.version.split()[0], machine=f"{platform.machine()} {os.cpu_count()} cpus",
-            seeds=seeds or {})
+            created_at=datetime.now(UTC),
+            config=config,
+            packages=_versions(),
+            python=sys.version.split()[0],
+            machine=f"{platform.machine()} {os.cpu_count()} cpus",
+            seeds=seeds or {},
+        )
         self.write_manifest(manifest)
         return manifest
 

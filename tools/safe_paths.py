@@ -112,7 +112,9 @@ class SafeRoot:
                     )
                 except FileNotFoundError:
                     if not make_parents:
-                        raise PathRefusedError(path, "not_found", f"folder {part!r} does not exist")
+                        raise PathRefusedError(
+                            path, "not_found", f"folder {part!r} does not exist"
+                        ) from None
                     os.mkdir(part, 0o755, dir_fd=dir_fd)
                     next_fd = os.open(
                         part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd

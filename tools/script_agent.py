@@ -16,8 +16,15 @@ from harbor.models.agent.context import AgentContext
 
 
 class ScriptAgent(BaseAgent):
-    def __init__(self, *args: Any, commands: list[str] | None = None, use_solution: bool = False,
-                 task_dir: str | None = None, timeout_sec: int = 300, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        commands: list[str] | None = None,
+        use_solution: bool = False,
+        task_dir: str | None = None,
+        timeout_sec: int = 300,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.commands = list(commands or [])
         self.use_solution = use_solution
@@ -38,8 +45,9 @@ class ScriptAgent(BaseAgent):
         return None
 
     @override
-    async def run(self, instruction: str, environment: BaseEnvironment,
-                  context: AgentContext) -> None:
+    async def run(
+        self, instruction: str, environment: BaseEnvironment, context: AgentContext
+    ) -> None:
         log: list[dict[str, Any]] = []
         if self.use_solution:
             if self.task_dir is None:
@@ -48,9 +56,14 @@ class ScriptAgent(BaseAgent):
             self.commands.insert(0, "bash /solution/solve.sh")
         for command in self.commands:
             result = await environment.exec(command, timeout_sec=self.timeout_sec)
-            log.append({"command": command, "exit_code": result.return_code,
-                        "stdout": (result.stdout or "")[-2000:],
-                        "stderr": (result.stderr or "")[-2000:]})
+            log.append(
+                {
+                    "command": command,
+                    "exit_code": result.return_code,
+                    "stdout": (result.stdout or "")[-2000:],
+                    "stderr": (result.stderr or "")[-2000:],
+                }
+            )
         if self.use_solution:
             await environment.exec("rm -rf /solution")
         context.metadata = {**(context.metadata or {}), "script": log}

@@ -8,9 +8,10 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from autoenvscaling.tools.task_format import HarborTask
 from datasketch import MinHash, MinHashLSH
 from pydantic import BaseModel, Field
+
+from autoenvscaling.tools.task_format import HarborTask
 
 __all__ = [
     "DedupIndex",

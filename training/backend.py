@@ -12,8 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from autoenvscaling.training.policy import Checkpoint
 from pydantic import BaseModel, Field
+
+from autoenvscaling.training.policy import Checkpoint
 
 
 class TrainHyperParams(BaseModel):
@@ -21,19 +22,26 @@ class TrainHyperParams(BaseModel):
 
     steps: int = Field(2, ge=1, description="Optimizer steps (GRPOConfig.max_steps).")
     learning_rate: float = Field(1e-4, gt=0)
-    num_generations: int = Field(4, ge=2, description="Rollouts per task per step (the group size).")
-    tasks_per_step: int = Field(2, ge=1, description="Groups per step; batch = this x num_generations.")
+    num_generations: int = Field(
+        4, ge=2, description="Rollouts per task per step (the group size)."
+    )
+    tasks_per_step: int = Field(
+        2, ge=1, description="Groups per step; batch = this x num_generations."
+    )
     max_completion_length: int = Field(
         256, ge=8, description="Token budget of one episode: every turn plus tool output."
     )
-    max_turns: int = Field(4, ge=1, description="Tool calls per episode (max_tool_calling_iterations).")
+    max_turns: int = Field(
+        4, ge=1, description="Tool calls per episode (max_tool_calling_iterations)."
+    )
     temperature: float = Field(1.0, gt=0)
     beta: float = Field(0.0, ge=0, description="KL coefficient; 0 = no reference model (cheaper).")
     lora: bool = Field(True, description="Train a LoRA adapter (peft) instead of all weights.")
     lora_rank: int = Field(8, ge=1)
     lora_alpha: int = Field(16, ge=1)
     lora_target_modules: list[str] | str = Field(
-        "all-linear", description="peft target_modules; 'all-linear' = every linear layer but lm_head."
+        "all-linear",
+        description="peft target_modules; 'all-linear' = every linear layer but lm_head.",
     )
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = Field(
@@ -45,8 +53,12 @@ class TrainHyperParams(BaseModel):
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
     gradient_checkpointing: bool = False
     command_timeout_sec: float = Field(60.0, gt=0, description="Per bash tool call in an episode.")
-    tool_output_chars: int = Field(2000, ge=100, description="Cap on one tool result shown to the model.")
-    torch_threads: int | None = Field(None, description="torch.set_num_threads in the worker (CPU).")
+    tool_output_chars: int = Field(
+        2000, ge=100, description="Cap on one tool result shown to the model."
+    )
+    torch_threads: int | None = Field(
+        None, description="torch.set_num_threads in the worker (CPU)."
+    )
 
 
 class TrainJob(BaseModel):
@@ -58,9 +70,13 @@ class TrainJob(BaseModel):
         None, description="Checkpoint to continue from; None = train from base_model itself."
     )
     task_dirs: list[Path] = Field(description="Admitted Harbor task folders of this round.")
-    replay_task_dirs: list[Path] = Field(default_factory=list, description="Older pool tasks replayed.")
+    replay_task_dirs: list[Path] = Field(
+        default_factory=list, description="Older pool tasks replayed."
+    )
     hyper: TrainHyperParams = Field(default_factory=TrainHyperParams)
-    work_dir: Path = Field(description="Scratch folder for the worker (weights, logs, result.json).")
+    work_dir: Path = Field(
+        description="Scratch folder for the worker (weights, logs, result.json)."
+    )
     sandbox_backend: Literal["bwrap", "docker"] = "bwrap"
     system_prompt: str | None = Field(None, description="System message of every episode.")
 
@@ -86,7 +102,9 @@ class TrainResult(BaseModel):
     groups_dropped_no_variance: int = Field(
         0, description="Groups whose rewards were all equal: zero advantage, no gradient."
     )
-    reason: str | None = Field(None, description="Why no checkpoint was published (None if one was).")
+    reason: str | None = Field(
+        None, description="Why no checkpoint was published (None if one was)."
+    )
     duration_sec: float = 0.0
     log_path: Path | None = None
 

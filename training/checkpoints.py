@@ -101,7 +101,9 @@ class CheckpointRegistry:
         """
         ckpt_id = checkpoint_id or new_checkpoint_id()
         if not _ID_RE.match(ckpt_id):
-            raise RegistryError(f"invalid checkpoint id {ckpt_id!r}: use letters, digits, '.', '_', '-'")
+            raise RegistryError(
+                f"invalid checkpoint id {ckpt_id!r}: use letters, digits, '.', '_', '-'"
+            )
         if (self.checkpoints_dir / ckpt_id).exists():
             raise RegistryError(f"checkpoint {ckpt_id!r} already exists in {self.checkpoints_dir}")
         if parent_id is not None and not self.exists(parent_id):
@@ -169,7 +171,9 @@ class CheckpointRegistry:
 
     def list(self) -> list[Checkpoint]:
         """Every published checkpoint, oldest first."""
-        found = [self.get(p.name) for p in self.checkpoints_dir.iterdir() if (p / MANIFEST).is_file()]
+        found = [
+            self.get(p.name) for p in self.checkpoints_dir.iterdir() if (p / MANIFEST).is_file()
+        ]
         return sorted(found, key=lambda c: (c.created_at, c.id))
 
     def current_id(self) -> str | None:

@@ -15,9 +15,8 @@ never leaves a server behind.
 
 from __future__ import annotations
 
-import json
-
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -46,8 +45,10 @@ class ServeConfig(BaseModel):
     port: int = 0
     parent_pid: int | None = Field(default=None, description="Exit when this process is gone.")
     orphan_cleanup: Path | None = Field(
-        default=None, description="Folder to remove when we exit because the parent died "
-                                  "(the parent removes it itself on a normal stop).")
+        default=None,
+        description="Folder to remove when we exit because the parent died "
+        "(the parent removes it itself on a normal stop).",
+    )
     verbose: bool = False
 
 
@@ -65,8 +66,7 @@ class LoadModelRequest(BaseModel):
     model_path: str = Field(min_length=1)
 
 
-def watch_parent(parent_pid: int, on_orphan: Callable[[], None],
-                 interval_sec: float = 0.5) -> None:
+def watch_parent(parent_pid: int, on_orphan: Callable[[], None], interval_sec: float = 0.5) -> None:
     """Once `parent_pid` is no longer our parent (it died; we were re-parented): call
     `on_orphan` (ask the server to stop), and exit for good 5 s later whatever it did.
 
@@ -90,15 +90,19 @@ def resolve_gguf(path_text: str) -> Path:
     if path.is_dir():
         found = sorted(path.glob("*.gguf"))
         if len(found) != 1:
-            raise ValueError(f"{path} must hold exactly one .gguf file (found {len(found)}); "
-                             "convert a PEFT adapter with autoenvscaling.training.gguf_convert")
+            raise ValueError(
+                f"{path} must hold exactly one .gguf file (found {len(found)}); "
+                "convert a PEFT adapter with autoenvscaling.training.gguf_convert"
+            )
         path = found[0]
     if not path.is_file():
         raise ValueError(f"{path} does not exist")
     with open(path, "rb") as fh:
         if fh.read(4) != GGUF_MAGIC:
-            raise ValueError(f"{path} is not a GGUF file; convert a PEFT adapter with "
-                             "autoenvscaling.training.gguf_convert")
+            raise ValueError(
+                f"{path} is not a GGUF file; convert a PEFT adapter with "
+                "autoenvscaling.training.gguf_convert"
+            )
     return path
 
 
@@ -109,7 +113,8 @@ def _null_content_to_empty(body: bytes) -> bytes:
         return body
     messages = payload.get("messages") if isinstance(payload, dict) else None
     if not isinstance(messages, list) or not any(
-            isinstance(m, dict) and m.get("content", "") is None for m in messages):
+        isinstance(m, dict) and m.get("content", "") is None for m in messages
+    ):
         return body
     for message in messages:
         if isinstance(message, dict) and message.get("content", "") is None:
@@ -126,8 +131,11 @@ class NullContentMiddleware:
         self.app = app
 
     async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
-        if not (scope["type"] == "http" and scope["method"] == "POST"
-                and scope["path"].endswith("/chat/completions")):
+        if not (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"].endswith("/chat/completions")
+        ):
             await self.app(scope, receive, send)
             return
         chunks, more = [], True
@@ -157,16 +165,20 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
 
     def error(status: int, message: str, kind: str) -> JSONResponse:
         # vLLM's error body shape, which clients (and VLLMPolicyServer) read
-        return JSONResponse({"error": {"message": message, "type": kind, "code": status}},
-                            status_code=status)
+        return JSONResponse(
+            {"error": {"message": message, "type": kind, "code": status}}, status_code=status
+        )
 
     class StrictLlamaProxy(LlamaProxy):
         """LlamaProxy that refuses unknown model names instead of serving the default one."""
 
         def __call__(self, model: str | None = None):
             if model is not None and model not in self._model_settings_dict:
-                raise HTTPException(404, f"The model `{model}` does not exist. Served: "
-                                         f"{sorted(self._model_settings_dict)}")
+                raise HTTPException(
+                    404,
+                    f"The model `{model}` does not exist. Served: "
+                    f"{sorted(self._model_settings_dict)}",
+                )
             return super().__call__(model)
 
         def add(self, name: str, settings: ModelSettings) -> None:
@@ -214,23 +226,29 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
     @app.post("/v1/load_lora_adapter")
     async def load_lora_adapter(body: LoadLoraRequest, proxy=proxy_dependency):
         if body.lora_name in proxy:
-            return error(400, f"The lora adapter '{body.lora_name}' has already been loaded.",
-                         "InvalidUserInput")
+            return error(
+                400,
+                f"The lora adapter '{body.lora_name}' has already been loaded.",
+                "InvalidUserInput",
+            )
         try:
             adapter = resolve_gguf(body.lora_path)
-            settings = base.model_copy(update={"model_alias": body.lora_name,
-                                               "lora_path": str(adapter)})
+            settings = base.model_copy(
+                update={"model_alias": body.lora_name, "lora_path": str(adapter)}
+            )
             proxy.add(body.lora_name, settings)
         except Exception as exc:  # noqa: BLE001 - any load failure is the caller's bad input
-            return error(400, f"Failed to load LoRA adapter '{body.lora_name}': {exc}",
-                         "InvalidUserInput")
+            return error(
+                400, f"Failed to load LoRA adapter '{body.lora_name}': {exc}", "InvalidUserInput"
+            )
         return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' added successfully.")
 
     @app.post("/v1/unload_lora_adapter")
     async def unload_lora_adapter(body: UnloadLoraRequest, proxy=proxy_dependency):
         if body.lora_name not in proxy:
-            return error(404, f"The lora adapter '{body.lora_name}' cannot be found.",
-                         "NotFoundError")
+            return error(
+                404, f"The lora adapter '{body.lora_name}' cannot be found.", "NotFoundError"
+            )
         try:
             proxy.remove(body.lora_name)
         except ValueError as exc:
@@ -240,15 +258,18 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
     @app.post("/v1/load_model")
     async def load_model(body: LoadModelRequest, proxy=proxy_dependency):
         if body.model_name in proxy:
-            return error(400, f"The model '{body.model_name}' has already been loaded.",
-                         "InvalidUserInput")
+            return error(
+                400, f"The model '{body.model_name}' has already been loaded.", "InvalidUserInput"
+            )
         try:
-            settings = base.model_copy(update={"model_alias": body.model_name,
-                                               "model": str(resolve_gguf(body.model_path))})
+            settings = base.model_copy(
+                update={"model_alias": body.model_name, "model": str(resolve_gguf(body.model_path))}
+            )
             proxy.add(body.model_name, settings)
         except Exception as exc:  # noqa: BLE001
-            return error(400, f"Failed to load model '{body.model_name}': {exc}",
-                         "InvalidUserInput")
+            return error(
+                400, f"Failed to load model '{body.model_name}': {exc}", "InvalidUserInput"
+            )
         return PlainTextResponse(f"Success: model '{body.model_name}' added successfully.")
 
     return app
@@ -269,8 +290,11 @@ def serve(config: ServeConfig) -> None:
     if config.parent_pid is not None:
         watch_parent(config.parent_pid, on_orphan)
     app = build_app(config)
-    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port,
-                                           log_level="warning", access_log=False))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host=config.host, port=config.port, log_level="warning", access_log=False
+        )
+    )
     if config.listen_fd is None:
         server.run()
         return

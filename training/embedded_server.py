@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any, Self
 
 import httpx
+from pydantic import BaseModel, Field
+
 from autoenvscaling.training.embedded_serve import ServeConfig
 from autoenvscaling.training.embedded_setup import (
     embedded_cache_dir,
@@ -43,7 +45,6 @@ from autoenvscaling.training.gguf_convert import (
     export_base_config,
 )
 from autoenvscaling.training.policy import Checkpoint, PolicyRef, PolicySwapError
-from pydantic import BaseModel, Field
 
 SERVE_MODULE = "autoenvscaling.training.embedded_serve"
 
@@ -59,15 +60,23 @@ class EmbeddedServerConfig(BaseModel):
         default=None, description="Base GGUF model; default: SmolLM2-135M-Instruct from set-up."
     )
     served_name: str = Field(default="policy", description="`model=` name of the base model.")
-    n_ctx: int = Field(default=8192, ge=512, description="Context tokens (SmolLM2 was trained on 8192).")
-    n_threads: int | None = Field(default=None, ge=1, description="Decode threads; default: llama-cpp-python's.")
+    n_ctx: int = Field(
+        default=8192, ge=512, description="Context tokens (SmolLM2 was trained on 8192)."
+    )
+    n_threads: int | None = Field(
+        default=None, ge=1, description="Decode threads; default: llama-cpp-python's."
+    )
     ready_timeout_sec: float = Field(default=120.0, gt=0)
-    request_timeout_sec: float = Field(default=300.0, gt=0, description="Admin calls (adapter loads).")
+    request_timeout_sec: float = Field(
+        default=300.0, gt=0, description="Admin calls (adapter loads)."
+    )
     work_dir: Path | None = Field(
         default=None,
         description="Config, server log and converted adapters; default: a temp folder removed on stop.",
     )
-    cache_dir: Path | None = Field(default=None, description="Set-up cache; default: the settings'.")
+    cache_dir: Path | None = Field(
+        default=None, description="Set-up cache; default: the settings'."
+    )
     converter_dir: Path | None = Field(
         default=None, description="llama.cpp converters; default: fetched by set-up on first use."
     )
@@ -75,10 +84,14 @@ class EmbeddedServerConfig(BaseModel):
         default=None,
         description="HF config of the base model for LoRA conversion; default: exported from the GGUF.",
     )
-    python: str = Field(default_factory=lambda: sys.executable,
-                        description="Interpreter for the server (needs the `embedded` extra).")
-    convert_python: str = Field(default_factory=lambda: sys.executable,
-                                description="Interpreter for conversions (needs the `train` extra).")
+    python: str = Field(
+        default_factory=lambda: sys.executable,
+        description="Interpreter for the server (needs the `embedded` extra).",
+    )
+    convert_python: str = Field(
+        default_factory=lambda: sys.executable,
+        description="Interpreter for conversions (needs the `train` extra).",
+    )
 
 
 class EmbeddedLlamaServer:
@@ -123,26 +136,37 @@ class EmbeddedLlamaServer:
                 "extra (pip install 'autoenvscaling[embedded]'; it compiles llama.cpp, ~6 min)"
             )
         cfg = self.config
-        self._model_path = cfg.model_path or ensure_embedded_assets(
-            cfg.cache_dir, with_converter=False).model_path
+        self._model_path = (
+            cfg.model_path or ensure_embedded_assets(cfg.cache_dir, with_converter=False).model_path
+        )
         if not self._model_path.is_file():
-            raise EmbeddedServerError(f"model file {self._model_path} not found; leave model_path "
-                                      "unset to use the set-up's SmolLM2-135M-Instruct")
+            raise EmbeddedServerError(
+                f"model file {self._model_path} not found; leave model_path "
+                "unset to use the set-up's SmolLM2-135M-Instruct"
+            )
         self._work_dir = cfg.work_dir or Path(tempfile.mkdtemp(prefix="autoenvscaling-llama-"))
         self._owns_work_dir = cfg.work_dir is None
         self._work_dir.mkdir(parents=True, exist_ok=True)
         with socket.create_server(("127.0.0.1", 0)) as sock:
             self._port = sock.getsockname()[1]
-            serve = ServeConfig(model_path=self._model_path, served_name=cfg.served_name,
-                                n_ctx=cfg.n_ctx, n_threads=cfg.n_threads,
-                                listen_fd=sock.fileno(), port=self._port, parent_pid=os.getpid(),
-                                orphan_cleanup=self._work_dir if self._owns_work_dir else None)
+            serve = ServeConfig(
+                model_path=self._model_path,
+                served_name=cfg.served_name,
+                n_ctx=cfg.n_ctx,
+                n_threads=cfg.n_threads,
+                listen_fd=sock.fileno(),
+                port=self._port,
+                parent_pid=os.getpid(),
+                orphan_cleanup=self._work_dir if self._owns_work_dir else None,
+            )
             config_file = self._work_dir / "serve.json"
             config_file.write_text(serve.model_dump_json(indent=2), encoding="utf-8")
             with open(self._work_dir / "server.log", "ab") as log:
                 self._proc = subprocess.Popen(
                     [cfg.python, "-m", SERVE_MODULE, str(config_file)],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
                     pass_fds=[sock.fileno()],
                 )
         atexit.register(self.stop)
@@ -151,8 +175,12 @@ class EmbeddedLlamaServer:
         except BaseException:
             self.stop()
             raise
-        self._current = PolicyRef(model=cfg.served_name, base_url=self.base_url,
-                                  checkpoint_id=None, served_from="llama.cpp:base")
+        self._current = PolicyRef(
+            model=cfg.served_name,
+            base_url=self.base_url,
+            checkpoint_id=None,
+            served_from="llama.cpp:base",
+        )
         return self._current
 
     def stop(self, timeout_sec: float = 10.0) -> None:
@@ -199,7 +227,8 @@ class EmbeddedLlamaServer:
                     code = self._proc.returncode if self._proc else None
                     raise EmbeddedServerError(
                         f"the embedded server exited (code {code}) before it was ready:\n"
-                        f"{self._log_tail()}")
+                        f"{self._log_tail()}"
+                    )
                 try:
                     response = client.get(f"{self.base_url}/models")
                     if response.status_code == 200:
@@ -208,8 +237,10 @@ class EmbeddedLlamaServer:
                 except httpx.HTTPError as exc:
                     last = f"{type(exc).__name__}: {exc}"
                 time.sleep(0.2)
-        raise EmbeddedServerError(f"the embedded server did not answer within "
-                                  f"{self.config.ready_timeout_sec:.0f}s ({last}):\n{self._log_tail()}")
+        raise EmbeddedServerError(
+            f"the embedded server did not answer within "
+            f"{self.config.ready_timeout_sec:.0f}s ({last}):\n{self._log_tail()}"
+        )
 
     # -- PolicyServer ----------------------------------------------------------------------
 
@@ -227,8 +258,10 @@ class EmbeddedLlamaServer:
     async def activate(self, checkpoint: Checkpoint) -> PolicyRef:
         """Convert `checkpoint` to GGUF, hot-load it under its id, and make it the current policy."""
         if not self.running:
-            raise PolicySwapError(f"cannot serve {checkpoint.id!r}: the embedded server is not "
-                                  f"running.\n{self._log_tail()}")
+            raise PolicySwapError(
+                f"cannot serve {checkpoint.id!r}: the embedded server is not "
+                f"running.\n{self._log_tail()}"
+            )
         previous = self.current().model
         try:
             if checkpoint.kind == "lora":
@@ -237,23 +270,34 @@ class EmbeddedLlamaServer:
                 served_from = "llama.cpp:lora"
             else:
                 gguf = await asyncio.to_thread(self.convert_model, checkpoint)
-                await self._post("/load_model", {"model_name": checkpoint.id,
-                                                 "model_path": str(gguf)})
+                await self._post(
+                    "/load_model", {"model_name": checkpoint.id, "model_path": str(gguf)}
+                )
                 served_from = "llama.cpp:full"
             models = await self.served_models()
         except (GGUFConversionError, EmbeddedServerError, httpx.HTTPError) as exc:
-            raise PolicySwapError(f"could not serve checkpoint {checkpoint.id!r} "
-                                  f"({checkpoint.kind}); still serving {previous!r}: {exc}") from exc
+            raise PolicySwapError(
+                f"could not serve checkpoint {checkpoint.id!r} "
+                f"({checkpoint.kind}); still serving {previous!r}: {exc}"
+            ) from exc
         if checkpoint.id not in models:
-            raise PolicySwapError(f"{checkpoint.id!r} reported loaded but /v1/models lists {models}; "
-                                  f"still serving {previous!r}")
-        self._current = PolicyRef(model=checkpoint.id, base_url=self.base_url,
-                                  checkpoint_id=checkpoint.id, served_from=served_from)
+            raise PolicySwapError(
+                f"{checkpoint.id!r} reported loaded but /v1/models lists {models}; "
+                f"still serving {previous!r}"
+            )
+        self._current = PolicyRef(
+            model=checkpoint.id,
+            base_url=self.base_url,
+            checkpoint_id=checkpoint.id,
+            served_from=served_from,
+        )
         return self._current
 
     async def load_lora_adapter(self, lora_name: str, lora_path: Path) -> None:
         """vLLM's contract: afterwards `model=lora_name` is the base model plus this GGUF adapter."""
-        await self._post("/load_lora_adapter", {"lora_name": lora_name, "lora_path": str(lora_path)})
+        await self._post(
+            "/load_lora_adapter", {"lora_name": lora_name, "lora_path": str(lora_path)}
+        )
 
     async def _post(self, route: str, body: dict[str, str]) -> None:
         async with httpx.AsyncClient(timeout=self.config.request_timeout_sec) as client:
@@ -297,10 +341,13 @@ class EmbeddedLlamaServer:
         """The checkpoint's PEFT adapter as a GGUF adapter file (converted once, then reused)."""
         out = self._converted_dir() / f"{checkpoint.id}.lora.gguf"
         if not out.is_file():
-            convert_lora_adapter(Path(checkpoint.path), out,
-                                 base_config_dir=self._base_config_dir(checkpoint),
-                                 converter_dir=self._converter_dir(),
-                                 python=self.config.convert_python)
+            convert_lora_adapter(
+                Path(checkpoint.path),
+                out,
+                base_config_dir=self._base_config_dir(checkpoint),
+                converter_dir=self._converter_dir(),
+                python=self.config.convert_python,
+            )
         return out
 
     def convert_model(self, checkpoint: Checkpoint) -> Path:
@@ -310,6 +357,11 @@ class EmbeddedLlamaServer:
         """
         out = self._converted_dir() / f"{checkpoint.id}.q8_0.gguf"
         if not out.is_file():
-            convert_full_model(Path(checkpoint.path), out, converter_dir=self._converter_dir(),
-                               vocab_from=self._model_path, python=self.config.convert_python)
+            convert_full_model(
+                Path(checkpoint.path),
+                out,
+                converter_dir=self._converter_dir(),
+                vocab_from=self._model_path,
+                python=self.config.convert_python,
+            )
         return out

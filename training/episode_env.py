@@ -18,9 +18,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from pydantic import BaseModel, Field
+
 from autoenvscaling.tools.sandbox.base import Sandbox
 from autoenvscaling.tools.sandbox.shell import PersistentShell
-from pydantic import BaseModel, Field
 
 T = TypeVar("T")
 
@@ -49,8 +50,10 @@ DEFAULT_SYSTEM_PROMPT = (
 
 def episode_prompt(instruction: str, system_prompt: str | None = None) -> list[dict[str, str]]:
     """The conversation an episode starts from (TRL adds the tool schema to the system turn)."""
-    return [{"role": "system", "content": system_prompt or DEFAULT_SYSTEM_PROMPT},
-            {"role": "user", "content": instruction.strip()}]
+    return [
+        {"role": "system", "content": system_prompt or DEFAULT_SYSTEM_PROMPT},
+        {"role": "user", "content": instruction.strip()},
+    ]
 
 
 def prompt_tools() -> list[Callable[..., str]]:
@@ -67,8 +70,9 @@ class EventLoop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="aes-episodes",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="aes-episodes", daemon=True
+        )
         self._thread.start()
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
@@ -111,8 +115,9 @@ def format_tool_output(output: str, exit_code: int | None, running: bool, cap: i
 class TaskEpisode:
     """An `environment_factory` product. Public methods other than `reset` become tools."""
 
-    def __init__(self, loop: EventLoop, start_task: StartTask,
-                 config: EpisodeConfig | None = None) -> None:
+    def __init__(
+        self, loop: EventLoop, start_task: StartTask, config: EpisodeConfig | None = None
+    ) -> None:
         self._loop = loop
         self._start_task = start_task
         self._config = config or EpisodeConfig()
@@ -161,8 +166,9 @@ class TaskEpisode:
         result = await self._shell.run(command, timeout_sec=self._config.command_timeout_sec)
         if result.running:
             await self._shell.interrupt()
-        return format_tool_output(result.output, result.exit_code, result.running,
-                                  self._config.tool_output_chars)
+        return format_tool_output(
+            result.output, result.exit_code, result.running, self._config.tool_output_chars
+        )
 
     async def _finish(self) -> EpisodeRecord:
         """Run the task's verifier on the sandbox as the episode left it, then close it."""
@@ -178,8 +184,12 @@ class TaskEpisode:
             raise EpisodeError(f"verifier of {task_dir} failed: {exc}") from exc
         finally:
             await self._close()
-        return EpisodeRecord(task_dir=str(task_dir), reward=float(reward),
-                             tool_calls=len(self._commands), commands=list(self._commands))
+        return EpisodeRecord(
+            task_dir=str(task_dir),
+            reward=float(reward),
+            tool_calls=len(self._commands),
+            commands=list(self._commands),
+        )
 
     async def _close(self) -> None:
         shell, live = self._shell, self._live

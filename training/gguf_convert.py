@@ -118,16 +118,25 @@ def _offline_env() -> dict[str, str]:
 
 def _run(cmd: list[str], what: str, timeout_sec: float) -> None:
     try:
-        done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout_sec,
-                              env=_offline_env(), stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            cmd,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout_sec,
+            env=_offline_env(),
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired as exc:
         raise GGUFConversionError(f"{what} did not finish within {timeout_sec:.0f}s") from exc
     if done.returncode != 0:
         tail = (done.stderr or done.stdout)[-3000:]
         hint = ""
         if "No module named" in tail:
-            hint = ("\nThe converters need torch, transformers and safetensors: install the "
-                    "`train` extra into the interpreter that runs them.")
+            hint = (
+                "\nThe converters need torch, transformers and safetensors: install the "
+                "`train` extra into the interpreter that runs them."
+            )
         raise GGUFConversionError(f"{what} failed (exit {done.returncode}):\n{tail}{hint}")
 
 
@@ -175,8 +184,11 @@ def export_base_config(
     if (out_dir / "config.json").is_file():
         return out_dir
     partial = out_dir.with_name(f".{out_dir.name}.partial-{os.getpid()}")
-    _run([python or sys.executable, "-c", _EXPORT_CONFIG, str(gguf_model), str(partial)],
-         f"exporting the Hugging Face config of {gguf_model.name}", timeout_sec)
+    _run(
+        [python or sys.executable, "-c", _EXPORT_CONFIG, str(gguf_model), str(partial)],
+        f"exporting the Hugging Face config of {gguf_model.name}",
+        timeout_sec,
+    )
     if out_dir.exists():  # another process won the race; theirs is as good as ours
         return out_dir
     os.replace(partial, out_dir)
@@ -190,8 +202,11 @@ def export_hf_model(
     if (out_dir / "config.json").is_file() and any(out_dir.glob("*.safetensors")):
         return out_dir
     partial = out_dir.with_name(f".{out_dir.name}.partial-{os.getpid()}")
-    _run([python or sys.executable, "-c", _EXPORT_MODEL, str(gguf_model), str(partial)],
-         f"exporting Hugging Face weights of {gguf_model.name}", timeout_sec)
+    _run(
+        [python or sys.executable, "-c", _EXPORT_MODEL, str(gguf_model), str(partial)],
+        f"exporting Hugging Face weights of {gguf_model.name}",
+        timeout_sec,
+    )
     if out_dir.exists():
         return out_dir
     os.replace(partial, out_dir)
@@ -213,15 +228,27 @@ def convert_lora_adapter(
     `base_config_dir` holds the base model's config.json (see `export_base_config`).
     """
     if not (adapter_dir / "adapter_config.json").is_file():
-        raise GGUFConversionError(f"{adapter_dir} is not a PEFT adapter folder "
-                                  "(no adapter_config.json)")
+        raise GGUFConversionError(
+            f"{adapter_dir} is not a PEFT adapter folder (no adapter_config.json)"
+        )
     start = time.monotonic()
     out_file.parent.mkdir(parents=True, exist_ok=True)
     partial = out_file.with_name(f".{out_file.name}.partial-{os.getpid()}")
-    _run([python or sys.executable, str(_converter(converter_dir, "convert_lora_to_gguf.py")),
-          "--outfile", str(partial), "--outtype", outtype, "--base", str(base_config_dir),
-          str(adapter_dir)],
-         f"converting the LoRA adapter {adapter_dir}", timeout_sec)
+    _run(
+        [
+            python or sys.executable,
+            str(_converter(converter_dir, "convert_lora_to_gguf.py")),
+            "--outfile",
+            str(partial),
+            "--outtype",
+            outtype,
+            "--base",
+            str(base_config_dir),
+            str(adapter_dir),
+        ],
+        f"converting the LoRA adapter {adapter_dir}",
+        timeout_sec,
+    )
     _publish(partial, out_file)
     return Conversion(output=out_file, seconds=time.monotonic() - start)
 
@@ -242,20 +269,42 @@ def convert_full_model(
     when the model was trained from a GGUF-loaded base (its saved tokenizer is not the original).
     """
     if not (model_dir / "config.json").is_file():
-        raise GGUFConversionError(f"{model_dir} is not a Hugging Face model folder (no config.json)")
+        raise GGUFConversionError(
+            f"{model_dir} is not a Hugging Face model folder (no config.json)"
+        )
     start = time.monotonic()
     out_file.parent.mkdir(parents=True, exist_ok=True)
     partial = out_file.with_name(f".{out_file.name}.partial-{os.getpid()}")
     with _without_gguf_quant_config(model_dir) as source:
-        _run([python or sys.executable, str(_converter(converter_dir, "convert_hf_to_gguf.py")),
-              "--outfile", str(partial), "--outtype", outtype, str(source)],
-             f"converting the model {model_dir}", timeout_sec)
+        _run(
+            [
+                python or sys.executable,
+                str(_converter(converter_dir, "convert_hf_to_gguf.py")),
+                "--outfile",
+                str(partial),
+                "--outtype",
+                outtype,
+                str(source),
+            ],
+            f"converting the model {model_dir}",
+            timeout_sec,
+        )
     if vocab_from is not None:
         grafted = partial.with_name(partial.name + ".vocab")
         try:
-            _run([python or sys.executable, "-c", _GRAFT_VOCAB, str(partial), str(vocab_from),
-                  str(grafted), str(converter_dir / "gguf-py")],
-                 f"copying the tokenizer of {vocab_from.name}", timeout_sec)
+            _run(
+                [
+                    python or sys.executable,
+                    "-c",
+                    _GRAFT_VOCAB,
+                    str(partial),
+                    str(vocab_from),
+                    str(grafted),
+                    str(converter_dir / "gguf-py"),
+                ],
+                f"copying the tokenizer of {vocab_from.name}",
+                timeout_sec,
+            )
         finally:
             partial.unlink(missing_ok=True)
         partial = grafted

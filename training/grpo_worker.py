@@ -35,8 +35,9 @@ for _key, _value in {
 }.items():
     os.environ.setdefault(_key, _value)
 
-from autoenvscaling.training.backend import TrainJob
 from pydantic import BaseModel, Field
+
+from autoenvscaling.training.backend import TrainJob
 
 
 class WorkerResult(BaseModel):
@@ -54,10 +55,23 @@ class WorkerResult(BaseModel):
     episodes: list[dict[str, Any]] = Field(default_factory=list)
 
 
-def emit(stage: str, job_id: str, *, step: int = 0, total: int = 0, message: str = "",
-         metrics: dict[str, Any] | None = None) -> None:
-    event = {"job_id": job_id, "stage": stage, "step": step, "total_steps": total,
-             "message": message, "metrics": metrics or {}}
+def emit(
+    stage: str,
+    job_id: str,
+    *,
+    step: int = 0,
+    total: int = 0,
+    message: str = "",
+    metrics: dict[str, Any] | None = None,
+) -> None:
+    event = {
+        "job_id": job_id,
+        "stage": stage,
+        "step": step,
+        "total_steps": total,
+        "message": message,
+        "metrics": metrics or {},
+    }
     sys.stdout.write(EVENT_PREFIX + json.dumps(event, default=str) + "\n")
     sys.stdout.flush()
 
@@ -75,7 +89,7 @@ class GroupStats:
         """Record one batch; returns how many of its groups had no variance."""
         dropped = 0
         for start in range(0, len(rewards), self.group_size):
-            group = rewards[start:start + self.group_size]
+            group = rewards[start : start + self.group_size]
             self.groups_total += 1
             if max(group) - min(group) < 1e-9:
                 dropped += 1
@@ -118,10 +132,14 @@ def ensure_tool_template(tokenizer) -> str | None:
         tokenizer.chat_template = qwen2_5_chat_template
         tokenizer.eos_token = "<|im_end|>"  # ChatML turns end here; generation must stop here
         add_response_schema(tokenizer)
-        return ("the model's chat template has no tool calling TRL can parse; using TRL's "
-                "Qwen2.5 ChatML template (tool calls as <tool_call> JSON)")
-    raise ValueError("the base model's chat template supports no tool calling TRL can parse and "
-                     "the tokenizer is not ChatML: give the model a tool-capable chat template")
+        return (
+            "the model's chat template has no tool calling TRL can parse; using TRL's "
+            "Qwen2.5 ChatML template (tool calls as <tool_call> JSON)"
+        )
+    raise ValueError(
+        "the base model's chat template supports no tool calling TRL can parse and "
+        "the tokenizer is not ChatML: give the model a tool-capable chat template"
+    )
 
 
 def load_policy(job: TrainJob, device: str):
@@ -130,7 +148,9 @@ def load_policy(job: TrainJob, device: str):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     hyper, parent = job.hyper, job.parent
-    model_path = str(parent.path) if parent is not None and parent.kind == "full" else job.base_model
+    model_path = (
+        str(parent.path) if parent is not None and parent.kind == "full" else job.base_model
+    )
     # bf16 weights only for a frozen LoRA base; trained weights stay fp32 (bf16 autocast computes)
     # because an Adam step of ~lr is below bf16's resolution and would be rounded away.
     dtype = torch.bfloat16 if device == "cuda" and hyper.lora else torch.float32
@@ -156,32 +176,42 @@ def load_policy(job: TrainJob, device: str):
     elif hyper.lora:
         from peft import LoraConfig
 
-        peft_config = LoraConfig(r=hyper.lora_rank, lora_alpha=hyper.lora_alpha, lora_dropout=0.0,
-                                 target_modules=hyper.lora_target_modules, task_type="CAUSAL_LM")
+        peft_config = LoraConfig(
+            r=hyper.lora_rank,
+            lora_alpha=hyper.lora_alpha,
+            lora_dropout=0.0,
+            target_modules=hyper.lora_target_modules,
+            task_type="CAUSAL_LM",
+        )
     kind = "lora" if hyper.lora else "full"
     return model, tokenizer, peft_config, kind, model_path
 
 
 def build_dataset(job: TrainJob):
+    from datasets import Dataset
+
     from autoenvscaling.tools.task_format import load_task
     from autoenvscaling.training.episode_env import episode_prompt
-    from datasets import Dataset
 
     rows = []
     for task_dir in job.all_task_dirs():
         task = load_task(task_dir)
-        rows.append({
-            "prompt": episode_prompt(task.instruction, job.system_prompt),
-            "task_dir": str(task_dir),
-            "task_name": task.name,
-        })
+        rows.append(
+            {
+                "prompt": episode_prompt(task.instruction, job.system_prompt),
+                "task_dir": str(task_dir),
+                "task_name": task.name,
+            }
+        )
     if not rows:
         raise ValueError("the job has no tasks (task_dirs and replay_task_dirs are empty)")
     return Dataset.from_list(rows)
 
 
 def _trainable_snapshot(model) -> dict[str, Any]:
-    return {n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters() if p.requires_grad}
+    return {
+        n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters() if p.requires_grad
+    }
 
 
 def _change_norm(model, before: dict[str, Any]) -> float:
@@ -210,8 +240,12 @@ def make_reward_func(loop, stats: GroupStats, records: list[dict[str, Any]], job
         if log_metric is not None:
             log_metric("groups_no_variance", float(dropped))
             log_metric("tool_calls_mean", sum(r.tool_calls for r in done) / max(len(done), 1))
-        emit("rewards", job_id, message=f"{len(rewards)} episodes verified",
-             metrics={"rewards": rewards, "groups_no_variance": dropped})
+        emit(
+            "rewards",
+            job_id,
+            message=f"{len(rewards)} episodes verified",
+            metrics={"rewards": rewards, "groups_no_variance": dropped},
+        )
         return rewards
 
     return verifier_reward
@@ -219,10 +253,11 @@ def make_reward_func(loop, stats: GroupStats, records: list[dict[str, Any]], job
 
 def run(job: TrainJob) -> WorkerResult:
     import torch
-    from autoenvscaling.training.episode_env import EpisodeConfig, EventLoop, TaskEpisode
-    from autoenvscaling.training.sandboxes import task_starter
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
+
+    from autoenvscaling.training.episode_env import EpisodeConfig, EventLoop, TaskEpisode
+    from autoenvscaling.training.sandboxes import task_starter
 
     started = time.monotonic()
     hyper = job.hyper
@@ -237,8 +272,9 @@ def run(job: TrainJob) -> WorkerResult:
     tasks_per_step = min(hyper.tasks_per_step, len(dataset))
 
     loop = EventLoop()
-    episode_config = EpisodeConfig(command_timeout_sec=hyper.command_timeout_sec,
-                                   tool_output_chars=hyper.tool_output_chars)
+    episode_config = EpisodeConfig(
+        command_timeout_sec=hyper.command_timeout_sec, tool_output_chars=hyper.tool_output_chars
+    )
     start = task_starter(job.sandbox_backend)
     stats = GroupStats(hyper.num_generations)
     records: list[dict[str, Any]] = []
@@ -275,8 +311,13 @@ def run(job: TrainJob) -> WorkerResult:
 
     class Progress(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
-            emit("step", job.job_id, step=state.global_step, total=hyper.steps,
-                 metrics={k: v for k, v in (logs or {}).items() if isinstance(v, int | float)})
+            emit(
+                "step",
+                job.job_id,
+                step=state.global_step,
+                total=hyper.steps,
+                metrics={k: v for k, v in (logs or {}).items() if isinstance(v, int | float)},
+            )
 
     trainer = GRPOTrainer(
         model=model,
@@ -303,13 +344,22 @@ def run(job: TrainJob) -> WorkerResult:
         "duration_sec": round(time.monotonic() - started, 2),
         "log_history": history,
     }
-    result = WorkerResult(job_id=job.job_id, kind=kind, base_model=new_base, metrics=metrics,
-                          steps_done=trainer.state.global_step, groups_total=stats.groups_total,
-                          groups_dropped_no_variance=stats.groups_no_variance, episodes=records)
+    result = WorkerResult(
+        job_id=job.job_id,
+        kind=kind,
+        base_model=new_base,
+        metrics=metrics,
+        steps_done=trainer.state.global_step,
+        groups_total=stats.groups_total,
+        groups_dropped_no_variance=stats.groups_no_variance,
+        episodes=records,
+    )
     if stats.groups_total == 0 or stats.groups_no_variance == stats.groups_total:
-        result.reason = (f"no reward variance in any of {stats.groups_total} groups "
-                         "(every rollout of each task scored the same): nothing to learn, "
-                         "the policy is unchanged")
+        result.reason = (
+            f"no reward variance in any of {stats.groups_total} groups "
+            "(every rollout of each task scored the same): nothing to learn, "
+            "the policy is unchanged"
+        )
         return result
     emit("save", job.job_id, step=result.steps_done, total=hyper.steps, message="saving weights")
     weights = work / WEIGHTS_DIR
@@ -336,8 +386,13 @@ def main(argv: list[str] | None = None) -> int:
     tmp = out.with_suffix(".tmp")
     tmp.write_text(result.model_dump_json(indent=2))
     os.replace(tmp, out)
-    emit("done", job.job_id, step=result.steps_done, total=job.hyper.steps,
-         message=result.reason or "checkpoint weights saved")
+    emit(
+        "done",
+        job.job_id,
+        step=result.steps_done,
+        total=job.hyper.steps,
+        message=result.reason or "checkpoint weights saved",
+    )
     return 0
 
 

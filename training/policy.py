@@ -24,13 +24,21 @@ def _now() -> datetime:
 class Checkpoint(BaseModel):
     """One published policy checkpoint (a folder the registry owns)."""
 
-    id: str = Field(description="Registry id, unique; also used as the served model / adapter name.")
-    path: Path = Field(description="Folder holding the weights (a PEFT adapter or a full HF model).")
+    id: str = Field(
+        description="Registry id, unique; also used as the served model / adapter name."
+    )
+    path: Path = Field(
+        description="Folder holding the weights (a PEFT adapter or a full HF model)."
+    )
     parent_id: str | None = Field(default=None, description="Checkpoint this one was trained from.")
     base_model: str = Field(description="Base model name or path the weights apply to.")
-    kind: CheckpointKind = Field(description="'lora' = PEFT adapter over base_model; 'full' = full weights.")
+    kind: CheckpointKind = Field(
+        description="'lora' = PEFT adapter over base_model; 'full' = full weights."
+    )
     job_id: str | None = Field(default=None, description="Training job that produced it.")
-    metrics: dict[str, Any] = Field(default_factory=dict, description="Training metrics of that job.")
+    metrics: dict[str, Any] = Field(
+        default_factory=dict, description="Training metrics of that job."
+    )
     created_at: datetime = Field(default_factory=_now)
 
 

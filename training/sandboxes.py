@@ -52,8 +52,11 @@ class LiveHarborTask:
         vcfg = self.task.config.verifier
         with self.environment.with_default_user(vcfg.user):
             verifier = VerifierFactory.create_verifier_from_config(
-                VerifierConfig(), task=self.task, trial_paths=TrialPaths(trial_dir=self.trial_dir),
-                environment=self.environment, override_env=vcfg.env or None,
+                VerifierConfig(),
+                task=self.task,
+                trial_paths=TrialPaths(trial_dir=self.trial_dir),
+                environment=self.environment,
+                override_env=vcfg.env or None,
             )
             try:
                 result = await asyncio.wait_for(verifier.verify(), vcfg.timeout_sec)
@@ -77,8 +80,10 @@ def task_starter(backend: str) -> StartTask:
     """`async (task_dir) -> LiveHarborTask` for a sandbox backend ('bwrap' or 'docker')."""
     import_path = ENVIRONMENT_IMPORT_PATHS.get(backend)
     if import_path is None:
-        raise SandboxError(f"training episodes need a backend with a live shell: one of "
-                           f"{sorted(ENVIRONMENT_IMPORT_PATHS)}, not {backend!r}")
+        raise SandboxError(
+            f"training episodes need a backend with a live shell: one of "
+            f"{sorted(ENVIRONMENT_IMPORT_PATHS)}, not {backend!r}"
+        )
 
     async def start(task_dir: Path) -> LiveHarborTask:
         os.environ.setdefault("HARBOR_TELEMETRY", "0")

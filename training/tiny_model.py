@@ -18,18 +18,28 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 IM_START, IM_END, EOT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
-TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
-               "<tools>", "</tools>"]
+TOOL_TOKENS = [
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<tools>",
+    "</tools>",
+]
 
 _CORPUS_SEED = [
     "You are a helpful assistant. You are Qwen, created by Alibaba Cloud.",
     "# Tools\n\nYou may call one or more functions to assist with the user query.",
     "You are provided with function signatures within <tools></tools> XML tags:",
-    ("For each function call, return a json object with function name and arguments within "
-     "<tool_call></tool_call> XML tags:"),
-    ('{"type": "function", "function": {"name": "bash", "description": "Run a shell command.", '
-     '"parameters": {"type": "object", "properties": {"command": {"type": "string"}}, '
-     '"required": ["command"]}, "return": {"type": "string"}}}'),
+    (
+        "For each function call, return a json object with function name and arguments within "
+        "<tool_call></tool_call> XML tags:"
+    ),
+    (
+        '{"type": "function", "function": {"name": "bash", "description": "Run a shell command.", '
+        '"parameters": {"type": "object", "properties": {"command": {"type": "string"}}, '
+        '"required": ["command"]}, "return": {"type": "string"}}}'
+    ),
     "Write the answer into /app/answer.txt. Create the file /app/hello.txt containing hello.",
     "ls -la /app && cat /app/input.txt | sort | uniq -c > /app/out.txt; echo done",
     "python3 -c 'print(1 + 2)'; grep -r error /var/log; head -n 5 data.csv; wc -l file.txt",
@@ -41,7 +51,9 @@ _CORPUS_SEED = [
 class TinyModelSpec(BaseModel):
     """Shape of the random Qwen2 model. The defaults train 2 GRPO steps on 2 CPU cores in seconds."""
 
-    vocab_size: int = Field(768, description="Target BPE vocabulary (the real size may be smaller).")
+    vocab_size: int = Field(
+        768, description="Target BPE vocabulary (the real size may be smaller)."
+    )
     hidden_size: int = 64
     intermediate_size: int = 128
     num_hidden_layers: int = 2
@@ -54,8 +66,15 @@ class TinyModelSpec(BaseModel):
     @classmethod
     def qwen2_0_5b_shape(cls) -> TinyModelSpec:
         """Qwen2.5-0.5B's body (24 layers, hidden 896, GQA 14/2) over our small vocabulary."""
-        return cls(vocab_size=4096, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                   num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=4096)
+        return cls(
+            vocab_size=4096,
+            hidden_size=896,
+            intermediate_size=4864,
+            num_hidden_layers=24,
+            num_attention_heads=14,
+            num_key_value_heads=2,
+            max_position_embeddings=4096,
+        )
 
 
 def tool_call_reply(command: str, name: str = "bash") -> str:
@@ -83,7 +102,10 @@ def build_tokenizer(extra_corpus: list[str] | None = None, vocab_size: int = 768
     )
     tok.train_from_iterator(corpus * 4, trainer=trainer)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token=IM_END, pad_token=EOT, padding_side="left",
+        tokenizer_object=tok,
+        eos_token=IM_END,
+        pad_token=EOT,
+        padding_side="left",
         additional_special_tokens=[IM_START, IM_END],
     )
     # Tool markers are plain added tokens (not special): decoding keeps them for the parser.
@@ -116,8 +138,16 @@ def build_model(tokenizer, spec: TinyModelSpec):
     return model
 
 
-def warm_up(model, tokenizer, examples: list[tuple[list[dict], str]], *, steps: int = 200,
-            lr: float = 3e-3, seed: int = 0, tools: list | None = None) -> float:
+def warm_up(
+    model,
+    tokenizer,
+    examples: list[tuple[list[dict], str]],
+    *,
+    steps: int = 200,
+    lr: float = 3e-3,
+    seed: int = 0,
+    tools: list | None = None,
+) -> float:
     """Teach the model `reply` after each `messages` prompt (loss on the reply only).
 
     Returns the final loss. A few hundred steps make a random model emit well-formed tool calls
@@ -129,8 +159,9 @@ def warm_up(model, tokenizer, examples: list[tuple[list[dict], str]], *, steps: 
     torch.manual_seed(seed)
     rows = []
     for messages, reply in examples:
-        prompt = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True,
-                                               tokenize=False)
+        prompt = tokenizer.apply_chat_template(
+            messages, tools=tools, add_generation_prompt=True, tokenize=False
+        )
         p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         r_ids = tokenizer(reply + IM_END, add_special_tokens=False)["input_ids"]
         rows.append((p_ids + r_ids, [-100] * len(p_ids) + r_ids))
@@ -172,8 +203,14 @@ def build_tiny_model(
     tokenizer = build_tokenizer(extra, vocab_size=spec.vocab_size)
     model = build_model(tokenizer, spec)
     if warmup_examples:
-        warm_up(model, tokenizer, warmup_examples, steps=warmup_steps, seed=spec.seed,
-                tools=warmup_tools)
+        warm_up(
+            model,
+            tokenizer,
+            warmup_examples,
+            steps=warmup_steps,
+            seed=spec.seed,
+            tools=warmup_tools,
+        )
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

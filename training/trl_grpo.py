@@ -73,9 +73,14 @@ class TRLGRPOBackend:
         tail: deque[str] = deque(maxlen=60)
         last_error: str | None = None
         proc = await asyncio.create_subprocess_exec(
-            self.python, "-m", WORKER_MODULE, str(job_path),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            stdin=asyncio.subprocess.DEVNULL, env={**os.environ, **OFFLINE_ENV, **self.env},
+            self.python,
+            "-m",
+            WORKER_MODULE,
+            str(job_path),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            stdin=asyncio.subprocess.DEVNULL,
+            env={**os.environ, **OFFLINE_ENV, **self.env},
             start_new_session=True,  # killable as a group (torch threads, sandbox helpers)
         )
         self.worker_pid = proc.pid
@@ -92,7 +97,7 @@ class TRLGRPOBackend:
                         tail.append(line)
                         continue
                     try:
-                        event = TrainProgress.model_validate(json.loads(line[len(EVENT_PREFIX):]))
+                        event = TrainProgress.model_validate(json.loads(line[len(EVENT_PREFIX) :]))
                     except ValueError:
                         tail.append(line)
                         continue
@@ -118,8 +123,11 @@ class TRLGRPOBackend:
             self.worker_pid = None
 
         if proc.returncode != 0:
-            how = (f"was killed by signal {-proc.returncode}" if proc.returncode < 0
-                   else f"exited with code {proc.returncode}")
+            how = (
+                f"was killed by signal {-proc.returncode}"
+                if proc.returncode < 0
+                else f"exited with code {proc.returncode}"
+            )
             detail = last_error or "\n".join(list(tail)[-15:])
             raise TrainingError(
                 f"training job {job.job_id}: the GRPO worker {how}; no checkpoint published, "
@@ -127,8 +135,10 @@ class TRLGRPOBackend:
             )
         result_path = work / "result.json"
         if not result_path.is_file():
-            raise TrainingError(f"training job {job.job_id}: the worker exited cleanly but wrote "
-                                f"no result.json (log: {log_path})")
+            raise TrainingError(
+                f"training job {job.job_id}: the worker exited cleanly but wrote "
+                f"no result.json (log: {log_path})"
+            )
         worker = json.loads(result_path.read_text())
         metrics = dict(worker.get("metrics") or {})
         result = TrainResult(
@@ -142,9 +152,11 @@ class TRLGRPOBackend:
         )
         if worker.get("weights_dir"):
             manifest_metrics = {k: v for k, v in metrics.items() if k != "log_history"}
-            manifest_metrics.update(groups_total=result.groups_total,
-                                    groups_dropped_no_variance=result.groups_dropped_no_variance,
-                                    steps=result.steps_done)
+            manifest_metrics.update(
+                groups_total=result.groups_total,
+                groups_dropped_no_variance=result.groups_dropped_no_variance,
+                steps=result.steps_done,
+            )
             result.checkpoint = self.registry.publish(
                 Path(worker["weights_dir"]),
                 base_model=worker["base_model"],

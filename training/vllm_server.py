@@ -21,6 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 import httpx
+
 from autoenvscaling.training.policy import Checkpoint, PolicyRef, PolicySwapError
 
 RestartCallback = Callable[[Checkpoint], Awaitable[str]]
@@ -45,8 +46,10 @@ def _error_text(response: httpx.Response) -> str:
 def _route_missing(response: httpx.Response) -> bool:
     """FastAPI answers an unknown route with 404 `{"detail": "Not Found"}` (an unknown adapter
     path is also a 404, but with vLLM's own error body)."""
-    return response.status_code in (404, 405) and _error_text(response) in ("Not Found",
-                                                                            "Method Not Allowed")
+    return response.status_code in (404, 405) and _error_text(response) in (
+        "Not Found",
+        "Method Not Allowed",
+    )
 
 
 class VLLMPolicyServer:
@@ -79,8 +82,9 @@ class VLLMPolicyServer:
         self._reload_path_kwarg = reload_path_kwarg
         self._timeout = timeout_sec
         self._ready_timeout = ready_timeout_sec
-        self._current = PolicyRef(model=base_model, base_url=self.base_url, checkpoint_id=None,
-                                  served_from="vllm:base")
+        self._current = PolicyRef(
+            model=base_model, base_url=self.base_url, checkpoint_id=None, served_from="vllm:base"
+        )
 
     def current(self) -> PolicyRef:
         return self._current
@@ -90,8 +94,9 @@ class VLLMPolicyServer:
         async with self._client() as client:
             response = await client.get(f"{self.base_url}/models")
         if response.status_code != 200:
-            raise PolicySwapError(f"GET {self.base_url}/models failed: {response.status_code} "
-                                  f"{_error_text(response)}")
+            raise PolicySwapError(
+                f"GET {self.base_url}/models failed: {response.status_code} {_error_text(response)}"
+            )
         return [m["id"] for m in response.json().get("data", [])]
 
     async def activate(self, checkpoint: Checkpoint) -> PolicyRef:
@@ -119,8 +124,12 @@ class VLLMPolicyServer:
             except Exception as exc:  # noqa: BLE001 - any restart failure is reported the same way
                 failures.append(f"restart: {exc}")
             else:
-                self._current = PolicyRef(model=model, base_url=self.base_url,
-                                          checkpoint_id=checkpoint.id, served_from="vllm:restart")
+                self._current = PolicyRef(
+                    model=model,
+                    base_url=self.base_url,
+                    checkpoint_id=checkpoint.id,
+                    served_from="vllm:restart",
+                )
                 return self._current
         else:
             failures.append("restart: no restart callback configured")
@@ -150,30 +159,45 @@ class VLLMPolicyServer:
             raise PolicySwapError(f"{response.status_code}: {_error_text(response)}")
         models = await self.served_models()
         if checkpoint.id not in models:
-            raise PolicySwapError(f"adapter {checkpoint.id!r} reported loaded but /v1/models lists "
-                                  f"{models}")
-        return PolicyRef(model=checkpoint.id, base_url=self.base_url, checkpoint_id=checkpoint.id,
-                         served_from="vllm:lora")
+            raise PolicySwapError(
+                f"adapter {checkpoint.id!r} reported loaded but /v1/models lists {models}"
+            )
+        return PolicyRef(
+            model=checkpoint.id,
+            base_url=self.base_url,
+            checkpoint_id=checkpoint.id,
+            served_from="vllm:lora",
+        )
 
     async def _reload_weights(self, checkpoint: Checkpoint) -> PolicyRef:
         if checkpoint.kind != "full":
-            raise PolicySwapError("only full-weight checkpoints can be reloaded in place (merge the "
-                                  "adapter first, or enable LoRA on the server)")
-        body = {"method": self._reload_method,
-                "kwargs": {self._reload_path_kwarg: str(checkpoint.path)}}
+            raise PolicySwapError(
+                "only full-weight checkpoints can be reloaded in place (merge the "
+                "adapter first, or enable LoRA on the server)"
+            )
+        body = {
+            "method": self._reload_method,
+            "kwargs": {self._reload_path_kwarg: str(checkpoint.path)},
+        }
         async with self._client() as client:
             try:
                 response = await client.post(f"{self.root_url}/collective_rpc", json=body)
             except httpx.HTTPError as exc:
                 raise PolicySwapError(f"server unreachable at {self.root_url}: {exc}") from exc
         if _route_missing(response):
-            raise PolicySwapError("the server has no /collective_rpc route: start it with "
-                                  "VLLM_SERVER_DEV_MODE=1 (bound to 127.0.0.1)")
+            raise PolicySwapError(
+                "the server has no /collective_rpc route: start it with "
+                "VLLM_SERVER_DEV_MODE=1 (bound to 127.0.0.1)"
+            )
         if response.status_code != 200:
             raise PolicySwapError(f"{response.status_code}: {_error_text(response)}")
         # The served name does not change: clients keep `model=<base>` and get the new weights.
-        return PolicyRef(model=self.base_model, base_url=self.base_url,
-                         checkpoint_id=checkpoint.id, served_from="vllm:reload")
+        return PolicyRef(
+            model=self.base_model,
+            base_url=self.base_url,
+            checkpoint_id=checkpoint.id,
+            served_from="vllm:reload",
+        )
 
     async def _wait_ready(self, model: str) -> None:
         deadline = time.monotonic() + self._ready_timeout
@@ -186,5 +210,6 @@ class VLLMPolicyServer:
             except (PolicySwapError, httpx.HTTPError) as exc:
                 last = str(exc)
             await asyncio.sleep(1.0)
-        raise PolicySwapError(f"restarted server did not serve {model!r} within "
-                              f"{self._ready_timeout:.0f}s ({last})")
+        raise PolicySwapError(
+            f"restarted server did not serve {model!r} within {self._ready_timeout:.0f}s ({last})"
+        )

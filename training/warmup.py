@@ -17,8 +17,9 @@ import json
 from pathlib import Path
 
 
-def warm_up_model(base: Path, out: Path, demos: list[dict], *, steps: int = 30,
-                  lr: float = 5e-5, seed: int = 0) -> float:
+def warm_up_model(
+    base: Path, out: Path, demos: list[dict], *, steps: int = 30, lr: float = 5e-5, seed: int = 0
+) -> float:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -47,8 +48,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--lr", type=float, default=5e-5)
     args = parser.parse_args(argv)
-    loss = warm_up_model(args.base, args.out, json.loads(args.demos.read_text()),
-                         steps=args.steps, lr=args.lr)
+    loss = warm_up_model(
+        args.base, args.out, json.loads(args.demos.read_text()), steps=args.steps, lr=args.lr
+    )
     print(json.dumps({"out": str(args.out), "final_loss": loss}))
 
 

@@ -27,8 +27,22 @@ TAMPER = "autoenvscaling.tools.gate.probes:TamperAgent"
 
 _ABS_PATH = re.compile(r"(?<![\w.$~-])(/[A-Za-z0-9_.+-]+(?:/[A-Za-z0-9_.+-]+)+)")
 # Where the verifier's own or the system's files live; tampering there is not the task's doing.
-_SYSTEM = ("/tests/", "/logs/", "/solution/", "/proc/", "/sys/", "/dev/", "/tmp/", "/usr/",
-           "/bin/", "/sbin/", "/lib", "/etc/", "/var/lib/", "/run/")
+_SYSTEM = (
+    "/tests/",
+    "/logs/",
+    "/solution/",
+    "/proc/",
+    "/sys/",
+    "/dev/",
+    "/tmp/",
+    "/usr/",
+    "/bin/",
+    "/sbin/",
+    "/lib",
+    "/etc/",
+    "/var/lib/",
+    "/run/",
+)
 _SCRIPT_SUFFIXES = {"", ".sh", ".bash", ".py", ".pl", ".rb", ".js"}
 
 
@@ -61,27 +75,46 @@ def _reward(outcome: TrialOutcome) -> float:
 async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     load_task(task)  # lint admitted it; a format error here is a bug worth raising
     probes: dict[str, Coroutine[Any, Any, TrialOutcome]] = {
-        "leak": gate_trial(task, config, agent=LEAK_PROBE, label="leak-probe",
-                           agent_kwargs={"task_dir": str(task),
-                                         "min_bytes": config.leak_min_bytes}),
-        "forge": gate_trial(task, config, agent=TAMPER, label="tamper-forge",
-                            agent_kwargs={"mode": "forge"}),
+        "leak": gate_trial(
+            task,
+            config,
+            agent=LEAK_PROBE,
+            label="leak-probe",
+            agent_kwargs={"task_dir": str(task), "min_bytes": config.leak_min_bytes},
+        ),
+        "forge": gate_trial(
+            task, config, agent=TAMPER, label="tamper-forge", agent_kwargs={"mode": "forge"}
+        ),
     }
     stubs = executed_image_files(task)
     if stubs:
-        probes["stub"] = gate_trial(task, config, agent=TAMPER, label="tamper-stub",
-                                    agent_kwargs={"mode": "stub", "stub_paths": stubs})
+        probes["stub"] = gate_trial(
+            task,
+            config,
+            agent=TAMPER,
+            label="tamper-stub",
+            agent_kwargs={"mode": "stub", "stub_paths": stubs},
+        )
     if config.tamper_interpreters:
-        probes["interpreters"] = gate_trial(task, config, agent=TAMPER, label="tamper-interp",
-                                            agent_kwargs={"mode": "interpreters"})
+        probes["interpreters"] = gate_trial(
+            task, config, agent=TAMPER, label="tamper-interp", agent_kwargs={"mode": "interpreters"}
+        )
     if config.cheat_agent:
-        probes["cheat_agent"] = gate_trial(task, config, agent=config.cheat_agent,
-                                           agent_kwargs=config.cheat_agent_kwargs,
-                                           label="cheat-agent")
+        probes["cheat_agent"] = gate_trial(
+            task,
+            config,
+            agent=config.cheat_agent,
+            agent_kwargs=config.cheat_agent_kwargs,
+            label="cheat-agent",
+        )
     outcomes = dict(zip(probes, await asyncio.gather(*probes.values()), strict=True))
     details: dict[str, Any] = {
-        name: {"reward": o.reward, "error": o.error, "trial_dir": o.trial_dir,
-               **{k: v for k, v in o.agent_metadata.items() if k != "script"}}
+        name: {
+            "reward": o.reward,
+            "error": o.error,
+            "trial_dir": o.trial_dir,
+            **{k: v for k, v in o.agent_metadata.items() if k != "script"},
+        }
         for name, o in outcomes.items()
     }
     for name, outcome in outcomes.items():
@@ -99,11 +132,16 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
         )
     if leaks:
         first = leaks[0]
-        what = ("an expected output: the oracle writes " + first["same_as"]
-                if first["kind"] == "expected_output" else f"a copy of {first['same_as']}")
+        what = (
+            "an expected output: the oracle writes " + first["same_as"]
+            if first["kind"] == "expected_output"
+            else f"a copy of {first['same_as']}"
+        )
         more = f" (+{len(leaks) - 1} more)" if len(leaks) > 1 else ""
         return StageResult(
-            stage="anti_cheat", passed=False, details=details,
+            stage="anti_cheat",
+            passed=False,
+            details=details,
             excerpt="\n".join(f"{x['path']} == {x['same_as']}" for x in leaks[:20]),
             reason=f"the answer is readable in the agent's image: {first['path']} is {what} "
             f"with the same bytes{more}. Do not write expected outputs, tests or solutions "
@@ -114,7 +152,10 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
     forge = outcomes["forge"]
     if _reward(forge) >= threshold:
         return StageResult(
-            stage="anti_cheat", passed=False, details=details, excerpt=failure_excerpt(forge),
+            stage="anti_cheat",
+            passed=False,
+            details=details,
+            excerpt=failure_excerpt(forge),
             reason=f"the agent phase can forge the reward: an agent that only wrote 1 into "
             f"/logs/verifier/reward.txt and reward.json scored {_reward(forge):g} >= "
             f"{threshold:g}. tests/test.sh must always write the reward itself (overwrite it, "
@@ -124,7 +165,10 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
     if stub is not None and _reward(stub) >= threshold:
         stubbed = stub.agent_metadata.get("tampered") or stubs
         return StageResult(
-            stage="anti_cheat", passed=False, details=details, excerpt=failure_excerpt(stub),
+            stage="anti_cheat",
+            passed=False,
+            details=details,
+            excerpt=failure_excerpt(stub),
             reason=f"the verifier runs {', '.join(stubbed)} from the agent's image, which the "
             f"agent can rewrite: with it replaced by an always-pass stub (exit 0) and no work "
             f"done, the attempt scored {_reward(stub):g} >= {threshold:g}. Put the checks in "
@@ -133,7 +177,10 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
     interp = outcomes.get("interpreters")
     if interp is not None and _reward(interp) >= threshold:
         return StageResult(
-            stage="anti_cheat", passed=False, details=details, excerpt=failure_excerpt(interp),
+            stage="anti_cheat",
+            passed=False,
+            details=details,
+            excerpt=failure_excerpt(interp),
             reason=f"always-pass python3/pytest wrappers planted in /usr/local/bin by the agent "
             f"made the verifier score {_reward(interp):g} >= {threshold:g}: the verifier trusts "
             "interpreters from the agent's image (use a separate verifier environment)",
@@ -141,13 +188,18 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
     cheat = outcomes.get("cheat_agent")
     if cheat is not None and _reward(cheat) >= threshold:
         return StageResult(
-            stage="anti_cheat", passed=False, details=details, excerpt=failure_excerpt(cheat),
+            stage="anti_cheat",
+            passed=False,
+            details=details,
+            excerpt=failure_excerpt(cheat),
             reason=f"the cheat agent {config.cheat_agent} scored {_reward(cheat):g} >= "
             f"{threshold:g}: the task can be passed without doing it; see its trial for how",
         )
     checked = ", ".join(outcomes)
     return StageResult(
-        stage="anti_cheat", passed=True, details=details,
+        stage="anti_cheat",
+        passed=True,
+        details=details,
         reason=f"no answer in the image ({leak.agent_metadata.get('files_scanned', 0)} files "
         f"scanned); tamper probes ({checked}) all scored below {threshold:g}",
     )

@@ -22,11 +22,21 @@ Prior = Mapping[StageName, StageResult]
 
 async def _rollouts(task: Path, config: GateConfig, start: int, count: int) -> list[TrialOutcome]:
     assert config.solver is not None
-    return list(await asyncio.gather(*(
-        gate_trial(task, config, agent=config.solver, agent_kwargs=config.solver_kwargs,
-                   agent_env=config.solver_env, label=f"calibrate-{start + i}")
-        for i in range(count)
-    )))
+    return list(
+        await asyncio.gather(
+            *(
+                gate_trial(
+                    task,
+                    config,
+                    agent=config.solver,
+                    agent_kwargs=config.solver_kwargs,
+                    agent_env=config.solver_env,
+                    label=f"calibrate-{start + i}",
+                )
+                for i in range(count)
+            )
+        )
+    )
 
 
 def near_edge(mean: float, config: GateConfig) -> bool:
@@ -46,38 +56,51 @@ async def calibrate(task: Path, config: GateConfig, prior: Prior) -> StageResult
     broken = [f for o in outcomes if (f := failure(o)) is not None and not f.task_fault]
     if broken:  # an unreachable model or a dead sandbox says nothing about the task
         return StageResult.infrastructure(
-            "calibrate", f"{len(broken)} of {len(outcomes)} solver rollouts failed: "
-            f"{broken[0].describe()}",
+            "calibrate",
+            f"{len(broken)} of {len(outcomes)} solver rollouts failed: {broken[0].describe()}",
             rewards=[o.reward for o in outcomes],
         )
     rewards = [o.reward if o.reward is not None else 0.0 for o in outcomes]
     mean = sum(rewards) / len(rewards)
     low, high = config.band
-    details = {"solver": config.solver, "rewards": rewards, "mean": mean, "rollouts": len(rewards),
-               "band": [low, high],
-               "errors": [o.error for o in outcomes if o.error]}
+    details = {
+        "solver": config.solver,
+        "rewards": rewards,
+        "mean": mean,
+        "rollouts": len(rewards),
+        "band": [low, high],
+        "errors": [o.error for o in outcomes if o.error],
+    }
     shown = ", ".join(f"{r:g}" for r in rewards)
     if mean > high:
         return StageResult(
-            stage="calibrate", passed=False, details=details,
+            stage="calibrate",
+            passed=False,
+            details=details,
             reason=f"too easy for the current solver: mean reward {mean:.2f} over {len(rewards)} "
             f"rollouts ({shown}) is above the band [{low:g}, {high:g}]; make the task harder",
         )
     if mean < low:
         return StageResult(
-            stage="calibrate", passed=False, details=details,
+            stage="calibrate",
+            passed=False,
+            details=details,
             reason=f"too hard for the current solver: mean reward {mean:.2f} over {len(rewards)} "
             f"rollouts ({shown}) is below the band [{low:g}, {high:g}]; make the task easier or "
             "the instruction clearer",
         )
     if len(set(rewards)) == 1:
         return StageResult(
-            stage="calibrate", passed=False, details=details,
+            stage="calibrate",
+            passed=False,
+            details=details,
             reason=f"the solver's rewards never vary ({shown}): every attempt scores the same, "
             "so there is no learning signal; grade so that better work scores higher",
         )
     return StageResult(
-        stage="calibrate", passed=True, details=details,
+        stage="calibrate",
+        passed=True,
+        details=details,
         reason=f"solver mean reward {mean:.2f} over {len(rewards)} rollouts ({shown}) is in "
         f"[{low:g}, {high:g}]",
     )

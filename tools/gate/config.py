@@ -33,7 +33,9 @@ class GateConfig(BaseSettings):
         "SDK environment) or harbor-docker (Harbor's own docker compose backend).",
     )
     repeat: int = Field(
-        2, ge=0, description="How many more times the oracle runs after the first oracle trial; "
+        2,
+        ge=0,
+        description="How many more times the oracle runs after the first oracle trial; "
         "every rerun must give the same reward (catches flaky verifiers).",
     )
     nop_threshold: float = Field(
@@ -44,13 +46,16 @@ class GateConfig(BaseSettings):
     )
     calibration_rollouts: int = Field(4, ge=1, description="Solver rollouts for calibration.")
     calibration_rollouts_near_edge: int = Field(
-        8, ge=1, description="Total rollouts when the first mean is within `edge_margin` of an edge."
+        8,
+        ge=1,
+        description="Total rollouts when the first mean is within `edge_margin` of an edge.",
     )
     edge_margin: float = Field(
         0.15, ge=0.0, description="How close to a band edge a mean must be to earn more rollouts."
     )
     solver: str | None = Field(
-        None, description="The current solver as a Harbor agent: 'oracle', 'nop' or an import "
+        None,
+        description="The current solver as a Harbor agent: 'oracle', 'nop' or an import "
         "path 'module:Class'. None skips calibration (reported as 'no solver configured').",
     )
     solver_kwargs: dict[str, Any] = Field(
@@ -60,7 +65,8 @@ class GateConfig(BaseSettings):
         default_factory=dict, description="Environment variables for the solver agent."
     )
     cheat_agent: str | None = Field(
-        None, description="Optional 'cheat agent' for anti_cheat (e.g. a model told to get the "
+        None,
+        description="Optional 'cheat agent' for anti_cheat (e.g. a model told to get the "
         "reward without doing the task): a Harbor agent import path. It must score below "
         "`nop_threshold`.",
     )
@@ -68,15 +74,19 @@ class GateConfig(BaseSettings):
         default_factory=dict, description="Keyword arguments for the cheat agent."
     )
     tamper_interpreters: bool = Field(
-        False, description="anti_cheat also plants always-pass python3/pytest wrappers on PATH. "
+        False,
+        description="anti_cheat also plants always-pass python3/pytest wrappers on PATH. "
         "Off by default: in Harbor's shared-verifier mode no task can defend against it.",
     )
     leak_min_bytes: int = Field(
-        16, ge=1, description="Smallest file anti_cheat compares against the agent's image "
+        16,
+        ge=1,
+        description="Smallest file anti_cheat compares against the agent's image "
         "(tiny files such as '3\\n' match by chance).",
     )
     heldout_dirs: list[Path] = Field(
-        default_factory=list, description="Held-out benchmark folders (task folders or .md/.txt "
+        default_factory=list,
+        description="Held-out benchmark folders (task folders or .md/.txt "
         "files) whose instructions a candidate must not share a word n-gram with.",
     )
     ngram: int = Field(13, ge=1, description="n of the decontamination n-gram check.")
@@ -84,7 +94,10 @@ class GateConfig(BaseSettings):
         None, description="The task pool a candidate must not nearly duplicate. None skips dedup."
     )
     dedup_threshold: float = Field(
-        0.8, gt=0.0, le=1.0, description="MinHash Jaccard similarity at which a task is a duplicate."
+        0.8,
+        gt=0.0,
+        le=1.0,
+        description="MinHash Jaccard similarity at which a task is a duplicate.",
     )
     skip: list[StageName] = Field(
         default_factory=list, description="Stages not to run (reported as skipped)."

@@ -11,10 +11,11 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from autoenvscaling.tools.gate.config import GateConfig
 from autoenvscaling.tools.gate.results import excerpt
 from autoenvscaling.tools.trials import TrialOutcome, run_trial
-from pydantic import BaseModel
 
 # Harbor exceptions a task causes, with what the proposer should change. Anything else (sandbox
 # start, engine, upload, our own bugs) is an infrastructure failure and is not blamed on the task.
@@ -31,7 +32,9 @@ TASK_FAULTS: dict[str, str] = {
     "number, reward.json an object of numbers",
 }
 
-_LIMITS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], asyncio.Semaphore]]
+_LIMITS: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str, int], asyncio.Semaphore]
+]
 _LIMITS = weakref.WeakKeyDictionary()
 
 
@@ -58,7 +61,9 @@ def failure(outcome: TrialOutcome) -> TrialFailure | None:
     if outcome.error is None:
         if outcome.reward is None:
             return TrialFailure(
-                task_fault=True, exception="NoReward", message="the verifier gave no 'reward' key",
+                task_fault=True,
+                exception="NoReward",
+                message="the verifier gave no 'reward' key",
                 advice="the reward file has no 'reward' entry: reward.json must hold "
                 '{"reward": <number>}',
             )
@@ -66,7 +71,9 @@ def failure(outcome: TrialOutcome) -> TrialFailure | None:
     exception, _, message = outcome.error.partition(": ")
     advice = TASK_FAULTS.get(exception)
     return TrialFailure(
-        task_fault=advice is not None, exception=exception, message=message,
+        task_fault=advice is not None,
+        exception=exception,
+        message=message,
         advice=advice or "the trial failed outside the task's control",
     )
 
@@ -96,8 +103,12 @@ async def gate_trial(
     try:
         async with slots("trial", config.trial_concurrency):
             outcome = await run_trial(
-                task, agent=agent, backend=config.backend, trials_dir=trials_dir,
-                agent_kwargs=agent_kwargs, agent_env=agent_env,
+                task,
+                agent=agent,
+                backend=config.backend,
+                trials_dir=trials_dir,
+                agent_kwargs=agent_kwargs,
+                agent_env=agent_env,
                 timeout_multiplier=config.timeout_multiplier,
             )
         return outcome if keep else outcome.model_copy(update={"trial_dir": None})

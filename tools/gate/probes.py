@@ -16,12 +16,13 @@ import shlex
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, override
 
-from autoenvscaling.tools.task_format import load_task
 from harbor.agents.base import BaseAgent
 from harbor.agents.oracle import OracleAgent
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 from harbor.models.trial.paths import TrialPaths
+
+from autoenvscaling.tools.task_format import load_task
 
 # Never part of the image the agent starts from: kernel views, Harbor's folders, scratch space.
 _PRUNE = ("/proc", "/sys", "/dev", "/run", "/tmp", "/var/tmp", "/logs", "/tests", "/solution")
@@ -31,8 +32,10 @@ _NOT_OUTPUTS = ("/root/.cache/", "/var/cache/", "/var/log/", "/var/lib/apt/", "/
 
 def _find_command(out: str) -> str:
     prune = " -o ".join(f"-path {p}" for p in _PRUNE)
-    return (f"find / -xdev \\( {prune} \\) -prune -o -type f -printf '%s\\t%T@\\t%p\\0' "
-            f"> {out} 2>/dev/null; test -s {out}")
+    return (
+        f"find / -xdev \\( {prune} \\) -prune -o -type f -printf '%s\\t%T@\\t%p\\0' "
+        f"> {out} 2>/dev/null; test -s {out}"
+    )
 
 
 def _parse_listing(data: bytes) -> dict[str, tuple[int, str]]:
@@ -84,7 +87,7 @@ def named_in_instruction(path: str, instruction: str, workdir: str, output: str 
     if pure.name != PurePosixPath(output).name:
         forms.add(pure.name)
     if workdir not in ("", "/") and path.startswith(workdir.rstrip("/") + "/"):
-        forms.add(path[len(workdir.rstrip("/")) + 1:])
+        forms.add(path[len(workdir.rstrip("/")) + 1 :])
     # Folders named in the instruction (e.g. "the backups in /var/backups"), but not the
     # workdir or a top-level folder, which almost every instruction names.
     for parent in pure.parents:
@@ -96,10 +99,18 @@ def named_in_instruction(path: str, instruction: str, workdir: str, output: str 
 class LeakProbeAgent(OracleAgent):
     """Harbor's oracle, wrapped in a before/after listing of the agent's image (see module doc)."""
 
-    def __init__(self, logs_dir: Path, *args: Any, task_dir: str, min_bytes: int = 16,
-                 max_bytes: int = 50_000_000, **kwargs: Any) -> None:
-        super().__init__(logs_dir, Path(task_dir), TrialPaths(Path(logs_dir).parent), *args,
-                         **kwargs)
+    def __init__(
+        self,
+        logs_dir: Path,
+        *args: Any,
+        task_dir: str,
+        min_bytes: int = 16,
+        max_bytes: int = 50_000_000,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            logs_dir, Path(task_dir), TrialPaths(Path(logs_dir).parent), *args, **kwargs
+        )
         self.task_path = Path(task_dir)
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
@@ -126,8 +137,10 @@ class LeakProbeAgent(OracleAgent):
         local = self.logs_dir / "hash-list.bin"
         local.write_bytes(b"\0".join(p.encode("utf-8", "surrogateescape") for p in paths))
         await environment.upload_file(local, "/tmp/.aes-hash-list")
-        await environment.exec("xargs -0 -r -a /tmp/.aes-hash-list sha256sum -z "
-                               "> /tmp/.aes-hashes 2>/dev/null; true", user="root")
+        await environment.exec(
+            "xargs -0 -r -a /tmp/.aes-hash-list sha256sum -z > /tmp/.aes-hashes 2>/dev/null; true",
+            user="root",
+        )
         out = self.logs_dir / "hashes.bin"
         await environment.download_file("/tmp/.aes-hashes", out)
         await environment.exec("rm -f /tmp/.aes-hash-list /tmp/.aes-hashes", user="root")
@@ -139,26 +152,33 @@ class LeakProbeAgent(OracleAgent):
         return hashes
 
     @override
-    async def run(self, instruction: str, environment: BaseEnvironment,
-                  context: AgentContext) -> None:
+    async def run(
+        self, instruction: str, environment: BaseEnvironment, context: AgentContext
+    ) -> None:
         workdir = (await environment.exec("pwd")).stdout.strip() or "/"
         before = await self._listing(environment, "before")
         await super().run(instruction, environment, context)  # the oracle, unchanged
         after = await self._listing(environment, "after")
 
         def is_output(path: str, size: int) -> bool:
-            return (after.get(path) != before.get(path)
-                    and self.min_bytes <= size <= self.max_bytes
-                    and "/__pycache__/" not in path and not path.endswith(".pyc")
-                    and not path.startswith(_NOT_OUTPUTS))
+            return (
+                after.get(path) != before.get(path)
+                and self.min_bytes <= size <= self.max_bytes
+                and "/__pycache__/" not in path
+                and not path.endswith(".pyc")
+                and not path.startswith(_NOT_OUTPUTS)
+            )
 
         outputs = {p: s for p, (s, _) in after.items() if is_output(p, s)}
         hidden = hidden_files(self.task_path, self.min_bytes)
         hidden_sizes = {(self.task_path / rel).stat().st_size for rel in hidden.values()}
         sizes = set(outputs.values()) | hidden_sizes
         # Only files present before the solution ran, untouched by it, of a size worth hashing.
-        suspects = [p for p, (s, m) in before.items()
-                    if s in sizes and after.get(p) == (s, m) and p not in outputs]
+        suspects = [
+            p
+            for p, (s, m) in before.items()
+            if s in sizes and after.get(p) == (s, m) and p not in outputs
+        ]
         hashes = await self._hashes(environment, suspects + sorted(outputs))
         by_output = {hashes[p]: p for p in outputs if p in hashes}
         task_instruction = load_task(self.task_path).instruction
@@ -170,8 +190,9 @@ class LeakProbeAgent(OracleAgent):
             elif digest in by_output and not named_in_instruction(
                 path, task_instruction, workdir, by_output[digest]
             ):
-                leaks.append({"path": path, "kind": "expected_output",
-                              "same_as": by_output[digest]})
+                leaks.append(
+                    {"path": path, "kind": "expected_output", "same_as": by_output[digest]}
+                )
         context.metadata = {
             **(context.metadata or {}),
             "leaks": leaks,
@@ -207,8 +228,13 @@ done"""
 class TamperAgent(BaseAgent):
     """Does no work; only tampers with what the verifier will read or run (see module doc)."""
 
-    def __init__(self, *args: Any, mode: TamperMode = "forge",
-                 stub_paths: list[str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        mode: TamperMode = "forge",
+        stub_paths: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.mode = mode
         self.stub_paths = list(stub_paths or [])
@@ -234,8 +260,9 @@ class TamperAgent(BaseAgent):
         return "\n".join(_STUB_ONE.format(path=shlex.quote(p)) for p in self.stub_paths) or "true"
 
     @override
-    async def run(self, instruction: str, environment: BaseEnvironment,
-                  context: AgentContext) -> None:
+    async def run(
+        self, instruction: str, environment: BaseEnvironment, context: AgentContext
+    ) -> None:
         result = await environment.exec(self.script(), user="root")
         context.metadata = {
             **(context.metadata or {}),

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.tools.gate.config import STAGES, StageName
 from pydantic import BaseModel, Field
+
+from autoenvscaling.tools.gate.config import STAGES, StageName
 
 #: Proposer rewards (ARCHITECTURE.md): admitted, failed calibration only, failed validation.
 REWARD_ADMITTED = 1.0
@@ -32,7 +33,8 @@ class StageResult(BaseModel):
     excerpt: str = Field("", description="Tail of the failing output (verifier, build, lint).")
     duration_sec: float = 0.0
     infrastructure_error: bool = Field(
-        False, description="The stage could not judge the task (sandbox, engine, harness "
+        False,
+        description="The stage could not judge the task (sandbox, engine, harness "
         "failure): not the task's fault, not counted against the proposer.",
     )
 
@@ -42,8 +44,9 @@ class StageResult(BaseModel):
 
     @classmethod
     def infrastructure(cls, stage: StageName, reason: str, **details: Any) -> StageResult:
-        return cls(stage=stage, passed=False, reason=reason, details=details,
-                   infrastructure_error=True)
+        return cls(
+            stage=stage, passed=False, reason=reason, details=details, infrastructure_error=True
+        )
 
 
 class Verdict(BaseModel):
@@ -58,7 +61,9 @@ class Verdict(BaseModel):
         "infrastructure failure kept the gate from judging the task."
     )
     infrastructure_error: bool = False
-    stages: list[StageResult] = Field(default_factory=list, description="Every stage run, in order.")
+    stages: list[StageResult] = Field(
+        default_factory=list, description="Every stage run, in order."
+    )
     skipped: list[StageName] = Field(default_factory=list)
     duration_sec: float = 0.0
     backend: str = ""
@@ -73,9 +78,7 @@ class Verdict(BaseModel):
         return f"{self.task_name}: rejected at {self.stage}: {self.reason}"
 
 
-def make_verdict(
-    task: Path | str, results: Sequence[StageResult], *, backend: str = ""
-) -> Verdict:
+def make_verdict(task: Path | str, results: Sequence[StageResult], *, backend: str = "") -> Verdict:
     """The verdict of the stages run so far: the first failing stage decides."""
     task = Path(task)
     ordered = sorted(results, key=lambda r: STAGES.index(r.stage))
@@ -93,31 +96,53 @@ def make_verdict(
         note = f"; skipped: {', '.join(common['skipped'])}" if common["skipped"] else ""
         missing = [s for s in STAGES if s not in {r.stage for r in ordered}]
         if missing:  # a partial run (e.g. a caller stopped early) admits nothing
-            return Verdict(admitted=False, stage=missing[0], proposer_reward=None,
-                           infrastructure_error=True,
-                           reason=f"stage {missing[0]} never ran; the gate run was incomplete",
-                           **common)
-        return Verdict(admitted=True, stage=None, proposer_reward=REWARD_ADMITTED,
-                       reason=f"passed {len(ran)} stages ({', '.join(ran)}){note}", **common)
+            return Verdict(
+                admitted=False,
+                stage=missing[0],
+                proposer_reward=None,
+                infrastructure_error=True,
+                reason=f"stage {missing[0]} never ran; the gate run was incomplete",
+                **common,
+            )
+        return Verdict(
+            admitted=True,
+            stage=None,
+            proposer_reward=REWARD_ADMITTED,
+            reason=f"passed {len(ran)} stages ({', '.join(ran)}){note}",
+            **common,
+        )
     if failed.infrastructure_error:
         return Verdict(
-            admitted=False, stage=failed.stage, proposer_reward=None, infrastructure_error=True,
+            admitted=False,
+            stage=failed.stage,
+            proposer_reward=None,
+            infrastructure_error=True,
             reason=f"infrastructure failure in {failed.stage} (not the task's fault; rerun "
             f"when the machine is fixed): {failed.reason}",
-            excerpt=failed.excerpt, **common,
+            excerpt=failed.excerpt,
+            **common,
         )
-    reward = (
-        REWARD_CALIBRATION_FAILED if failed.stage == "calibrate" else REWARD_VALIDATION_FAILED
+    reward = REWARD_CALIBRATION_FAILED if failed.stage == "calibrate" else REWARD_VALIDATION_FAILED
+    return Verdict(
+        admitted=False,
+        stage=failed.stage,
+        proposer_reward=reward,
+        reason=failed.reason,
+        excerpt=failed.excerpt,
+        **common,
     )
-    return Verdict(admitted=False, stage=failed.stage, proposer_reward=reward,
-                   reason=failed.reason, excerpt=failed.excerpt, **common)
 
 
 def infrastructure_verdict(task: Path | str, error: BaseException, *, backend: str = "") -> Verdict:
     """For a candidate whose gate run itself crashed: reported, never blamed on the task."""
     task = Path(task)
     return Verdict(
-        task=str(task), task_name=task.name, admitted=False, stage=None, proposer_reward=None,
-        infrastructure_error=True, backend=backend,
+        task=str(task),
+        task_name=task.name,
+        admitted=False,
+        stage=None,
+        proposer_reward=None,
+        infrastructure_error=True,
+        backend=backend,
         reason=f"infrastructure failure: the gate crashed ({type(error).__name__}: {error})",
     )

@@ -12,9 +12,10 @@ import fcntl
 from pathlib import Path
 from typing import Any, override
 
-from autoenvscaling.tools.script_agent import ScriptAgent
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
+
+from autoenvscaling.tools.script_agent import ScriptAgent
 
 
 def next_attempt(counter_file: Path) -> int:
@@ -32,8 +33,14 @@ def next_attempt(counter_file: Path) -> int:
 
 
 class ScheduledAgent(ScriptAgent):
-    def __init__(self, *args: Any, schedule: str | list[int | bool], counter_file: str,
-                 fail_commands: list[str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        schedule: str | list[int | bool],
+        counter_file: str,
+        fail_commands: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         kwargs.pop("use_solution", None)
         super().__init__(*args, **kwargs)
         marks = list(schedule) if not isinstance(schedule, str) else [c == "1" for c in schedule]
@@ -49,8 +56,9 @@ class ScheduledAgent(ScriptAgent):
         return "autoenvscaling-scheduled"
 
     @override
-    async def run(self, instruction: str, environment: BaseEnvironment,
-                  context: AgentContext) -> None:
+    async def run(
+        self, instruction: str, environment: BaseEnvironment, context: AgentContext
+    ) -> None:
         attempt = next_attempt(self.counter_file)
         solve = self.schedule[attempt % len(self.schedule)]
         self.use_solution = solve

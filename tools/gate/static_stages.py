@@ -22,12 +22,22 @@ async def lint(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     details = {"findings": [f.model_dump() for f in report.findings]}
     if report.ok:
         warned = f" ({len(report.warnings)} warnings)" if report.warnings else ""
-        return StageResult(stage="lint", passed=True, reason=f"no lint errors{warned}",
-                           details=details, excerpt=excerpt(report.summary()))
+        return StageResult(
+            stage="lint",
+            passed=True,
+            reason=f"no lint errors{warned}",
+            details=details,
+            excerpt=excerpt(report.summary()),
+        )
     errors = report.errors
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    return StageResult(stage="lint", passed=False, reason=f"{errors[0]}{more}",
-                       details=details, excerpt=excerpt(report.summary()))
+    return StageResult(
+        stage="lint",
+        passed=False,
+        reason=f"{errors[0]}{more}",
+        details=details,
+        excerpt=excerpt(report.summary()),
+    )
 
 
 # --------------------------------------------------------------------------- decontam
@@ -62,18 +72,26 @@ async def decontam(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     index = await asyncio.to_thread(_heldout_index, keys, config.ngram)
     instruction = load_task(task).instruction
     matches = index.overlap(instruction)
-    details = {"heldout_items": index.size, "n": config.ngram,
-               "matches": [m.model_dump() for m in matches[:10]]}
+    details = {
+        "heldout_items": index.size,
+        "n": config.ngram,
+        "matches": [m.model_dump() for m in matches[:10]],
+    }
     if not matches:
-        return StageResult(stage="decontam", passed=True, details=details,
-                           reason=f"no {config.ngram}-gram shared with {index.size} held-out "
-                           "instructions")
+        return StageResult(
+            stage="decontam",
+            passed=True,
+            details=details,
+            reason=f"no {config.ngram}-gram shared with {index.size} held-out instructions",
+        )
     top = matches[0]
     others = f" and {len(matches) - 1} more held-out item(s)" if len(matches) > 1 else ""
     return StageResult(
-        stage="decontam", passed=False, details=details,
+        stage="decontam",
+        passed=False,
+        details=details,
         reason=f"instruction.md shares {top.shared} {config.ngram}-gram(s) with the held-out "
-        f"task {top.heldout}{others}, e.g. \"{top.ngram}\": reword the instruction in your own "
+        f'task {top.heldout}{others}, e.g. "{top.ngram}": reword the instruction in your own '
         "words (a held-out benchmark must not leak into training tasks)",
         excerpt=top.ngram,
     )
@@ -112,19 +130,29 @@ async def dedup(task: Path, config: GateConfig, prior: Prior) -> StageResult:
         _pool_index, pool, _pool_key(config.pool_dir), config.dedup_threshold
     )
     match = index.closest_task(load_task(task))
-    details = {"pool_size": len(index), "unreadable_pool_tasks": unreadable,
-               "threshold": config.dedup_threshold,
-               "closest": match.model_dump() if match else None}
+    details = {
+        "pool_size": len(index),
+        "unreadable_pool_tasks": unreadable,
+        "threshold": config.dedup_threshold,
+        "closest": match.model_dump() if match else None,
+    }
     if match is None:
-        return StageResult(stage="dedup", passed=True, details=details,
-                           reason="the pool holds no other task")
+        return StageResult(
+            stage="dedup", passed=True, details=details, reason="the pool holds no other task"
+        )
     name = Path(match.key).name
     if not match.duplicate:
-        return StageResult(stage="dedup", passed=True, details=details,
-                           reason=f"closest pool task {name} has similarity "
-                           f"{match.similarity:.2f} < {config.dedup_threshold:.2f}")
+        return StageResult(
+            stage="dedup",
+            passed=True,
+            details=details,
+            reason=f"closest pool task {name} has similarity "
+            f"{match.similarity:.2f} < {config.dedup_threshold:.2f}",
+        )
     return StageResult(
-        stage="dedup", passed=False, details=details,
+        stage="dedup",
+        passed=False,
+        details=details,
         reason=f"near-duplicate of pool task {name}: MinHash similarity {match.similarity:.2f} "
         f">= {config.dedup_threshold:.2f} over instruction, tests and solution; change what the "
         "task asks for (not just its wording) or drop it",

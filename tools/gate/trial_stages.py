@@ -18,8 +18,13 @@ Prior = Mapping[StageName, StageResult]
 
 
 def _trial_details(outcome: TrialOutcome) -> dict[str, object]:
-    return {"reward": outcome.reward, "rewards": outcome.rewards, "error": outcome.error,
-            "duration_sec": round(outcome.duration_sec, 3), "trial_dir": outcome.trial_dir}
+    return {
+        "reward": outcome.reward,
+        "rewards": outcome.rewards,
+        "error": outcome.error,
+        "duration_sec": round(outcome.duration_sec, 3),
+        "trial_dir": outcome.trial_dir,
+    }
 
 
 def _failed_trial(stage: StageName, what: str, outcome: TrialOutcome) -> StageResult:
@@ -28,11 +33,16 @@ def _failed_trial(stage: StageName, what: str, outcome: TrialOutcome) -> StageRe
     assert fault is not None
     details = _trial_details(outcome)
     if not fault.task_fault:
-        return StageResult.infrastructure(stage, f"the {what} trial failed: {fault.describe()}",
-                                          **details)
-    return StageResult(stage=stage, passed=False, details=details,
-                       reason=f"the {what} run failed: {fault.describe()}",
-                       excerpt=failure_excerpt(outcome))
+        return StageResult.infrastructure(
+            stage, f"the {what} trial failed: {fault.describe()}", **details
+        )
+    return StageResult(
+        stage=stage,
+        passed=False,
+        details=details,
+        reason=f"the {what} run failed: {fault.describe()}",
+        excerpt=failure_excerpt(outcome),
+    )
 
 
 # --------------------------------------------------------------------------- build
@@ -45,28 +55,48 @@ async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
         from autoenvscaling.tools.sandbox.bwrap import build_image
 
         try:
-            image = await build_image(loaded.environment_dir, docker_image=env.docker_image,
-                                      timeout_sec=env.build_timeout_sec)
+            image = await build_image(
+                loaded.environment_dir,
+                docker_image=env.docker_image,
+                timeout_sec=env.build_timeout_sec,
+            )
         except BuildError as exc:
             return StageResult(
-                stage="build", passed=False, excerpt=excerpt(str(exc)),
+                stage="build",
+                passed=False,
+                excerpt=excerpt(str(exc)),
                 reason=f"the environment does not build (build timeout "
                 f"{env.build_timeout_sec:g} s): {' '.join(str(exc).split())[:400]}",
             )
-        return StageResult(stage="build", passed=True, reason=f"built image {image.id}",
-                           details={"image": image.id, "notes": image.notes})
+        return StageResult(
+            stage="build",
+            passed=True,
+            reason=f"built image {image.id}",
+            details={"image": image.id, "notes": image.notes},
+        )
     # Backends without a build call of their own: a nop trial builds and starts the image.
     outcome = await gate_trial(task, config, agent="nop", label="build")
     if outcome.error_kind == "build" or (outcome.error or "").startswith("BuildError"):
-        return StageResult(stage="build", passed=False, excerpt=failure_excerpt(outcome),
-                           reason=f"the environment does not build: {outcome.error}",
-                           details=_trial_details(outcome))
+        return StageResult(
+            stage="build",
+            passed=False,
+            excerpt=failure_excerpt(outcome),
+            reason=f"the environment does not build: {outcome.error}",
+            details=_trial_details(outcome),
+        )
     fault = failure(outcome)
     if fault is not None and not fault.task_fault:
-        return StageResult.infrastructure("build", f"could not start the environment: "
-                                          f"{fault.describe()}", **_trial_details(outcome))
-    return StageResult(stage="build", passed=True, details=_trial_details(outcome),
-                       reason=f"the environment builds and starts on {config.backend}")
+        return StageResult.infrastructure(
+            "build",
+            f"could not start the environment: {fault.describe()}",
+            **_trial_details(outcome),
+        )
+    return StageResult(
+        stage="build",
+        passed=True,
+        details=_trial_details(outcome),
+        reason=f"the environment builds and starts on {config.backend}",
+    )
 
 
 # --------------------------------------------------------------------------- oracle
@@ -78,25 +108,35 @@ async def oracle(task: Path, config: GateConfig, prior: Prior) -> StageResult:
         return _failed_trial("oracle", "oracle", outcome)
     details = _trial_details(outcome)
     if outcome.reward == 1.0:
-        return StageResult(stage="oracle", passed=True, details=details,
-                           reason="the reference solution scores 1.0")
+        return StageResult(
+            stage="oracle", passed=True, details=details, reason="the reference solution scores 1.0"
+        )
     # Reruns tell a wrong solution from a verifier that changes its mind.
-    reruns = await asyncio.gather(*(
-        gate_trial(task, config, agent="oracle", label=f"oracle-rerun-{i}")
-        for i in range(max(config.repeat, 1))
-    ))
+    reruns = await asyncio.gather(
+        *(
+            gate_trial(task, config, agent="oracle", label=f"oracle-rerun-{i}")
+            for i in range(max(config.repeat, 1))
+        )
+    )
     details["rerun_rewards"] = [o.reward for o in reruns]
     odd = [o for o in reruns if failure(o) is None and o.reward != outcome.reward]
     if odd:
-        shown = ", ".join(f"{r:g}" for r in [outcome.reward, *(o.reward for o in reruns)]
-                          if r is not None)
+        shown = ", ".join(
+            f"{r:g}" for r in [outcome.reward, *(o.reward for o in reruns)] if r is not None
+        )
         return StageResult(
-            stage="oracle", passed=False, details=details, excerpt=failure_excerpt(outcome),
+            stage="oracle",
+            passed=False,
+            details=details,
+            excerpt=failure_excerpt(outcome),
             reason=f"flaky verifier: identical oracle runs scored {shown}; make tests/ "
             "deterministic (no randomness, clocks, races or network)",
         )
     return StageResult(
-        stage="oracle", passed=False, details=details, excerpt=failure_excerpt(outcome),
+        stage="oracle",
+        passed=False,
+        details=details,
+        excerpt=failure_excerpt(outcome),
         reason=f"the oracle scored {outcome.reward:g}, not exactly 1.0 (in all "
         f"{len(reruns) + 1} runs): solution/solve.sh does not pass tests/ (fix the solution, "
         "or the tests if they check the wrong thing)",
@@ -113,7 +153,9 @@ async def nop(task: Path, config: GateConfig, prior: Prior) -> StageResult:
         assert fault is not None
         if fault.exception == "RewardFileNotFoundError":
             return StageResult(
-                stage="nop", passed=False, details=_trial_details(outcome),
+                stage="nop",
+                passed=False,
+                details=_trial_details(outcome),
                 excerpt=failure_excerpt(outcome),
                 reason="no reward written after an empty attempt: tests/test.sh must write "
                 "/logs/verifier/reward.txt (e.g. 0) also when the checks fail; a `set -e` or "
@@ -124,10 +166,17 @@ async def nop(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     assert reward is not None
     details = _trial_details(outcome)
     if reward < config.nop_threshold:
-        return StageResult(stage="nop", passed=True, details=details,
-                           reason=f"an empty attempt scores {reward:g} < {config.nop_threshold:g}")
+        return StageResult(
+            stage="nop",
+            passed=True,
+            details=details,
+            reason=f"an empty attempt scores {reward:g} < {config.nop_threshold:g}",
+        )
     return StageResult(
-        stage="nop", passed=False, details=details, excerpt=failure_excerpt(outcome),
+        stage="nop",
+        passed=False,
+        details=details,
+        excerpt=failure_excerpt(outcome),
         reason=f"the tests pass on the initial state: an empty attempt (nop agent) scored "
         f"{reward:g} >= {config.nop_threshold:g}; the tests must fail until the work the "
         "instruction asks for is done",
@@ -141,9 +190,12 @@ async def repeat(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     if config.repeat == 0:
         return StageResult.skip("repeat", "repeat = 0: no reruns requested")
     expected = 1.0  # the oracle stage admitted only an exact 1.0
-    outcomes = await asyncio.gather(*(
-        gate_trial(task, config, agent="oracle", label=f"repeat-{i}") for i in range(config.repeat)
-    ))
+    outcomes = await asyncio.gather(
+        *(
+            gate_trial(task, config, agent="oracle", label=f"repeat-{i}")
+            for i in range(config.repeat)
+        )
+    )
     infra = [o for o in outcomes if (f := failure(o)) is not None and not f.task_fault]
     if infra:
         return _failed_trial("repeat", "oracle rerun", infra[0])
@@ -151,13 +203,20 @@ async def repeat(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     details = {"rewards": [expected, *rewards], "runs": [_trial_details(o) for o in outcomes]}
     odd = [o for o in outcomes if o.reward != expected]
     if not odd:
-        return StageResult(stage="repeat", passed=True, details=details,
-                           reason=f"the oracle scored {expected:g} in all {len(rewards) + 1} runs")
+        return StageResult(
+            stage="repeat",
+            passed=True,
+            details=details,
+            reason=f"the oracle scored {expected:g} in all {len(rewards) + 1} runs",
+        )
     shown = ", ".join("no reward" if r is None else f"{r:g}" for r in [expected, *rewards])
     first = odd[0]
     why = f" ({failure(first).describe()})" if failure(first) else ""  # type: ignore[union-attr]
     return StageResult(
-        stage="repeat", passed=False, details=details, excerpt=failure_excerpt(first),
+        stage="repeat",
+        passed=False,
+        details=details,
+        excerpt=failure_excerpt(first),
         reason=f"flaky verifier: identical oracle runs scored {shown}{why}; the tests must give "
         "the same reward every time (no randomness, clocks, races or network)",
     )

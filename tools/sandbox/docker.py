@@ -38,6 +38,8 @@ from typing import Any
 
 import docker
 import docker.errors
+from pydantic import BaseModel, Field
+
 from autoenvscaling.tools.sandbox.base import (
     BuildError,
     ExecOutput,
@@ -48,7 +50,6 @@ from autoenvscaling.tools.sandbox.base import (
 )
 from autoenvscaling.tools.sandbox.shell import PersistentShell, _Pending
 from autoenvscaling.tools.settings import get_settings
-from pydantic import BaseModel, Field
 
 LABEL = "autoenvscaling"
 OWNER_LABEL = "autoenvscaling.owner"
