@@ -1,7 +1,9 @@
 # Two entry points for a fresh machine: `make run` (the flywheel on embedded defaults) and
 # `make test`. Both set up what they need first (idempotent: later runs start at once).
 VENV ?= .venv
-PY ?= $(shell command -v python3.12 2>/dev/null || ls -d $$HOME/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | tail -1)
+# The first Python 3.12 that really runs (a pyenv shim may exist without 3.12 selected).
+PY ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 /usr/local/bin/python3.12 /usr/bin/python3.12; do \
+	"$$c" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && echo "$$c" && break; done)
 EXTRAS ?= dev,train,embedded
 PYTEST_ARGS ?=
 export LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=1 HARBOR_TELEMETRY=0

@@ -43,6 +43,11 @@ class LoopState(TypedDict, total=False):
     tool_seconds: dict[str, float]
 
 
+def _context_full(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "maximum context length" in text or "context_length_exceeded" in text
+
+
 def _over_budget(state: LoopState, budget: LoopBudget) -> StopReason | None:
     if state.get("turns", 0) >= budget.max_turns:
         return "max_turns"
@@ -75,6 +80,12 @@ def build_agent_loop(
         try:
             reply: AIMessage = await caller.ainvoke(state["messages"])
         except Exception as exc:  # after retries: recorded as an error outcome, never raised
+            if _context_full(exc):
+                # The conversation outgrew the model's window: the episode's budget, not a fault.
+                return Command(goto=END, update={
+                    "stop_reason": "max_tokens",
+                    "error": f"the conversation exceeded the model's context window: {exc}"[:500],
+                })
             return Command(
                 goto=END,
                 update={

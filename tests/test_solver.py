@@ -84,3 +84,16 @@ async def test_failing_model_is_an_error_outcome_not_a_crash(bwrap_ready, tmp_pa
     assert attempt.outcome == "error" and "endpoint down" in (attempt.error or "")
     with RolloutStore(tmp_path / "rollouts.db") as store:
         assert store.get_attempt(attempt.rollout_id).outcome == "error"
+
+
+async def test_a_full_context_window_ends_the_attempt_as_a_failure_not_an_error(bwrap_ready, tmp_path):
+    def overflowing(messages):
+        if len(messages) > 2:
+            raise ValueError("This model's maximum context length is 8192 tokens")
+        return reply("", tool_call("run", command="ls"))
+
+    model = register("solver-overflow", overflowing)
+    settings = _settings(tmp_path, model).model_copy(
+        update={"budget": LoopBudget(max_turns=4, max_retries=0)})
+    attempt = await solve_task(TASK, settings, trials_dir=tmp_path)
+    assert (attempt.outcome, attempt.stop_reason, attempt.reward) == ("failed", "max_tokens", 0.0)

@@ -21,12 +21,11 @@ import os
 import shutil
 import socket
 import sys
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
+
+from autoenvscaling.training.orphan import watch_parent
 
 GGUF_MAGIC = b"GGUF"
 
@@ -64,24 +63,6 @@ class UnloadLoraRequest(BaseModel):
 class LoadModelRequest(BaseModel):
     model_name: str = Field(min_length=1)
     model_path: str = Field(min_length=1)
-
-
-def watch_parent(parent_pid: int, on_orphan: Callable[[], None], interval_sec: float = 0.5) -> None:
-    """Once `parent_pid` is no longer our parent (it died; we were re-parented): call
-    `on_orphan` (ask the server to stop), and exit for good 5 s later whatever it did.
-
-    Polling is used rather than PR_SET_PDEATHSIG because that signal fires when the parent
-    *thread* that spawned us exits, and the spawning thread may be a short-lived worker thread.
-    """
-
-    def loop() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(interval_sec)
-        on_orphan()
-        time.sleep(5.0)
-        os._exit(0)
-
-    threading.Thread(target=loop, name="parent-watch", daemon=True).start()
 
 
 def resolve_gguf(path_text: str) -> Path:

@@ -376,6 +376,11 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m autoenvscaling.training.grpo_worker JOB.json", file=sys.stderr)
         return 2
     job = TrainJob.model_validate_json(Path(argv[0]).read_text())
+    # A run killed mid-training must not leave its worker (and the episodes' sandboxes) behind.
+    from autoenvscaling.training.orphan import watch_parent
+
+    watch_parent(os.getppid(), lambda: emit("error", job.job_id, message="parent died; exiting"),
+                 grace_sec=0.0)
     try:
         result = run(job)
     except Exception as exc:  # noqa: BLE001 - the process boundary: report any failure as an event

@@ -1,0 +1,27 @@
+"""Child processes that must not outlive the run that started them (model server, GRPO worker)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+
+
+def watch_parent(parent_pid: int, on_orphan: Callable[[], None], interval_sec: float = 0.5,
+                 grace_sec: float = 5.0) -> None:
+    """Once `parent_pid` is no longer our parent (it died; we were re-parented): call
+    `on_orphan`, and exit for good `grace_sec` later whatever it did.
+
+    Polling is used rather than PR_SET_PDEATHSIG because that signal fires when the parent
+    *thread* that spawned us exits, and the spawning thread may be a short-lived worker thread.
+    """
+
+    def loop() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(interval_sec)
+        on_orphan()
+        time.sleep(grace_sec)
+        os._exit(1)
+
+    threading.Thread(target=loop, name="parent-watch", daemon=True).start()
