@@ -285,7 +285,10 @@ async def run_gate(
         )
         record = record.model_copy(
             update={
-                "stage": last.stage if last else None,
+                # No verdict: the proposer never submitted (or its model failed): say which.
+                "stage": last.stage
+                if last
+                else ("error" if proposal.get("outcome") == "error" else "not_submitted"),
                 "reason": reason,
                 "proposer_reward": proposal.get("reward")
                 if proposal.get("reward") is not None
@@ -319,11 +322,23 @@ async def run_gate(
                 outcome="solved" if verdict.admitted else "failed",
                 metadata={"admission": verdict.summary()},
             )
+    if not record.admitted and ctx.backend == "docker":
+        await _drop_candidate_image(candidate)
     if verdict is not None:
         (candidate.parent / f"{candidate.name}.verdict.json").write_text(
             verdict.model_dump_json(indent=2)
         )
     return record
+
+
+async def _drop_candidate_image(candidate: Path) -> None:
+    """A rejected candidate's docker image is garbage; admitted ones are kept (best effort)."""
+    from autoenvscaling.tools.sandbox.docker import remove_task_image
+
+    try:
+        await asyncio.to_thread(remove_task_image, candidate)
+    except Exception:  # noqa: BLE001 - cleanup must never fail an admission
+        pass
 
 
 __all__ = ["embedded_defaults", "run_gate", "run_proposer", "run_training", "shutdown_servers"]
