@@ -164,6 +164,10 @@ def doctor(
     Console().print(table)
 
 
+def _harbor_below_warning(record: logging.LogRecord) -> bool:
+    return not record.name.startswith("harbor") or record.levelno >= logging.WARNING
+
+
 @app.callback()
 def main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
     logging.basicConfig(
@@ -173,9 +177,7 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> N
     if not verbose:
         # Harbor pins its per-trial loggers at DEBUG; keep its chatter off the console.
         for handler in logging.getLogger().handlers:
-            handler.addFilter(
-                lambda r: not r.name.startswith("harbor") or r.levelno >= logging.WARNING
-            )
+            handler.addFilter(_harbor_below_warning)
 
 
 _mount_subapps()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,20 +18,6 @@ from rich.table import Table
 
 validate_app = typer.Typer(no_args_is_help=True)
 console = Console(stderr=True)
-
-
-def _harbor_below_warning(record: logging.LogRecord) -> bool:
-    return not record.name.startswith("harbor") or record.levelno >= logging.WARNING
-
-
-def _quiet_harbor() -> None:
-    """Harbor pins its loggers at DEBUG; keep trial chatter out unless --verbose asked for it."""
-    root = logging.getLogger()
-    if root.level <= logging.INFO:
-        return
-    for handler in root.handlers:
-        if _harbor_below_warning not in handler.filters:
-            handler.addFilter(_harbor_below_warning)
 
 
 def _progress(event: dict[str, Any]) -> None:
@@ -82,8 +67,6 @@ def validate(
 ) -> None:
     """Run the admission gate on TASKS and print one verdict per task."""
     from pydantic import ValidationError
-
-    _quiet_harbor()
 
     from autoenvscaling.graphs.validation import validate_batch
     from autoenvscaling.tools.gate import GateConfig

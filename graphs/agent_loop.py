@@ -82,10 +82,15 @@ def build_agent_loop(
         except Exception as exc:  # after retries: recorded as an error outcome, never raised
             if _context_full(exc):
                 # The conversation outgrew the model's window: the episode's budget, not a fault.
-                return Command(goto=END, update={
-                    "stop_reason": "max_tokens",
-                    "error": f"the conversation exceeded the model's context window: {exc}"[:500],
-                })
+                return Command(
+                    goto=END,
+                    update={
+                        "stop_reason": "max_tokens",
+                        "error": f"the conversation exceeded the model's context window: {exc}"[
+                            :500
+                        ],
+                    },
+                )
             return Command(
                 goto=END,
                 update={

@@ -344,8 +344,7 @@ async def refresh(
             )
         return result.reward or 0.0
 
-    notes: list[str] = []
-    for entry in entries:
+    async def measure(entry: PoolEntry) -> None:
         rewards = await asyncio.gather(
             *(
                 attempt(pool.path(entry.task_id), i, {"purpose": "refresh"})
@@ -360,6 +359,10 @@ async def refresh(
                 round_,
                 f"solver mean reward {mean:.2f} left the band [{ctx.band_low}, {ctx.band_high}]",
             )
+
+    # Every task at once: `concurrency` bounds the trials in flight, not one task after another.
+    await asyncio.gather(*(measure(entry) for entry in entries))
+    notes: list[str] = []
     if ctx.heldout_dir and Path(ctx.heldout_dir).exists():
         heldout = sorted(p for p in Path(ctx.heldout_dir).iterdir() if (p / "task.toml").exists())
         await asyncio.gather(*(attempt(p, 0, {"purpose": "heldout"}) for p in heldout))

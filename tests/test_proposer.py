@@ -25,31 +25,10 @@ from autoenvscaling.tools.gate import GateConfig
 from autoenvscaling.tools.rollout_store import RolloutStore
 
 from .conftest import SEED_DIR
+from .flywheel_policy import BROKEN, BUG, FIX, blocks
 
 # A small task; its reference solution carries a planted bug (it sums only the first 3 numbers).
-BUG = "head -n 3 /app/numbers.txt | awk '{s += $1} END {print s}'"
-FIX = "awk '{s += $1} END {print s}' /app/numbers.txt"
-NUMBERS = "3\n14\n15\n92\n65\n"
-FILES = {
-    "instruction.md": "The file `/app/numbers.txt` holds one integer per line.\n\n"
-    "Write their sum to `/app/sum.txt`: a single integer and a newline.\n",
-    "task.toml": 'schema_version = "1.4"\n\n[metadata]\nauthor_name = "test"\n'
-    'difficulty = "easy"\ncategory = "text-processing"\ntags = ["awk"]\n\n'
-    "[agent]\ntimeout_sec = 120\n\n[verifier]\ntimeout_sec = 60\n\n"
-    '[environment]\nnetwork_mode = "no-network"\ncpus = 1\nmemory_mb = 512\n'
-    "build_timeout_sec = 120\n",
-    "environment/Dockerfile": "FROM debian:bookworm-slim\nWORKDIR /app\n"
-    "COPY numbers.txt /app/numbers.txt\n",
-    "environment/numbers.txt": NUMBERS,
-    "tests/numbers.txt": NUMBERS,
-    "tests/test.sh": "#!/bin/bash\n# The reward is 1 only when /app/sum.txt holds the right sum.\n"
-    "mkdir -p /logs/verifier\necho 0 > /logs/verifier/reward.txt\n"
-    "expected=$(awk '{s += $1} END {print s}' /tests/numbers.txt)\n"
-    'if [ "$(cat /app/sum.txt 2>/dev/null)" = "$expected" ]; then\n'
-    "  echo PASS; echo 1 > /logs/verifier/reward.txt\n"
-    'else\n  echo "FAIL: expected $expected"\nfi\n',
-    "solution/solve.sh": f"#!/bin/bash\nset -euo pipefail\n{BUG} > /app/sum.txt\n",
-}
+FILES = BROKEN
 # Replays the Dockerfile by hand in the proposer's own sandbox, then the solution and the tests.
 TRY_IT = (
     "mkdir -p /app /logs/verifier && cp environment/numbers.txt /app/ && "
@@ -58,8 +37,7 @@ TRY_IT = (
 )
 
 
-def _blocks(files: dict[str, str]) -> str:
-    return "\n".join(f'<file path="{p}">\n{c}</file>' for p, c in files.items())
+_blocks = blocks
 
 
 def _phased(

@@ -86,7 +86,9 @@ async def test_failing_model_is_an_error_outcome_not_a_crash(bwrap_ready, tmp_pa
         assert store.get_attempt(attempt.rollout_id).outcome == "error"
 
 
-async def test_a_full_context_window_ends_the_attempt_as_a_failure_not_an_error(bwrap_ready, tmp_path):
+async def test_a_full_context_window_ends_the_attempt_as_a_failure_not_an_error(
+    bwrap_ready, tmp_path
+):
     def overflowing(messages):
         if len(messages) > 2:
             raise ValueError("This model's maximum context length is 8192 tokens")
@@ -94,6 +96,7 @@ async def test_a_full_context_window_ends_the_attempt_as_a_failure_not_an_error(
 
     model = register("solver-overflow", overflowing)
     settings = _settings(tmp_path, model).model_copy(
-        update={"budget": LoopBudget(max_turns=4, max_retries=0)})
+        update={"budget": LoopBudget(max_turns=4, max_retries=0)}
+    )
     attempt = await solve_task(TASK, settings, trials_dir=tmp_path)
     assert (attempt.outcome, attempt.stop_reason, attempt.reward) == ("failed", "max_tokens", 0.0)

@@ -25,8 +25,9 @@ def test_watched_child_exits_after_its_parent_is_killed(tmp_path):
     (tmp_path / "child.py").write_text(CHILD)
     (tmp_path / "parent.py").write_text(PARENT)
     pid_file = tmp_path / "child.pid"
-    parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py"),
-                               str(tmp_path / "child.py"), str(pid_file)])
+    parent = subprocess.Popen(
+        [sys.executable, str(tmp_path / "parent.py"), str(tmp_path / "child.py"), str(pid_file)]
+    )
     for _ in range(400):  # the child is watching once it wrote its pid
         if pid_file.exists() and pid_file.read_text():
             break

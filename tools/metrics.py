@@ -51,7 +51,7 @@ class PriceTable(BaseModel):
 class RoundMetrics(BaseModel):
     round: int
     candidates: int = 0
-    final_candidates: int = 0
+    revisions: int = Field(0, description="Revisions the proposers made after rejections")
     scored: int = 0
     infrastructure_failures: int = 0
     admitted: int = 0
@@ -108,14 +108,9 @@ def round_metrics(
     policy: str = "",
 ) -> RoundMetrics:
     prices = prices or PriceTable()
-    # The last revision of each slot is the candidate that counts; earlier ones were repaired.
-    final: dict[int, CandidateRecord] = {}
-    for record in records:
-        if record.slot not in final or record.revision >= final[record.slot].revision:
-            final[record.slot] = record
-    finals = list(final.values())
-    infra = [r for r in finals if r.infrastructure_error]
-    scored = [r for r in finals if not r.infrastructure_error]
+    # One record per proposer slot: its revisions happened inside the proposer's attempt.
+    infra = [r for r in records if r.infrastructure_error]
+    scored = [r for r in records if not r.infrastructure_error]
     admitted = [r for r in scored if r.admitted]
     reasons = Counter(r.stage or "unknown" for r in scored if not r.admitted)
     tokens = sum(r.prompt_tokens + r.completion_tokens for r in records)
@@ -134,7 +129,7 @@ def round_metrics(
     return RoundMetrics(
         round=round_,
         candidates=len(records),
-        final_candidates=len(finals),
+        revisions=sum(r.revision for r in records),
         scored=len(scored),
         infrastructure_failures=len(infra),
         admitted=len(admitted),

@@ -44,8 +44,8 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
         "",
         "| measure | value |",
         "| --- | --- |",
-        f"| candidates (all revisions) | {m.candidates} |",
-        f"| final candidates | {m.final_candidates} |",
+        f"| candidates | {m.candidates} |",
+        f"| revisions after rejections | {m.revisions} |",
         f"| scored (infrastructure failures excluded) | {m.scored} |",
         f"| infrastructure failures | {m.infrastructure_failures} |",
         f"| admitted | {m.admitted} |",
@@ -139,7 +139,7 @@ def write_run_report(run_dir: Path, *, embedded: bool = False) -> Path:
     for m in history:
         trained = m.training.get("checkpoint") or m.training.get("reason") or "-"
         lines.append(
-            f"| {m.round} | {m.final_candidates} | {m.admitted} | {_fmt(m.valid_environment_rate)} "
+            f"| {m.round} | {m.candidates} | {m.admitted} | {_fmt(m.valid_environment_rate)} "
             f"| {sum(m.reject_reasons.values())} | {_fmt(m.solver_mean_reward_pool)} "
             f"| {_fmt(m.solver_mean_reward_heldout)} | {m.pool_active} | {trained} |"
         )

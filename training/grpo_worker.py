@@ -379,8 +379,11 @@ def main(argv: list[str] | None = None) -> int:
     # A run killed mid-training must not leave its worker (and the episodes' sandboxes) behind.
     from autoenvscaling.training.orphan import watch_parent
 
-    watch_parent(os.getppid(), lambda: emit("error", job.job_id, message="parent died; exiting"),
-                 grace_sec=0.0)
+    watch_parent(
+        os.getppid(),
+        lambda: emit("error", job.job_id, message="parent died; exiting"),
+        grace_sec=0.0,
+    )
     try:
         result = run(job)
     except Exception as exc:  # noqa: BLE001 - the process boundary: report any failure as an event

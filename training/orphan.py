@@ -8,8 +8,12 @@ import time
 from collections.abc import Callable
 
 
-def watch_parent(parent_pid: int, on_orphan: Callable[[], None], interval_sec: float = 0.5,
-                 grace_sec: float = 5.0) -> None:
+def watch_parent(
+    parent_pid: int,
+    on_orphan: Callable[[], None],
+    interval_sec: float = 0.5,
+    grace_sec: float = 5.0,
+) -> None:
     """Once `parent_pid` is no longer our parent (it died; we were re-parented): call
     `on_orphan`, and exit for good `grace_sec` later whatever it did.
 

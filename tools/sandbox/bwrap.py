@@ -633,7 +633,3 @@ async def start_workspace(
     sandbox = await BwrapSandbox.start(image, limits=limits, network=network, env=env, binds=binds)
     await sandbox.exec(f"mkdir -p {shlex.quote(workdir)}", cwd="/", user="root")
     return sandbox
-
-
-def describe(sandbox: BwrapSandbox) -> str:
-    return json.dumps(sandbox.ref.model_dump(mode="json"))
