@@ -10,11 +10,16 @@ export LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=1 HARBOR_TELEMETR
 # llama-cpp-python (the embedded extra) compiles llama.cpp: skip its tools (~6 min instead of ~12).
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: setup system test run bench
+.PHONY: setup system bases test run bench
+
+# The engine (podman, rootful, with runc and catatonit for --init) and debootstrap for the offline
+# base image. Each package is checked by the file it provides, so a set-up machine starts at once.
+SYSTEM_PACKAGES = /usr/bin/podman:podman /usr/sbin/runc:runc /usr/bin/newuidmap:uidmap \
+	/usr/bin/catatonit:catatonit /usr/sbin/debootstrap:debootstrap
 
 system:
-	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
-	command -v debootstrap >/dev/null || missing="$$missing debootstrap"; \
+	@missing=""; for pair in $(SYSTEM_PACKAGES); do \
+	  [ -x "$${pair%%:*}" ] || missing="$$missing $${pair##*:}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing with apt-get"; \
 	  (apt-get install -y --no-install-recommends $$missing || \
@@ -26,7 +31,12 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[$(EXTRAS)]'
 	touch $@
 
-setup: system $(VENV)/.installed-$(EXTRAS)
+# The offline base image, imported into podman once per machine (debootstrap ~1-2 min the first
+# time; later runs find it and return in a second). Tests never build it: they fail if it is missing.
+bases: system $(VENV)/.installed-$(EXTRAS)
+	$(VENV)/bin/python -m autoenvscaling.tools.sandbox.bases
+
+setup: system $(VENV)/.installed-$(EXTRAS) bases
 
 test: setup
 	$(VENV)/bin/python -m pytest -q -rs $(PYTEST_ARGS)

@@ -1,14 +1,14 @@
 """The admission gate (up to calibrate) over the seed pool: its wall time against
 
 1. the floor: the tasks' own scripts (solve.sh + test.sh for the oracle, test.sh for nop), each
-   timed inside a bwrap sandbox of the built image, summed over the pool;
+   timed inside a podman sandbox of the built image, summed over the pool;
 2. `harbor run` (oracle, then nop) over the same pool with Harbor's docker backend, where a
-   Docker engine with compose v2 is reachable (else it says why not), and with our bwrap
+   Docker engine with compose v2 is reachable (else it says why not), and with our podman
    environment plugged into `harbor run`, for Harbor's own orchestration cost.
 
     .venv/bin/python benchmarks/bench_gate.py [--tasks tasks/seed] [-n 2] [--trials 4]
 
-Needs the bwrap backend (root, bubblewrap, the base rootfs).
+Needs the podman engine and the base image (`make bases`).
 """
 
 from __future__ import annotations
@@ -30,16 +30,17 @@ from rich.table import Table
 from autoenvscaling.graphs.validation import validate_batch
 from autoenvscaling.tools.gate import STAGES, GateConfig, Verdict
 from autoenvscaling.tools.gate.anti_cheat import executed_image_files
-from autoenvscaling.tools.sandbox.bwrap import BwrapSandbox, build_image
+from autoenvscaling.tools.sandbox.container import ContainerSandbox
+from autoenvscaling.tools.sandbox.images import build_image
 from autoenvscaling.tools.task_format import HarborTask, load_task
 
 os.environ.setdefault("HARBOR_TELEMETRY", "0")
 REPO = Path(__file__).resolve().parents[1]
-BWRAP_ENV = "autoenvscaling.tools.sandbox.harbor_env:BwrapEnvironment"
+PODMAN_ENV = "autoenvscaling.tools.sandbox.harbor_env:PodmanEnvironment"
 console = Console()
 
 
-async def _timed(sandbox: BwrapSandbox, command: str, env: dict[str, str]) -> float:
+async def _timed(sandbox: ContainerSandbox, command: str, env: dict[str, str]) -> float:
     started = time.perf_counter()
     result = await sandbox.exec(command, env=env, timeout_sec=900)
     if result.exit_code is None:
@@ -54,7 +55,7 @@ async def script_floor(task: HarborTask) -> dict[str, float]:
     image = await build_image(task.environment_dir, docker_image=env.docker_image)
     times: dict[str, float] = {}
     for phase in ("oracle", "nop"):
-        sandbox = await BwrapSandbox.start(image, workdir=env.workdir or image.workdir)
+        sandbox = await ContainerSandbox.start(image.tag, workdir=env.workdir)
         try:
             await sandbox.exec("mkdir -p /logs/verifier /logs/agent")
             if phase == "oracle":
@@ -173,7 +174,7 @@ async def main() -> None:
         "script floor (solve + 2x test.sh, serial sum)",
         f"{floor_total:.1f}",
         "1.0x",
-        "inside bwrap, images prebuilt",
+        "inside podman, images prebuilt",
     )
     # The scripts of the gate's own trials: oracle, repeat and leak probe run solve + test.sh;
     # nop, the forge probe and (where the tests run image files) the stub probe run test.sh.
@@ -197,9 +198,9 @@ async def main() -> None:
     if not args.no_harbor:
         with tempfile.TemporaryDirectory(prefix="aes-bench-gate-") as tmp:
             pool = harbor_pool(tasks, Path(tmp) / "pool")
-            seconds, note = harbor_run(pool, ["-e", BWRAP_ENV], args.trials, Path(tmp) / "jobs")
+            seconds, note = harbor_run(pool, ["-e", PODMAN_ENV], args.trials, Path(tmp) / "jobs")
             summary.add_row(
-                "harbor run oracle+nop, our bwrap env",
+                "harbor run oracle+nop, our podman env",
                 f"{seconds:.1f}",
                 f"{seconds / floor_total:.1f}x",
                 f"{note}; 2 trials per task",

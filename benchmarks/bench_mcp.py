@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_mcp.py [--calls 200] [--local]
 
-Needs the bwrap backend (root, bubblewrap, the base rootfs); `--local` uses a plain local bash
+Needs the podman engine and the base image (`make bases`); `--local` uses a plain local bash
 instead (no sandbox) to measure the protocol overhead alone.
 """
 
@@ -99,7 +99,7 @@ async def main() -> None:
     )
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument(
-        "--local", action="store_true", help="local bash instead of a bwrap sandbox"
+        "--local", action="store_true", help="local bash instead of a podman sandbox"
     )
     args = parser.parse_args()
     n = args.calls
@@ -121,7 +121,7 @@ async def main() -> None:
         cli_args: list[str] | None = None
         direct = await PersistentShell.start(local_bash)
     else:
-        from autoenvscaling.tools.sandbox.bwrap import start_workspace
+        from autoenvscaling.tools.sandbox.container import start_workspace
 
         sandbox = await start_workspace()
         terminal = build_terminal_server(ref=sandbox.ref)
@@ -172,7 +172,7 @@ async def main() -> None:
         "p95 ms",
         "mean ms",
         "p50 overhead vs direct shell",
-        title=f"terminal run('true'), {n} calls ({'local bash' if args.local else 'bwrap'})",
+        title=f"terminal run('true'), {n} calls ({'local bash' if args.local else 'podman'})",
     )
     for name, times in results.items():
         p50 = statistics.median(times)

@@ -28,7 +28,7 @@ app = typer.Typer(
 )
 console = Console(stderr=True)
 
-BackendOpt = Annotated[str, typer.Option("--backend", "-b", help="bwrap | docker | harbor-docker")]
+BackendOpt = Annotated[str, typer.Option("--backend", "-b", help="podman | docker | harbor-docker")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
@@ -61,7 +61,7 @@ def trial(
     agent: Annotated[
         str, typer.Option("--agent", "-a", help="oracle | nop | module:Class")
     ] = "oracle",
-    backend: BackendOpt = "bwrap",
+    backend: BackendOpt = "podman",
     concurrency: Annotated[int, typer.Option("--concurrency", "-n")] = 2,
     as_json: JsonOpt = False,
 ) -> None:
@@ -106,7 +106,7 @@ def solve(
     attempts: Annotated[int, typer.Option("--attempts", "-k")] = 1,
     max_turns: Annotated[int, typer.Option()] = 20,
     store: Annotated[Path, typer.Option(help="Rollout store (SQLite)")] = Path("rollouts.db"),
-    backend: BackendOpt = "bwrap",
+    backend: BackendOpt = "podman",
     as_json: JsonOpt = False,
 ) -> None:
     """Let the solver attempt TASKS in real Harbor trials; every attempt goes to the store."""
@@ -142,17 +142,15 @@ def solve(
 def doctor(
     as_json: JsonOpt = False,
     clean: Annotated[
-        bool, typer.Option(help="Remove sandboxes and containers left by crashes")
+        bool, typer.Option(help="Remove containers and scratch left by crashed runs")
     ] = False,
 ) -> None:
     """Say which sandbox backends work on this machine, and why not for the others."""
     from autoenvscaling.tools.doctor import clean_docker, diagnose
 
     if clean:
-        from autoenvscaling.tools.sandbox.bwrap import sweep_stale
-
-        console.print(f"bwrap: removed {len(sweep_stale())} stale sandbox folder(s)")
-        console.print(f"docker: {clean_docker()}")
+        for line in clean_docker():
+            console.print(line)
 
     statuses = asyncio.run(diagnose())
     if as_json:

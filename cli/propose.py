@@ -47,8 +47,8 @@ def propose(
         typer.Option(help="Solver model for calibration (default: --model, the shared policy)"),
     ] = None,
     backend: Annotated[
-        str, typer.Option("--backend", "-b", help="Gate backend: bwrap | docker")
-    ] = "bwrap",
+        str, typer.Option("--backend", "-b", help="Gate engine: podman | docker")
+    ] = "podman",
     policy_version: Annotated[str, typer.Option(help="Recorded with every rollout")] = "base",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")

@@ -1,7 +1,7 @@
 """`autoenvscaling run` (the main job) and `autoenvscaling report`.
 
 With no model options, the run uses the embedded default: SmolLM2-135M-Instruct served on
-127.0.0.1 by a local OpenAI-compatible server (started here, stopped on exit or crash), bwrap
+127.0.0.1 by a local OpenAI-compatible server (started here, stopped on exit or crash), podman
 sandboxes, SQLite, and TRL GRPO on CPU with LoRA; the same code paths as a vLLM deployment.
 """
 
@@ -104,7 +104,7 @@ def run(
         str | None, typer.Option(help="HF weights of the policy (training)")
     ] = None,
     policy_server: Annotated[str | None, typer.Option(help="embedded | vllm | none")] = None,
-    backend: Annotated[str, typer.Option(help="bwrap | docker")] = "bwrap",
+    backend: Annotated[str, typer.Option(help="podman | docker")] = "podman",
     heldout: Annotated[Path | None, typer.Option(help="Held-out task folder to evaluate")] = None,
     seed_dir: Annotated[
         Path | None, typer.Option(help="Initial pool (default: tasks/seed)")

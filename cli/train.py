@@ -73,7 +73,7 @@ def train(
     vllm_mode: Annotated[str, typer.Option(help="colocate | server")] = "colocate",
     vllm_server_url: Annotated[str | None, typer.Option(help="For --vllm-mode server.")] = None,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads in the trainer.")] = None,
-    sandbox: Annotated[str, typer.Option("--sandbox", help="Sandbox backend.")] = "bwrap",
+    sandbox: Annotated[str, typer.Option("--sandbox", help="Engine: podman | docker.")] = "podman",
     timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:

@@ -41,8 +41,8 @@ def _progress(event: dict[str, Any]) -> None:
 def validate(
     tasks: Annotated[list[Path], typer.Argument(help="Candidate Harbor task folders.")],
     backend: Annotated[
-        str, typer.Option("--backend", "-b", help="bwrap | docker | harbor-docker")
-    ] = "bwrap",
+        str, typer.Option("--backend", "-b", help="podman | docker | harbor-docker")
+    ] = "podman",
     skip: Annotated[
         list[str] | None,
         typer.Option("--skip", help="Stage to skip (repeatable), e.g. --skip calibrate."),

@@ -81,7 +81,7 @@ class FlywheelContext:
         default_factory=list, metadata={"description": "Benchmarks to decontaminate against"}
     )
     seed_dir: str | None = field(default=None, metadata={"description": "Initial pool"})
-    backend: str = field(default="bwrap", metadata={"description": "bwrap | docker"})
+    backend: str = field(default="podman", metadata={"description": "podman | docker"})
     concurrency: int = field(default=2, metadata={"description": "Trials in flight"})
     train: bool = field(default=True, metadata={"description": "Run the training node"})
     base_model: str | None = field(

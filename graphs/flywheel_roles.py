@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from autoenvscaling.graphs.flywheel import FlywheelContext, SlotTask
+    from autoenvscaling.tools.sandbox.base import Backend
     from autoenvscaling.training.policy import PolicyServer
 
 # Sized so one embedded round fits in ~15 min on 2 CPU cores (SmolLM2-135M at ~50 tokens/s);
@@ -322,8 +323,8 @@ async def run_gate(
                 outcome="solved" if verdict.admitted else "failed",
                 metadata={"admission": verdict.summary()},
             )
-    if not record.admitted and ctx.backend == "docker":
-        await _drop_candidate_image(candidate)
+    if not record.admitted and ctx.backend in ("podman", "docker"):
+        await _drop_candidate_image(candidate, ctx.backend)  # type: ignore[arg-type]
     if verdict is not None:
         (candidate.parent / f"{candidate.name}.verdict.json").write_text(
             verdict.model_dump_json(indent=2)
@@ -331,12 +332,12 @@ async def run_gate(
     return record
 
 
-async def _drop_candidate_image(candidate: Path) -> None:
-    """A rejected candidate's docker image is garbage; admitted ones are kept (best effort)."""
-    from autoenvscaling.tools.sandbox.docker import remove_task_image
+async def _drop_candidate_image(candidate: Path, backend: Backend) -> None:
+    """A rejected candidate's image is garbage; admitted ones are kept (best effort)."""
+    from autoenvscaling.tools.sandbox.images import remove_task_image
 
     try:
-        await asyncio.to_thread(remove_task_image, candidate)
+        await asyncio.to_thread(remove_task_image, candidate, backend=backend)
     except Exception:  # noqa: BLE001 - cleanup must never fail an admission
         pass
 

@@ -190,7 +190,7 @@ def workspace_with_task(candidate: Path, limits: SandboxLimits) -> ShellOpener:
 
     @asynccontextmanager
     async def open_shell() -> AsyncIterator[PersistentShell]:
-        from autoenvscaling.tools.sandbox.bwrap import start_workspace
+        from autoenvscaling.tools.sandbox.container import start_workspace
 
         sandbox = await start_workspace(
             limits=limits, workdir=TASK_MOUNT, binds=[(candidate, TASK_MOUNT)]
@@ -462,7 +462,7 @@ def _attempt_row(
 
 def gate_config(
     *,
-    backend: str = "bwrap",
+    backend: str = "podman",
     pool_dir: Path | str | None = None,
     solver: ModelConfig | None = None,
     solver_max_turns: int = 20,
@@ -512,7 +512,7 @@ class ProposerContext:
         default="candidates", metadata={"description": "Candidate folders go here"}
     )
     store_path: str | None = field(default=None, metadata={"description": "Rollout store (SQLite)"})
-    backend: str = field(default="bwrap", metadata={"description": "Gate backend: bwrap | docker"})
+    backend: str = field(default="podman", metadata={"description": "Gate engine: podman | docker"})
     calibrate: bool = field(
         default=False, metadata={"description": "Calibrate against the solver (same model)"}
     )

@@ -151,7 +151,7 @@ async def solve_task(
     settings: SolverSettings,
     *,
     sample: int = 0,
-    backend: BackendName = "bwrap",
+    backend: BackendName = "podman",
     trials_dir: Path | None = None,
 ) -> SolverAttempt:
     """One solver attempt in a real Harbor trial; recorded and rewarded in the store."""
@@ -233,7 +233,7 @@ class SolverContext:
     )
     max_turns: int = field(default=20, metadata={"description": "Model calls per attempt"})
     time_budget_sec: float = field(default=900, metadata={"description": "Wall time per attempt"})
-    backend: str = field(default="bwrap", metadata={"description": "bwrap | docker"})
+    backend: str = field(default="podman", metadata={"description": "podman | docker"})
     store_path: str | None = field(default=None, metadata={"description": "Rollout store (SQLite)"})
     policy_version: str = field(default="base", metadata={"description": "Recorded with rollouts"})
 

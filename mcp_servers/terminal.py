@@ -63,7 +63,7 @@ def workspace_shells(
 
     @asynccontextmanager
     async def open_shell() -> AsyncIterator[PersistentShell]:
-        from autoenvscaling.tools.sandbox.bwrap import start_workspace
+        from autoenvscaling.tools.sandbox.container import start_workspace
 
         sandbox = await start_workspace(limits=limits, network=network, workdir=workdir)
         async with sandbox:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -29,23 +28,84 @@ def seed_tasks() -> list[Path]:
     )
 
 
-@pytest.fixture(scope="session")
-def bwrap_ready() -> None:
-    """The bwrap backend needs root, bubblewrap and a base rootfs (built once, ~1-2 min)."""
-    if not shutil.which("bwrap"):
-        pytest.skip("bubblewrap is not installed (make setup installs it)")
-    if os.geteuid() != 0:
-        pytest.skip("the bwrap backend mounts overlays and needs root")
-    from autoenvscaling.tools.sandbox.rootfs import ensure_base_rootfs
+DOCKER_SKIP_ENV = "AUTOENVSCALING_DOCKER_SKIP_REASON"
+#: Every engine-parametrised test runs on podman (the default) and, in the docker tier
+#: (`.ci/docker-tier`, `pytest -m docker`), on docker.
+ENGINES = [
+    pytest.param("podman", id="podman"),
+    pytest.param("docker", id="docker", marks=pytest.mark.docker),
+]
 
-    ensure_base_rootfs()
+
+def require_engine(backend: str) -> None:
+    """The engine answers and has the base image, or the test fails (podman) / skips (docker
+    outside its tier) with what to do. Never builds anything: that is `make bases`."""
+    from autoenvscaling.tools.sandbox.bases import BaseImageMissingError, require_base
+    from autoenvscaling.tools.sandbox.engine import EngineUnavailableError
+
+    if backend == "docker":
+        if reason := os.environ.get(DOCKER_SKIP_ENV):
+            pytest.skip(f"docker tier: dockerd did not start: {reason}")
+        try:
+            require_base("docker")
+        except EngineUnavailableError as exc:
+            pytest.skip(f"no docker daemon answers ({str(exc)[:80]}); .ci/docker-tier starts one")
+        except BaseImageMissingError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        return
+    try:
+        require_base("podman")
+    except (EngineUnavailableError, BaseImageMissingError) as exc:
+        pytest.fail(f"podman is not usable here: {exc} (run `make setup`)", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def engine_ready() -> str:
+    """The default engine (podman) with the base image; fails clearly if either is missing."""
+    require_engine("podman")
+    return "podman"
+
+
+@pytest.fixture(scope="session", params=ENGINES)
+def engine(request) -> str:
+    """Each engine in turn (docker only in the docker tier)."""
+    require_engine(request.param)
+    return request.param
 
 
 @pytest.fixture
-async def workspace(bwrap_ready):
+async def workspace(engine_ready):
     from autoenvscaling.tools.sandbox import SandboxLimits
-    from autoenvscaling.tools.sandbox.bwrap import start_workspace
+    from autoenvscaling.tools.sandbox.container import start_workspace
 
     sandbox = await start_workspace(limits=SandboxLimits(memory_mb=256, pids=64))
     yield sandbox
     await sandbox.close()
+
+
+@pytest.fixture
+async def eworkspace(engine):
+    """A workspace on each engine."""
+    from autoenvscaling.tools.sandbox import SandboxLimits
+    from autoenvscaling.tools.sandbox.container import start_workspace
+
+    sandbox = await start_workspace(backend=engine, limits=SandboxLimits(memory_mb=256, pids=64))
+    yield sandbox
+    await sandbox.close()
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    """The docker engine's SDK client (docker tier only; skipped elsewhere)."""
+    require_engine("docker")
+    from autoenvscaling.tools.sandbox.engine import client
+
+    return client("docker")
+
+
+@pytest.fixture(scope="session")
+def engine_client(engine):
+    """The SDK client of each engine in turn."""
+    from autoenvscaling.tools.sandbox.engine import client
+
+    return client(engine)

@@ -104,7 +104,7 @@ def warmed(tmp_path_factory):
 
 
 async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
-    bwrap_ready, warmed, tmp_path
+    engine_ready, warmed, tmp_path
 ):
     from autoenvscaling.graphs import flywheel_roles
     from autoenvscaling.graphs.flywheel import FlywheelContext, _role_model, build_flywheel
@@ -170,7 +170,7 @@ async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
     assert proposer[0].reward == candidate["proposer_reward"]
 
 
-def test_the_model_server_stops_when_the_run_is_killed(bwrap_ready, tmp_path):
+def test_the_model_server_stops_when_the_run_is_killed(engine_ready, tmp_path):
     _embedded_ready()
     env = {**os.environ, "HARBOR_TELEMETRY": "0", "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(

@@ -17,7 +17,7 @@ from .conftest import FIXTURES
 from .flywheel_policy import shared_policy
 
 
-async def test_one_round_admits_rejects_measures_and_reports(bwrap_ready, tmp_path):
+async def test_one_round_admits_rejects_measures_and_reports(engine_ready, tmp_path):
     seed = tmp_path / "seed"
     seed.mkdir()
     shutil.copytree(FIXTURES / "good_task", seed / "word-count")

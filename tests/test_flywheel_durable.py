@@ -80,7 +80,7 @@ def _summary(run_dir: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_sigkill_mid_round_then_resume_matches_an_uninterrupted_run(bwrap_ready, tmp_path):
+def test_sigkill_mid_round_then_resume_matches_an_uninterrupted_run(engine_ready, tmp_path):
     seed = tmp_path / "seed"
     seed.mkdir()
     shutil.copytree(FIXTURES / "good_task", seed / "word-count")

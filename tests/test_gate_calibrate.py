@@ -44,7 +44,7 @@ def scheduled(schedule: str, tmp_path, task=TASK) -> GateConfig:
     ],
 )
 async def test_calibration_band_with_known_success_rates(
-    bwrap_ready, tmp_path, schedule, passed, rollouts, words
+    engine_ready, tmp_path, schedule, passed, rollouts, words
 ):
     result = await run_stage("calibrate", TASK, scheduled(schedule, tmp_path))
     assert result.passed is passed, result.reason
@@ -52,7 +52,7 @@ async def test_calibration_band_with_known_success_rates(
     assert sorted(result.details["rewards"]) == sorted(float(c) for c in schedule[:rollouts])
 
 
-async def test_rewards_that_never_vary_are_rejected(bwrap_ready):
+async def test_rewards_that_never_vary_are_rejected(engine_ready):
     # Writing a wrong answer always earns the task's partial credit, 0.5: in the band, but flat.
     config = GateConfig(
         solver=SCRIPT,
@@ -64,7 +64,7 @@ async def test_rewards_that_never_vary_are_rejected(bwrap_ready):
     assert "never vary" in result.reason
 
 
-async def test_failed_calibration_costs_the_proposer_a_quarter(bwrap_ready, tmp_path):
+async def test_failed_calibration_costs_the_proposer_a_quarter(engine_ready, tmp_path):
     verdict = await validate_task(TASK, scheduled("1111", tmp_path), skip=())
     assert (verdict.admitted, verdict.stage, verdict.proposer_reward) == (False, "calibrate", -0.25)
     verdict = await validate_task(TASK, scheduled("1100", tmp_path / "again"), skip=())
@@ -73,7 +73,7 @@ async def test_failed_calibration_costs_the_proposer_a_quarter(bwrap_ready, tmp_
     )
 
 
-async def test_no_solver_skips_and_a_broken_solver_is_infrastructure(bwrap_ready):
+async def test_no_solver_skips_and_a_broken_solver_is_infrastructure(engine_ready):
     result = await run_stage("calibrate", TASK, GateConfig())
     assert result.skipped and "no solver configured" in result.reason
     result = await run_stage("calibrate", TASK, GateConfig(solver="no_such_module:Agent"))

@@ -14,10 +14,10 @@ GATE_TASKS = FIXTURES / "gate_tasks"
 runner = CliRunner()
 
 
-def test_json_verdicts_for_each_task(bwrap_ready):
+def test_json_verdicts_for_each_task(engine_ready):
     tasks = [str(GATE_TASKS / "invalid_toml"), str(GATE_TASKS / "passes_initial_state")]
     result = runner.invoke(
-        app, ["validate", *tasks, "--backend", "bwrap", "--skip", "calibrate", "--json"]
+        app, ["validate", *tasks, "--backend", "podman", "--skip", "calibrate", "--json"]
     )
     assert result.exit_code == 1, result.output  # a rejected task fails the command
     rows = json.loads(result.stdout)

@@ -1,7 +1,7 @@
 """The gate against a corpus of broken tasks (tests/fixtures/gate_tasks/), one planted defect
 each: every one is rejected at the stage that owns the defect, with a reason that names it.
 
-The whole corpus runs once, concurrently, through the batch graph (real Harbor trials on bwrap);
+The whole corpus runs once, concurrently, through the batch graph (real Harbor trials on podman);
 each case then only reads its verdict.
 """
 
@@ -49,7 +49,7 @@ def corpus_config() -> GateConfig:
 
 
 @pytest.fixture(scope="module")
-def corpus(bwrap_ready) -> dict[str, Verdict]:
+def corpus(engine_ready) -> dict[str, Verdict]:
     tasks = [GATE_TASKS / name for name in EXPECTED] + [FIXTURES / name for name in ADMITTED]
     events: list[dict] = []
     verdicts = asyncio.run(validate_batch(tasks, corpus_config(), on_event=events.append))
@@ -98,7 +98,7 @@ def test_failing_output_is_excerpted_for_the_proposer(corpus):
     assert "VerifierTimeoutError" in corpus["verifier_hangs"].excerpt
 
 
-async def test_a_flaky_verifier_is_caught_and_named(bwrap_ready):
+async def test_a_flaky_verifier_is_caught_and_named(engine_ready):
     # Passes half the time (/dev/urandom): with 11 oracle runs the chance that all agree is
     # 2 * 2**-11; the first run decides whether oracle or repeat reports it.
     config = GateConfig(repeat=10, trial_concurrency=4)

@@ -41,13 +41,13 @@ def test_every_stage_routes_to_the_next_stage_or_to_the_verdict():
     assert set(graph.context_schema.model_fields) == set(GateConfig.model_fields)
 
 
-async def test_a_failing_candidate_jumps_from_its_stage_to_the_verdict(bwrap_ready):
+async def test_a_failing_candidate_jumps_from_its_stage_to_the_verdict(engine_ready):
     nodes, verdict = await path_of(GATE_TASKS / "failing_oracle", GateConfig())
     assert nodes == ["lint", "build", "oracle", "verdict"]
     assert (verdict.stage, verdict.proposer_reward) == ("oracle", -1.0)
 
 
-async def test_an_admitted_candidate_walks_every_stage(bwrap_ready):
+async def test_an_admitted_candidate_walks_every_stage(engine_ready):
     # Context as a plain dict, the way Studio and the server send it.
     nodes, verdict = await path_of(FIXTURES / "good_task", {"skip": ["calibrate"], "repeat": 1})
     assert nodes == [*STAGES, "verdict"]
@@ -98,7 +98,7 @@ async def test_one_broken_candidate_never_stops_the_batch():
     assert sorted(e["task"] for e in done) == sorted(tasks) and {e["total"] for e in done} == {3}
 
 
-async def test_the_batch_respects_its_concurrency_limit(bwrap_ready):
+async def test_the_batch_respects_its_concurrency_limit(engine_ready):
     tasks = [
         str(GATE_TASKS / "failing_oracle"),
         str(GATE_TASKS / "passes_initial_state"),

@@ -14,7 +14,7 @@ from .conftest import FIXTURES, SEED_DIR, seed_tasks
 
 
 @pytest.mark.slow
-async def test_every_seed_task_passes_the_gate_up_to_calibrate(bwrap_ready):
+async def test_every_seed_task_passes_the_gate_up_to_calibrate(engine_ready):
     tasks = seed_tasks()
     assert tasks, "tasks/seed/ holds no task"
     config = GateConfig(

@@ -77,10 +77,10 @@ def test_proposer_rewards_follow_the_rejecting_stage():
     assert (verdict.stage, verdict.proposer_reward, verdict.admitted) == ("calibrate", -0.25, False)
     lint = [StageResult(stage="lint", passed=False, reason="bad toml")]
     assert make_verdict("t", lint).proposer_reward == -1.0
-    infra = [passed("lint"), StageResult.infrastructure("build", "bwrap missing")]
+    infra = [passed("lint"), StageResult.infrastructure("build", "podman missing")]
     verdict = make_verdict("t", infra)
     assert verdict.proposer_reward is None and verdict.infrastructure_error
-    assert "not the task's fault" in verdict.reason and "bwrap missing" in verdict.reason
+    assert "not the task's fault" in verdict.reason and "podman missing" in verdict.reason
     # A run that stopped without a failure admits nothing.
     assert not make_verdict("t", every[:3]).admitted
 

@@ -1,10 +1,9 @@
-"""The terminal MCP server over real bwrap sandboxes, through a real MCP client (in memory)."""
+"""The terminal MCP server over real podman sandboxes, through a real MCP client (in memory)."""
 
 from __future__ import annotations
 
 import os
 
-import pytest
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from autoenvscaling.mcp_servers.terminal import (
@@ -13,7 +12,8 @@ from autoenvscaling.mcp_servers.terminal import (
     workspace_shells,
 )
 from autoenvscaling.tools.sandbox import SandboxLimits
-from autoenvscaling.tools.settings import get_settings
+from autoenvscaling.tools.sandbox.cleanup import LABEL, OWNER_LABEL
+from autoenvscaling.tools.sandbox.engine import client
 
 
 def connect(server):
@@ -77,26 +77,24 @@ async def test_each_session_gets_its_own_shell_in_the_shared_sandbox(workspace):
     assert await workspace.is_alive()
 
 
-@pytest.fixture
-def own_runtime_dir(tmp_path, monkeypatch):
-    """A runtime folder only this test's sandboxes use (other tests may run sandboxes meanwhile)."""
-    monkeypatch.setenv("AUTOENVSCALING_RUNTIME_DIR", str(tmp_path / "rt"))
-    get_settings.cache_clear()
-    yield get_settings().runtime_dir
-    get_settings.cache_clear()
+def mine(api) -> list[dict]:
+    """Containers this test process owns (other tests and helpers share the engine)."""
+    return [
+        c
+        for c in api.containers(all=True, filters={"label": f"{LABEL}=1"})
+        if f":{os.getpid()}:" in c["Labels"].get(OWNER_LABEL, "")
+    ]
 
 
-async def test_own_workspace_per_session_is_started_lazily_and_removed(
-    bwrap_ready, own_runtime_dir
-):
-    runtime = own_runtime_dir
-    runtime.mkdir(parents=True, exist_ok=True)
+async def test_own_workspace_per_session_is_started_lazily_and_removed(engine_ready):
+    api = client(engine_ready).api
+    before = {c["Id"] for c in mine(api)}
     server = build_terminal_server(workspace_shells(limits=SandboxLimits(memory_mb=256, pids=64)))
-    async with connect(server) as client:
-        tools = {t.name for t in (await client.list_tools()).tools}
+    async with connect(server) as session:
+        tools = {t.name for t in (await session.list_tools()).tools}
         assert tools == {"run", "read_output", "interrupt"}
-        assert os.listdir(runtime) == []  # listing tools started no sandbox
-        result = await run(client, "pwd; echo data > file; cat file")
+        assert {c["Id"] for c in mine(api)} == before  # listing tools started no sandbox
+        result = await run(session, "pwd; echo data > file; cat file")
         assert result["output"].startswith("/workspace\ndata\n")
-        assert len(os.listdir(runtime)) == 1
-    assert os.listdir(runtime) == []  # the session's sandbox was stopped and removed
+        assert len({c["Id"] for c in mine(api)} - before) == 1
+    assert {c["Id"] for c in mine(api)} - before == set()  # the session's sandbox was removed

@@ -61,7 +61,7 @@ def _settings(tmp_path: Path, model: str, **update) -> ProposerSettings:
         "store_path": str(tmp_path / "rollouts.db"),
         "run_id": "test",
         "budget": LoopBudget(max_turns=12, max_retries=1),
-        "gate": GateConfig(backend="bwrap", repeat=1),
+        "gate": GateConfig(backend="podman", repeat=1),
     }
     return ProposerSettings(**(base | update))
 
@@ -72,7 +72,7 @@ def brief():
 
 
 async def test_terminal_proposer_fixes_a_planted_bug_after_the_gate_rejects_it(
-    bwrap_ready, tmp_path, brief
+    engine_ready, tmp_path, brief
 ):
     writes = [reply("", tool_call("write_file", path=p, content=c)) for p, c in FILES.items()]
     model = register(
@@ -131,7 +131,7 @@ async def test_terminal_proposer_fixes_a_planted_bug_after_the_gate_rejects_it(
     ]
 
 
-async def test_error_feedback_arm_rewrites_after_the_gate_rejection(bwrap_ready, tmp_path, brief):
+async def test_error_feedback_arm_rewrites_after_the_gate_rejection(engine_ready, tmp_path, brief):
     fixed = {**FILES, "solution/solve.sh": FILES["solution/solve.sh"].replace(BUG, FIX)}
     model = register("proposer-files", _phased([[_blocks(FILES)], [_blocks(fixed)]]))
     result = await propose(
@@ -146,7 +146,7 @@ async def test_error_feedback_arm_rewrites_after_the_gate_rejection(bwrap_ready,
     assert all(s.tool_name is None and "<file path=" in (s.message or "") for s in trajectory.steps)
 
 
-async def test_prompt_only_arm_gets_one_reply_and_no_feedback(bwrap_ready, tmp_path, brief):
+async def test_prompt_only_arm_gets_one_reply_and_no_feedback(engine_ready, tmp_path, brief):
     fixed = {**FILES, "solution/solve.sh": FILES["solution/solve.sh"].replace(BUG, FIX)}
     model = register("proposer-once", _phased([[_blocks(FILES)], [_blocks(fixed)]]))
     result = await propose(
@@ -182,7 +182,7 @@ async def test_a_reply_that_is_not_a_task_is_rejected_with_the_reason(tmp_path, 
 
 
 async def test_a_proposer_that_never_submits_ends_at_its_budget_with_minus_one(
-    bwrap_ready, tmp_path, brief
+    engine_ready, tmp_path, brief
 ):
     busy = register("proposer-busy", lambda _m: reply("", tool_call("run", command="echo working")))
     result = await propose(

@@ -1,12 +1,12 @@
-"""The proposer's candidate folder is bound into its workspace sandbox (bwrap `binds`)."""
+"""The proposer's candidate folder is bound into its workspace sandbox (`binds`)."""
 
 import pytest
 
 from autoenvscaling.tools.sandbox import SandboxError, SandboxLimits
-from autoenvscaling.tools.sandbox.bwrap import start_workspace
+from autoenvscaling.tools.sandbox.container import start_workspace
 
 
-async def test_bound_folder_is_shared_both_ways_and_survives_the_sandbox(bwrap_ready, tmp_path):
+async def test_bound_folder_is_shared_both_ways_and_survives_the_sandbox(engine_ready, tmp_path):
     candidate = tmp_path / "candidate"
     candidate.mkdir()
     (candidate / "from_host.txt").write_text("written on the host\n")
@@ -21,7 +21,7 @@ async def test_bound_folder_is_shared_both_ways_and_survives_the_sandbox(bwrap_r
         )
         assert made.exit_code == 0
         assert (candidate / "tests" / "x").read_text() == "1\n"
-        # Outside the bind, the sandbox's writes stay in its overlay.
+        # Outside the bind, the sandbox's writes stay in its container.
         await sandbox.exec("echo private > /workspace/private.txt")
         assert not (tmp_path / "private.txt").exists()
     finally:
@@ -31,6 +31,6 @@ async def test_bound_folder_is_shared_both_ways_and_survives_the_sandbox(bwrap_r
     assert (candidate / "tests" / "x").exists()
 
 
-async def test_bind_of_a_missing_host_folder_is_refused(bwrap_ready, tmp_path):
+async def test_bind_of_a_missing_host_folder_is_refused(engine_ready, tmp_path):
     with pytest.raises(SandboxError, match="not a folder"):
         await start_workspace(binds=[(tmp_path / "nope", "/workspace/task")])

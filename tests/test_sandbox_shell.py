@@ -1,4 +1,4 @@
-"""The persistent shell protocol, over a plain local bash (the sandboxed one is in test_sandbox_bwrap)."""
+"""The persistent shell protocol, over a plain local bash (the sandboxed one is in test_sandbox_engine)."""
 
 import asyncio
 

@@ -21,7 +21,7 @@ def _settings(tmp_path, model: str) -> SolverSettings:
     )
 
 
-async def test_scripted_solver_solves_through_the_terminal(bwrap_ready, tmp_path):
+async def test_scripted_solver_solves_through_the_terminal(engine_ready, tmp_path):
     model = register(
         "solver-good",
         [
@@ -42,7 +42,7 @@ async def test_scripted_solver_solves_through_the_terminal(bwrap_ready, tmp_path
     assert tool_steps[2].exit_code == 0
 
 
-async def test_scripted_solver_that_does_nothing_useful_gets_zero(bwrap_ready, tmp_path):
+async def test_scripted_solver_that_does_nothing_useful_gets_zero(engine_ready, tmp_path):
     model = register("solver-lazy", [reply("", tool_call("run", command="echo hello")), "Done."])
     attempt = await solve_task(TASK, _settings(tmp_path, model), trials_dir=tmp_path)
     assert (attempt.reward, attempt.outcome, attempt.steps) == (0.0, "failed", 1)
@@ -51,7 +51,7 @@ async def test_scripted_solver_that_does_nothing_useful_gets_zero(bwrap_ready, t
     assert steps[0].tool_output and "hello" in steps[0].tool_output
 
 
-async def test_solver_cannot_see_tests_and_cannot_forge_its_reward(bwrap_ready, tmp_path):
+async def test_solver_cannot_see_tests_and_cannot_forge_its_reward(engine_ready, tmp_path):
     model = register(
         "solver-cheat",
         [
@@ -72,7 +72,7 @@ async def test_solver_cannot_see_tests_and_cannot_forge_its_reward(bwrap_ready, 
     assert attempt.reward == 0.0
 
 
-async def test_failing_model_is_an_error_outcome_not_a_crash(bwrap_ready, tmp_path):
+async def test_failing_model_is_an_error_outcome_not_a_crash(engine_ready, tmp_path):
     def broken(_messages):
         raise ConnectionError("endpoint down")
 
@@ -87,7 +87,7 @@ async def test_failing_model_is_an_error_outcome_not_a_crash(bwrap_ready, tmp_pa
 
 
 async def test_a_full_context_window_ends_the_attempt_as_a_failure_not_an_error(
-    bwrap_ready, tmp_path
+    engine_ready, tmp_path
 ):
     def overflowing(messages):
         if len(messages) > 2:

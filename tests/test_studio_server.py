@@ -80,7 +80,7 @@ def server(tmp_path_factory):
 
 @pytest.mark.slow
 async def test_served_graphs_validate_a_seed_task_and_run_a_flywheel_round(
-    bwrap_ready, server, tmp_path
+    engine_ready, server, tmp_path
 ):
     from langgraph_sdk import get_client
 
@@ -94,7 +94,7 @@ async def test_served_graphs_validate_a_seed_task_and_run_a_flywheel_round(
             None,
             "validation",
             input={"task": str(seed_task)},
-            context={"backend": "bwrap", "skip": ["calibrate"]},
+            context={"backend": "podman", "skip": ["calibrate"]},
         )
     )["verdict"]
     assert verdict["admitted"] is True, verdict["reason"]

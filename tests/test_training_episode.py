@@ -1,5 +1,4 @@
-# ruff: noqa: F811  (pytest fixtures imported from test_docker_fixtures)
-"""One GRPO episode without a model: real bwrap sandbox, persistent bash tool, the task's verifier.
+"""One GRPO episode without a model: real podman sandbox, persistent bash tool, the task's verifier.
 
 Also checks that the graph-side training modules never import torch.
 """
@@ -21,7 +20,6 @@ from autoenvscaling.training.episode_env import (
     format_tool_output,
 )
 from autoenvscaling.training.sandboxes import task_starter
-from tests.test_docker_fixtures import docker_engine  # noqa: F401 - pytest fixture
 from tests.test_training_support import make_tasks
 
 
@@ -54,11 +52,11 @@ def test_graph_side_modules_do_not_import_torch() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_episode_in_a_live_sandbox(bwrap_ready, tmp_path: Path) -> None:
+def test_episode_in_a_live_sandbox(engine_ready, tmp_path: Path) -> None:
     tasks = make_tasks(tmp_path / "tasks")
     loop = EventLoop()
     try:
-        episode = TaskEpisode(loop, task_starter("bwrap"), EpisodeConfig())
+        episode = TaskEpisode(loop, task_starter("podman"), EpisodeConfig())
         with pytest.raises(EpisodeError, match="no `task_dir`"):
             episode.reset()
 
@@ -82,13 +80,13 @@ def test_episode_in_a_live_sandbox(bwrap_ready, tmp_path: Path) -> None:
         loop.stop()
 
 
-def test_verifier_without_reward_is_an_infrastructure_error(bwrap_ready, tmp_path: Path) -> None:
+def test_verifier_without_reward_is_an_infrastructure_error(engine_ready, tmp_path: Path) -> None:
     """A task whose test.sh writes no reward file: Harbor gives no reward, and we never invent 0."""
     task = make_tasks(tmp_path / "tasks")["hello-file"]
     (task / "tests" / "test.sh").write_text("#!/bin/bash\necho checked\n")
     loop = EventLoop()
     try:
-        episode = TaskEpisode(loop, task_starter("bwrap"), EpisodeConfig())
+        episode = TaskEpisode(loop, task_starter("podman"), EpisodeConfig())
         episode.reset(task_dir=str(task))
         with pytest.raises(EpisodeError, match="RewardFileNotFoundError"):
             loop.run(episode._finish())

@@ -1,4 +1,4 @@
-"""GRPO for real on CPU: a tiny local model, 2 tasks in bwrap sandboxes, verifier rewards.
+"""GRPO for real on CPU: a tiny local model, 2 tasks in podman sandboxes, verifier rewards.
 
 The model is random but warmed up (a few hundred next-token steps) to answer in the Qwen2.5
 tool-call format with a mix of right, half-right and wrong commands, so episodes really call the
@@ -82,7 +82,7 @@ def _adapter_b_norm(weights: Path) -> float:
 
 
 @pytest.fixture(scope="module")
-def trained(bwrap_ready, tiny_model, tmp_path_factory):
+def trained(engine_ready, tiny_model, tmp_path_factory):
     """One real training job (2 steps, 2 tasks, LoRA), shared by the tests that inspect it."""
     import asyncio
 
@@ -181,7 +181,7 @@ def test_cli_full_finetune_continues_from_current(trained, tiny_model, tmp_path)
 
 
 async def test_killed_worker_leaves_previous_checkpoint_current(
-    bwrap_ready, tiny_model, tmp_path
+    engine_ready, tiny_model, tmp_path
 ) -> None:
     registry = CheckpointRegistry(tmp_path / "registry")
     previous_dir = tmp_path / "previous"

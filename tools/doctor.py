@@ -1,4 +1,4 @@
-"""Which sandbox backends work on this machine, and exactly why not for the others."""
+"""Which engines work on this machine, exactly why not for the others, and which disk cap applies."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 
 from pydantic import BaseModel
 
-from autoenvscaling.tools.sandbox import cgroups
+from autoenvscaling.tools.sandbox.base import Backend
 
 
 class BackendStatus(BaseModel):
@@ -18,131 +18,149 @@ class BackendStatus(BaseModel):
     detail: str
 
 
-async def check_bwrap(start: bool = True) -> BackendStatus:
-    missing = [t for t in ("bwrap", "unshare", "nsenter") if not shutil.which(t)]
+PODMAN_PACKAGES = {
+    "/usr/bin/podman": "podman",
+    "/usr/sbin/runc": "runc",
+    "/usr/bin/newuidmap": "uidmap",
+    "/usr/bin/catatonit": "catatonit",
+}
+
+
+async def _probe(backend: Backend) -> str | None:
+    """Start a workspace and run `true` in it; None when it worked, else why not."""
+    from autoenvscaling.tools.sandbox.container import start_workspace
+
+    try:
+        sandbox = await start_workspace(backend=backend)
+        try:
+            result = await sandbox.exec("true", timeout_sec=30)
+        finally:
+            await sandbox.close()
+    except Exception as exc:  # noqa: BLE001 - the reason is the report
+        return f"{type(exc).__name__}: {exc}"
+    return None if result.exit_code == 0 else f"`true` exited {result.exit_code}: {result.stderr}"
+
+
+def _base_note(backend: Backend) -> tuple[bool, str]:
+    from autoenvscaling.tools.sandbox.bases import BaseImageMissingError, require_base
+
+    try:
+        return True, f"base image {require_base(backend)} present"
+    except BaseImageMissingError as exc:
+        return False, str(exc)
+
+
+async def check_podman(start: bool = True) -> BackendStatus:
+    missing = [pkg for path, pkg in PODMAN_PACKAGES.items() if not os.access(path, os.X_OK)]
     if missing:
         return BackendStatus(
-            name="bwrap",
+            name="podman",
             ok=False,
-            detail=f"missing {', '.join(missing)} (apt-get install bubblewrap)",
+            detail=f"missing {', '.join(missing)} (apt-get install {' '.join(missing)}; "
+            "`make system` does it)",
         )
     if os.geteuid() != 0:
         return BackendStatus(
-            name="bwrap",
-            ok=False,
-            detail="needs root to mount the per-sandbox overlay (run as root)",
+            name="podman", ok=False, detail="runs rootful: run as root (rootless is not set up)"
         )
-    from autoenvscaling.tools.sandbox.rootfs import base_rootfs_path
+    from autoenvscaling.tools.sandbox.engine import client
 
-    base = base_rootfs_path()
-    has_base = (base.parent / f"{base.name}.ready").exists()
-    if not has_base and not shutil.which("debootstrap"):
-        return BackendStatus(
-            name="bwrap",
-            ok=False,
-            detail="no base rootfs and no debootstrap (apt-get install debootstrap)",
-        )
-    limits = cgroups.available()
-    how = ", ".join(f"{k}: {'cgroup v1' if v else 'not enforced'}" for k, v in limits.items())
-    if start and has_base:
-        from autoenvscaling.tools.sandbox.bwrap import start_workspace
-
-        try:
-            sandbox = await start_workspace()
-            result = await sandbox.exec("true", timeout_sec=10)
-            await sandbox.close()
-            if result.exit_code != 0:
-                return BackendStatus(
-                    name="bwrap", ok=False, detail=f"probe failed: {result.stderr}"
-                )
-        except Exception as exc:
-            return BackendStatus(name="bwrap", ok=False, detail=f"probe failed: {exc}")
-    state = "base rootfs ready" if has_base else "base rootfs is built on first use (~1-2 min)"
-    return BackendStatus(name="bwrap", ok=True, detail=f"{state}; limits {how}")
-
-
-def check_docker() -> BackendStatus:
-    """Our `docker` backend: the SDK reaches an engine (compose not needed)."""
     try:
-        import docker
+        version = (await asyncio.to_thread(client, "podman")).version().get("Version", "?")
+    except Exception as exc:  # noqa: BLE001 - the reason is the report
+        return BackendStatus(name="podman", ok=False, detail=str(exc))
+    has_base, note = await asyncio.to_thread(_base_note, "podman")
+    if has_base and start and (why := await _probe("podman")):
+        return BackendStatus(name="podman", ok=False, detail=f"probe failed: {why}")
+    return BackendStatus(
+        name="podman",
+        ok=has_base,
+        detail=f"podman {version}, our own API service and containers.conf; {note}",
+    )
 
-        engine = docker.from_env(timeout=5)  # a short probe; not the sandboxes' shared client
-        version = engine.version().get("Version", "?")
-    except Exception as exc:
-        return BackendStatus(
-            name="docker",
-            ok=False,
-            detail=f"no Docker engine answers ({exc}); start dockerd (see .ci/docker-tier) "
-            "or set DOCKER_HOST",
-        )
-    from autoenvscaling.tools.sandbox.docker import base_image_tag
 
+async def check_docker(start: bool = True) -> BackendStatus:
+    """The docker engine: a daemon answers at DOCKER_HOST or the default socket."""
+    from autoenvscaling.tools.sandbox.engine import client
+
+    try:
+        version = (await asyncio.to_thread(client, "docker")).version().get("Version", "?")
+    except Exception as exc:  # noqa: BLE001 - the reason is the report
+        return BackendStatus(name="docker", ok=False, detail=str(exc))
     notes = [f"Docker engine {version} (SDK, no compose needed)"]
-    try:
-        engine.api.inspect_image(base_image_tag())
-        notes.append("project base image present")
-    except Exception:
-        notes.append(
-            "no project base image yet: tasks need their FROM images in the engine "
-            "(python -m autoenvscaling.tools.sandbox.docker bases imports them, no registry)"
-        )
+    has_base, note = await asyncio.to_thread(_base_note, "docker")
+    notes.append(note)
     if not shutil.which("docker"):
         notes.append("no docker CLI on PATH: the persistent shell will not start")
-    return BackendStatus(name="docker", ok=True, detail="; ".join(notes))
+    if has_base and start and (why := await _probe("docker")):
+        return BackendStatus(name="docker", ok=False, detail=f"probe failed: {why}")
+    return BackendStatus(name="docker", ok=has_base, detail="; ".join(notes))
 
 
 def check_harbor_docker() -> BackendStatus:
     """Harbor's own docker backend (`-e docker`): it drives `docker compose` v2."""
-    if not shutil.which("docker"):
+    cli = shutil.which("docker")
+    if not cli:
         return BackendStatus(
             name="harbor-docker",
             ok=False,
             detail="Harbor's docker backend needs the docker CLI, which is not on PATH; "
-            "use the `docker` backend (SDK) instead",
+            "use the podman or docker engine instead",
         )
     done = subprocess.run(
-        ["docker", "compose", "version"], capture_output=True, text=True, check=False
+        [os.path.realpath(cli), "compose", "version"], capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
         return BackendStatus(
             name="harbor-docker",
             ok=False,
             detail="Harbor's docker backend needs `docker compose` v2, which is missing "
-            "(install the docker-compose-plugin); the `docker` backend (SDK) works without it",
+            "(install the docker-compose-plugin); the podman and docker engines work without it",
         )
-    engine = check_docker()
-    if not engine.ok:
-        return BackendStatus(name="harbor-docker", ok=False, detail=engine.detail)
     return BackendStatus(
         name="harbor-docker",
         ok=True,
-        detail=f"{done.stdout.strip()}; note: tasks that allow internet get a compose bridge "
-        "network, whose private addresses some machines forbid",
+        detail=f"{done.stdout.strip()}; note: it does not apply our hardened profile",
     )
 
 
-def clean_docker() -> str:
-    """Remove our stale containers (`doctor --clean`); says what it removed."""
-    from autoenvscaling.tools.sandbox.docker import cleanup_stale
+def check_layer_cap() -> BackendStatus:
+    from autoenvscaling.tools.sandbox.layercap import mechanism
 
-    try:
-        report = cleanup_stale()
-    except Exception as exc:
-        return f"docker: nothing cleaned ({exc})"
-    removed = ", ".join(report.containers) or "none"
-    return f"docker: removed stale containers: {removed}"
+    return BackendStatus(name="layer-cap", ok=True, detail=mechanism())
+
+
+def clean_docker() -> list[str]:
+    """Remove stale containers and scratch of crashed runs (`doctor --clean`); says what."""
+    from autoenvscaling.tools.sandbox.cleanup import cleanup_stale
+
+    lines = []
+    for backend in ("podman", "docker"):
+        try:
+            report = cleanup_stale(backend)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - an engine that is not here
+            lines.append(f"{backend}: nothing cleaned ({exc})")
+            continue
+        lines.append(
+            f"{backend}: removed stale containers: {', '.join(report.containers) or 'none'}; "
+            f"scratch folders: {len(report.scratch)}"
+        )
+    return lines
 
 
 async def diagnose(start: bool = True) -> list[BackendStatus]:
     return [
-        await check_bwrap(start),
-        await asyncio.to_thread(check_docker),
+        await check_podman(start),
+        await check_docker(start),
         await asyncio.to_thread(check_harbor_docker),
+        check_layer_cap(),
     ]
 
 
-async def pick_backend() -> str:
-    """Default backend: docker where an engine answers, else bwrap."""
-    if (await asyncio.to_thread(check_docker)).ok:
+async def pick_backend() -> Backend:
+    """Default engine: podman where it works, else docker where a daemon answers."""
+    if (await check_podman(start=False)).ok:
+        return "podman"
+    if (await check_docker(start=False)).ok:
         return "docker"
-    return "bwrap"
+    return "podman"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from autoenvscaling.tools.sandbox.base import Backend
 
 
 class Settings(BaseSettings):
@@ -17,10 +18,6 @@ class Settings(BaseSettings):
         default_factory=lambda: Path.home() / ".cache" / "autoenvscaling",
         description="Base root filesystems, built layers, model files. Reused across runs.",
     )
-    runtime_dir: Path = Field(
-        default_factory=lambda: Path(tempfile.gettempdir()) / "autoenvscaling-sandboxes",
-        description="Per-sandbox overlay folders (deleted when the sandbox stops).",
-    )
     base_rootfs: Path | None = Field(
         None, description="Use this ready root filesystem instead of building one with debootstrap."
     )
@@ -29,6 +26,18 @@ class Settings(BaseSettings):
         description="Debian mirror for debootstrap; default: the first one apt is configured with.",
     )
     debian_suite: str = "bookworm"
+    engine: Backend = Field(
+        "podman", description="Container engine when none is named: podman (ours) or docker."
+    )
+    max_memory_mb: int = Field(8192, description="No sandbox gets more memory than this.")
+    max_pids: int = Field(4096, description="No sandbox runs more processes at once.")
+    max_cpus: float | None = Field(
+        None, description="No sandbox gets more CPUs (and never more than the machine has)."
+    )
+    max_disk_mb: int = Field(4096, description="Cap on a sandbox's writable layer.")
+    max_download_mb: int = Field(
+        512, description="Cap on one download (logs, artifacts) from a sandbox."
+    )
 
 
 @lru_cache

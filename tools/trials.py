@@ -17,10 +17,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-BackendName = Literal["bwrap", "docker", "harbor-docker"]
+from autoenvscaling.tools.sandbox.base import Backend
+
+#: Where a trial runs: one of our engines, or Harbor's own docker compose backend.
+BackendName = Literal[Backend, "harbor-docker"]
 
 ENVIRONMENTS: dict[str, dict[str, str]] = {
-    "bwrap": {"import_path": "autoenvscaling.tools.sandbox.harbor_env:BwrapEnvironment"},
+    "podman": {"import_path": "autoenvscaling.tools.sandbox.harbor_env:PodmanEnvironment"},
     "docker": {"import_path": "autoenvscaling.tools.sandbox.harbor_env:DockerEnvironment"},
     # Harbor's own docker backend; needs `docker compose` v2 on the machine.
     "harbor-docker": {"type": "docker"},
@@ -68,7 +71,7 @@ async def run_trial(
     task_dir: Path,
     *,
     agent: str = "oracle",
-    backend: BackendName = "bwrap",
+    backend: BackendName = "podman",
     trials_dir: Path | None = None,
     agent_kwargs: dict[str, Any] | None = None,
     agent_env: dict[str, str] | None = None,

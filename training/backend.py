@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.sandbox.base import Backend
 from autoenvscaling.training.policy import Checkpoint
 
 
@@ -77,7 +78,7 @@ class TrainJob(BaseModel):
     work_dir: Path = Field(
         description="Scratch folder for the worker (weights, logs, result.json)."
     )
-    sandbox_backend: Literal["bwrap", "docker"] = "bwrap"
+    sandbox_backend: Backend = "podman"
     system_prompt: str | None = Field(None, description="System message of every episode.")
 
     def all_task_dirs(self) -> list[Path]:

@@ -19,13 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from autoenvscaling.tools.sandbox.base import Sandbox, SandboxError
+from autoenvscaling.tools.sandbox.harbor_env import ENVIRONMENTS
 from autoenvscaling.training.episode_env import StartTask
 
 # Backends whose Harbor environment exposes a live `Sandbox` (for the persistent shell).
-ENVIRONMENT_IMPORT_PATHS = {
-    "bwrap": "autoenvscaling.tools.sandbox.harbor_env:BwrapEnvironment",
-    "docker": "autoenvscaling.tools.sandbox.harbor_env:DockerEnvironment",
-}
+ENVIRONMENT_IMPORT_PATHS = ENVIRONMENTS
 
 
 class VerifierError(RuntimeError):
@@ -77,8 +75,8 @@ class LiveHarborTask:
 
 
 def task_starter(backend: str) -> StartTask:
-    """`async (task_dir) -> LiveHarborTask` for a sandbox backend ('bwrap' or 'docker')."""
-    import_path = ENVIRONMENT_IMPORT_PATHS.get(backend)
+    """`async (task_dir) -> LiveHarborTask` for an engine ('podman' or 'docker')."""
+    import_path = ENVIRONMENT_IMPORT_PATHS.get(backend)  # type: ignore[call-overload]
     if import_path is None:
         raise SandboxError(
             f"training episodes need a backend with a live shell: one of "

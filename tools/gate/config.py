@@ -12,6 +12,8 @@ from typing import Any, Literal, get_args
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from autoenvscaling.tools.trials import BackendName
+
 StageName = Literal[
     "lint", "build", "oracle", "nop", "repeat", "anti_cheat", "decontam", "calibrate", "dedup"
 ]
@@ -19,7 +21,7 @@ StageName = Literal[
 #: ARCHITECTURE.md). A candidate stops at the first stage it fails.
 STAGES: tuple[StageName, ...] = get_args(StageName)
 
-GateBackend = Literal["bwrap", "docker", "harbor-docker"]
+GateBackend = BackendName  # one of our engines, or Harbor's own docker compose backend
 
 
 class GateConfig(BaseSettings):
@@ -28,9 +30,9 @@ class GateConfig(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AUTOENVSCALING_GATE_", extra="forbid")
 
     backend: GateBackend = Field(
-        "bwrap",
-        description="Sandbox backend for builds and trials: bwrap (daemonless), docker (our Docker "
-        "SDK environment) or harbor-docker (Harbor's own docker compose backend).",
+        "podman",
+        description="Engine for builds and trials: podman (ours, daemonless), docker (a running "
+        "daemon) or harbor-docker (Harbor's own docker compose backend).",
     )
     repeat: int = Field(
         2,

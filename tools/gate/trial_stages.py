@@ -51,12 +51,14 @@ def _failed_trial(stage: StageName, what: str, outcome: TrialOutcome) -> StageRe
 async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     loaded = load_task(task)
     env = loaded.config.environment
-    if config.backend == "bwrap":
-        from autoenvscaling.tools.sandbox.bwrap import build_image
+    if config.backend in ("podman", "docker"):
+        from autoenvscaling.tools.sandbox.images import build_image
 
         try:
             image = await build_image(
                 loaded.environment_dir,
+                backend="docker" if config.backend == "docker" else "podman",
+                task_name=loaded.environment_dir.parent.name,
                 docker_image=env.docker_image,
                 timeout_sec=env.build_timeout_sec,
             )
@@ -71,10 +73,10 @@ async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
         return StageResult(
             stage="build",
             passed=True,
-            reason=f"built image {image.id}",
-            details={"image": image.id, "notes": image.notes},
+            reason=f"built image {image.tag}",
+            details={"image": image.tag, "notes": image.notes},
         )
-    # Backends without a build call of their own: a nop trial builds and starts the image.
+    # Harbor's own backend has no build call of ours: a nop trial builds and starts the image.
     outcome = await gate_trial(task, config, agent="nop", label="build")
     if outcome.error_kind == "build" or (outcome.error or "").startswith("BuildError"):
         return StageResult(

@@ -1,6 +1,8 @@
-"""Sandboxes: one contract (`base.Sandbox`), backends `bwrap` and `docker`, a persistent shell."""
+"""Sandboxes: one contract (`base.Sandbox`) on a container engine (podman or docker), a persistent shell."""
 
 from autoenvscaling.tools.sandbox.base import (
+    DEFAULT_BACKEND,
+    Backend,
     BuildError,
     ExecOutput,
     Sandbox,
@@ -12,6 +14,8 @@ from autoenvscaling.tools.sandbox.base import (
 from autoenvscaling.tools.sandbox.shell import PersistentShell, ShellResult
 
 __all__ = [
+    "DEFAULT_BACKEND",
+    "Backend",
     "BuildError",
     "ExecOutput",
     "PersistentShell",
@@ -21,4 +25,12 @@ __all__ = [
     "SandboxRef",
     "ShellResult",
     "attach",
+    "start_workspace",
 ]
+
+
+async def start_workspace(**kwargs):  # type: ignore[no-untyped-def]
+    """A bare sandbox on the project's base image (see `container.start_workspace`)."""
+    from autoenvscaling.tools.sandbox.container import start_workspace as start
+
+    return await start(**kwargs)

@@ -1,4 +1,4 @@
-"""The sandbox contract every backend (bwrap, docker) implements.
+"""The sandbox contract, and the engines (`Backend`) it runs on: podman (default) or docker.
 
 A sandbox is one live, isolated root filesystem with processes in it. Harbor's environments, the
 terminal MCP server and the trainer all drive sandboxes through this one interface, and any of
@@ -16,7 +16,8 @@ from pydantic import BaseModel, Field
 if TYPE_CHECKING:
     from autoenvscaling.tools.sandbox.shell import PersistentShell
 
-Backend = Literal["bwrap", "docker"]
+Backend = Literal["podman", "docker"]
+DEFAULT_BACKEND: Backend = "podman"
 
 
 class SandboxError(RuntimeError):
@@ -32,7 +33,10 @@ class SandboxLimits(BaseModel):
 
     memory_mb: int | None = Field(2048, description="Memory ceiling for the whole sandbox.")
     pids: int | None = Field(512, description="Most processes alive at once in the sandbox.")
-    cpus: float | None = Field(None, description="CPU share (docker only; bwrap ignores it).")
+    cpus: float | None = Field(None, description="CPUs (a share of the machine's).")
+    disk_mb: int | None = Field(
+        None, description="Cap on the container's writable layer (default: the configured max)."
+    )
     output_bytes: int = Field(1_000_000, description="Cap on one command's captured output.")
 
 
@@ -46,7 +50,7 @@ class SandboxRef(BaseModel):
     user: str | None = None
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
     network: bool = False
-    # Backend-specific handles: bwrap keeps the holder pid and cgroup paths, docker the container id.
+    # Engine handles: the container id, its pid namespace, docker's DOCKER_HOST.
     handle: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -109,12 +113,6 @@ class Sandbox(abc.ABC):
 
 async def attach(ref: SandboxRef) -> Sandbox:
     """Attach to a live sandbox started by another process (or this one)."""
-    if ref.backend == "bwrap":
-        from autoenvscaling.tools.sandbox.bwrap import BwrapSandbox
+    from autoenvscaling.tools.sandbox.container import ContainerSandbox
 
-        return await BwrapSandbox.attach(ref)
-    if ref.backend == "docker":
-        from autoenvscaling.tools.sandbox.docker import DockerSandbox  # type: ignore[import-not-found]
-
-        return await DockerSandbox.attach(ref)
-    raise SandboxError(f"unknown sandbox backend {ref.backend!r}")
+    return await ContainerSandbox.attach(ref)

@@ -1,6 +1,6 @@
 """Our sandboxes as Harbor custom environments, so real Harbor runs trials on them:
 
-    harbor run -p TASK -a oracle -e autoenvscaling.tools.sandbox.harbor_env:BwrapEnvironment
+    harbor run -p TASK -a oracle -e autoenvscaling.tools.sandbox.harbor_env:PodmanEnvironment
 
 Harbor owns the trial (agent phase, tests hidden until the agent is done, verifier, reward files);
 this adapter only maps its `BaseEnvironment` calls onto a `Sandbox`. A Harbor agent of ours reaches
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 from pathlib import Path
-from typing import Any, override
+from typing import Any, ClassVar, override
 
 from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import (
@@ -21,7 +21,13 @@ from harbor.environments.capabilities import (
 from harbor.environments.definition import require_agent_environment_definition
 from harbor.models.trial.paths import EnvironmentPaths
 
-from autoenvscaling.tools.sandbox.base import Sandbox, SandboxError, SandboxLimits, SandboxRef
+from autoenvscaling.tools.sandbox.base import (
+    Backend,
+    Sandbox,
+    SandboxError,
+    SandboxLimits,
+    SandboxRef,
+)
 
 DEFAULT_MEMORY_MB = 2048
 
@@ -122,60 +128,21 @@ class SandboxEnvironment(BaseEnvironment, abc.ABC):
         await self.sandbox.download(source_dir, Path(target_dir))
 
 
-class BwrapEnvironment(SandboxEnvironment):
-    """Daemonless bubblewrap sandbox over a cached Debian base (no engine, no registry)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.build_notes: list[str] = []
-
-    @staticmethod
-    @override
-    def type() -> str:
-        return "bwrap"
-
-    @override
-    async def _start_sandbox(self, force_build: bool) -> Sandbox:
-        from autoenvscaling.tools.sandbox.bwrap import BwrapSandbox, build_image
-
-        image = await build_image(
-            self.environment_dir,
-            docker_image=self.task_env_config.docker_image,
-            force=force_build,
-            timeout_sec=self.task_env_config.build_timeout_sec,
-            log=self.logger.info,
-        )
-        for note in image.notes:
-            self.logger.info(note)
-        self.build_notes = image.notes
-        return await BwrapSandbox.start(
-            image,
-            limits=self._limits(),
-            network=False,
-            env=dict(self._startup_env()),
-            workdir=self.task_env_config.workdir or image.workdir,
-        )
-
-
-class DockerEnvironment(SandboxEnvironment):
-    """A Docker engine through the `docker` SDK: no compose, no registry, never a network.
+class EngineEnvironment(SandboxEnvironment):
+    """A container engine through the `docker` SDK: no compose, no registry, never a network.
 
     Cleanup: `stop()` removes the container; if the trial's process dies first (even by SIGKILL)
     the engine removes it, because the container's main process ends when its owner's attach
     socket closes; and the first start in each process sweeps containers of dead owners
-    (`cleanup_stale`) as a backstop.
+    (`cleanup.cleanup_stale`) as a backstop.
     """
 
-    _swept = False  # stale containers are swept once per process
+    engine: ClassVar[Backend] = "podman"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.image_tag: str | None = None
-
-    @staticmethod
-    @override
-    def type() -> str:
-        return "docker-sdk"
+        self.build_notes: list[str] = []
 
     @classmethod
     @override
@@ -187,26 +154,21 @@ class DockerEnvironment(SandboxEnvironment):
     @classmethod
     @override
     def preflight(cls) -> None:
-        from autoenvscaling.tools.sandbox.docker import client
+        from autoenvscaling.tools.sandbox.engine import client
 
         try:
-            client()
+            client(cls.engine)
         except SandboxError as exc:
             raise SystemExit(str(exc)) from exc
 
     @override
     async def _start_sandbox(self, force_build: bool) -> Sandbox:
-        import asyncio
+        from autoenvscaling.tools.sandbox.container import ContainerSandbox
+        from autoenvscaling.tools.sandbox.images import build_image
 
-        from autoenvscaling.tools.sandbox.docker import DockerSandbox, build_image, cleanup_stale
-
-        if not DockerEnvironment._swept:
-            DockerEnvironment._swept = True
-            report = await asyncio.to_thread(cleanup_stale)
-            if report.containers:
-                self.logger.info(f"removed stale containers: {', '.join(report.containers)}")
         image = await build_image(
             self.environment_dir,
+            backend=self.engine,
             task_name=self.environment_name,
             docker_image=self.task_env_config.docker_image,
             force=force_build,
@@ -214,9 +176,39 @@ class DockerEnvironment(SandboxEnvironment):
             log=self.logger.debug,
         )
         self.image_tag = image.tag
-        return await DockerSandbox.start(
+        return await ContainerSandbox.start(
             image.tag,
+            backend=self.engine,
             limits=self._limits(),
             env=dict(self._startup_env()),
             workdir=self.task_env_config.workdir,
         )
+
+
+class PodmanEnvironment(EngineEnvironment):
+    """podman (the default): our own `podman system service`, started and stopped by us."""
+
+    engine: ClassVar[Backend] = "podman"
+
+    @staticmethod
+    @override
+    def type() -> str:
+        return "podman-sdk"
+
+
+class DockerEnvironment(EngineEnvironment):
+    """A docker daemon that already answers (DOCKER_HOST or the default socket)."""
+
+    engine: ClassVar[Backend] = "docker"
+
+    @staticmethod
+    @override
+    def type() -> str:
+        return "docker-sdk"
+
+
+#: The Harbor environment class of each engine (`harbor run -e <import path>`).
+ENVIRONMENTS: dict[Backend, str] = {
+    "podman": "autoenvscaling.tools.sandbox.harbor_env:PodmanEnvironment",
+    "docker": "autoenvscaling.tools.sandbox.harbor_env:DockerEnvironment",
+}

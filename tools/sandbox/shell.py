@@ -358,7 +358,7 @@ def _comm(pid: int) -> str:
 
 
 async def kill_host_descendants(proc: asyncio.subprocess.Process) -> None:
-    """Interrupt for shells whose processes are visible in this host's /proc (bwrap, local bash).
+    """Interrupt for shells whose processes are visible in this host's /proc (local bash).
 
     The shell is the first `bash` at or under the spawned process (nsenter forks it); everything
     below the shell is the running command and is killed, the shell itself is kept.

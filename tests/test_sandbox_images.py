@@ -1,0 +1,111 @@
+"""Building task images on each engine: content-hashed cache, labels, errors, garbage collection."""
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from autoenvscaling.tools.sandbox import BuildError
+from autoenvscaling.tools.sandbox.bases import base_image_tag
+from autoenvscaling.tools.sandbox.cleanup import LABEL, TASK_LABEL
+from autoenvscaling.tools.sandbox.images import build_image, gc_images, remove_task_image
+
+
+def short(name: str) -> str:
+    """An image name as docker writes it (podman qualifies short names)."""
+    for prefix in ("localhost/", "docker.io/library/", "docker.io/"):
+        name = name.removeprefix(prefix)
+    return name
+
+
+def make_task(root: Path, dockerfile: str, files: dict[str, str] | None = None) -> Path:
+    task = root / f"t-{uuid.uuid4().hex[:8]}"
+    env = task / "environment"
+    env.mkdir(parents=True)
+    (env / "Dockerfile").write_text(dockerfile)
+    for name, text in (files or {}).items():
+        (env / name).write_text(text)
+    return task
+
+
+async def test_build_is_cached_by_content_and_labelled(engine, engine_client, tmp_path):
+    task = make_task(
+        tmp_path,
+        "FROM debian:bookworm-slim\nCOPY a.txt /a.txt\nRUN cat /a.txt > /b.txt\n",
+        {"a.txt": "one"},
+    )
+    first = await build_image(task / "environment", backend=engine)
+    again = await build_image(task / "environment", backend=engine)
+    assert first.built and not again.built and first.tag == again.tag
+    assert first.tag.startswith(f"autoenvscaling/{task.name}:")
+    labels = engine_client.api.inspect_image(first.tag)["Config"]["Labels"]
+    assert labels[LABEL] == "1" and labels[TASK_LABEL] == task.name
+    (task / "environment" / "a.txt").write_text("two")
+    changed = await build_image(task / "environment", backend=engine)
+    assert changed.built and changed.tag != first.tag
+    await build_image(
+        task / "environment", backend=engine, force=True
+    )  # a forced rebuild works too
+    for tag in (first.tag, changed.tag):
+        engine_client.api.remove_image(tag)
+
+
+async def test_failed_run_step_is_a_build_error_with_the_log(engine, engine_client, tmp_path):
+    task = make_task(tmp_path, "FROM debian:bookworm-slim\nRUN echo about-to-fail && exit 3\n")
+    with pytest.raises(BuildError) as error:
+        await build_image(task / "environment", backend=engine)
+    assert "about-to-fail" in str(error.value) and "3" in str(error.value)
+
+
+async def test_missing_base_says_how_to_import_it(engine, engine_client, tmp_path):
+    task = make_task(tmp_path, "FROM no-such-registry-image/nothing:1\nRUN true\n")
+    with pytest.raises(BuildError, match="make bases"):
+        await build_image(task / "environment", backend=engine)
+
+
+async def test_docker_image_without_dockerfile_is_used_as_is(engine, engine_client, tmp_path):
+    env = tmp_path / "task" / "environment"
+    env.mkdir(parents=True)
+    image = await build_image(env, backend=engine, docker_image="debian:bookworm-slim")
+    assert image.tag == "debian:bookworm-slim" and not image.built
+    with pytest.raises(BuildError, match="could not be pulled"):
+        await build_image(env, backend=engine, docker_image="no-such-registry-image/nothing:1")
+
+
+async def test_gc_removes_rejected_images_and_nothing_it_did_not_build(
+    engine, engine_client, tmp_path
+):
+    api = engine_client.api
+    admitted = await build_image(
+        make_task(tmp_path, "FROM debian:bookworm-slim\nRUN echo a > /a\n") / "environment",
+        backend=engine,
+    )
+    rejected = await build_image(
+        make_task(tmp_path, "FROM debian:bookworm-slim\nRUN echo r > /r\n") / "environment",
+        backend=engine,
+    )
+    # Someone else's image built FROM ours inherits our label, but not our name: never ours.
+    theirs = make_task(tmp_path, f"FROM {admitted.tag}\nRUN echo mine > /mine\n")
+    foreign = f"someone-else/app:{uuid.uuid4().hex[:6]}"
+    list(api.build(path=str(theirs / "environment"), tag=foreign, network_mode="none", rm=True))
+    # Keep everything that is not this test's rejected image (other runs share the engine).
+    everything = api.images(filters={"label": f"{LABEL}=1"})
+    keep = {i["Id"] for i in everything} | {t for i in everything for t in i["RepoTags"] or []}
+    rejected_id = api.inspect_image(rejected.tag)["Id"]
+    keep = {k for k in keep if k != rejected_id and short(k) != rejected.tag}
+    try:
+        report = gc_images(keep, backend=engine)
+        assert rejected.tag in report.images and admitted.tag not in report.images
+        present = {short(t) for i in api.images() for t in i["RepoTags"] or []}
+        assert {admitted.tag, foreign, base_image_tag(), "debian:bookworm-slim"} <= present
+        assert rejected.tag not in present
+    finally:
+        api.remove_image(foreign)
+        api.remove_image(admitted.tag)
+
+
+async def test_remove_task_image_of_a_rejected_candidate(engine, engine_client, tmp_path):
+    task = make_task(tmp_path, "FROM debian:bookworm-slim\nRUN echo c > /c\n")
+    await build_image(task / "environment", backend=engine)
+    assert remove_task_image(task, backend=engine) is True
+    assert remove_task_image(task, backend=engine) is False

@@ -1,0 +1,234 @@
+"""The offline base image: a debootstrap minbase of Debian, imported into the engine once.
+
+`make bases` (part of `make setup`) runs `python -m autoenvscaling.tools.sandbox.bases`: the root
+filesystem is debootstrapped once per machine (~1-2 min, cached), imported as
+`autoenvscaling/base:<name>` and tagged as the FROM images the seed pool names, so real
+Dockerfiles build with no registry. Where a registry answers, other FROM images pull as usual.
+Tests and sandboxes only ever `require_base()`: they never build it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from autoenvscaling.tools.sandbox.base import Backend, SandboxError
+from autoenvscaling.tools.sandbox.cleanup import BASE_LABEL, BASE_REPO
+from autoenvscaling.tools.sandbox.engine import FIXED_PATH, cli_argv, client
+from autoenvscaling.tools.settings import get_settings
+
+log = logging.getLogger(__name__)
+Log = Callable[[str], None]
+
+# The bases the seed pool's FROM lines name; `make bases` tags the imported Debian base as each.
+SEED_BASE_TAGS = ("debian:bookworm-slim", "python:3.12-slim-bookworm")
+DEBOOTSTRAP = "/usr/sbin/debootstrap"
+TAR = "/usr/bin/tar"
+# What a terminal task commonly needs offline; the seed pool relies on these.
+BASE_PACKAGES = (
+    "python3",
+    "git",
+    "sqlite3",
+    "gcc",
+    "libc6-dev",
+    "make",
+    "jq",
+    "procps",
+    "gawk",
+    "bc",
+    "file",
+    "patch",
+    "xz-utils",
+    "unzip",
+    "zip",
+    "less",
+    "ca-certificates",
+)
+
+
+class BaseImageMissingError(SandboxError):
+    """The project's base image is not in the engine. Run `make bases`."""
+
+
+def _apt_mirror() -> str:
+    """The Debian mirror this machine's apt already uses (no host names baked into the project)."""
+    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    for source in sources:
+        if not source.is_file():
+            continue
+        text = source.read_text(errors="replace")
+        for match in re.finditer(r"(?m)^(?:URIs:\s*|deb\s+(?:\[[^\]]*\]\s+)?)(\S+)", text):
+            uri = match.group(1)
+            if uri.startswith("http") and "security" not in uri and "debian" in uri:
+                return uri
+    raise SandboxError(
+        "no Debian mirror found in apt's sources; set AUTOENVSCALING_DEBIAN_MIRROR "
+        "or point AUTOENVSCALING_BASE_ROOTFS at a ready root filesystem"
+    )
+
+
+def base_rootfs_path() -> Path:
+    settings = get_settings()
+    if settings.base_rootfs:
+        return settings.base_rootfs
+    key = hashlib.sha256(" ".join((settings.debian_suite, *BASE_PACKAGES)).encode()).hexdigest()
+    return settings.cache_dir / "rootfs" / f"{settings.debian_suite}-{key[:12]}"
+
+
+def ensure_base_rootfs(say: Log = log.warning) -> Path:
+    """Return the base rootfs, building it with debootstrap (about 80 s) the first time only."""
+    target = base_rootfs_path()
+    ready = target.parent / f"{target.name}.ready"
+    if (target / "etc" / "debian_version").exists() and ready.exists():
+        return target
+    settings = get_settings()
+    if settings.base_rootfs:
+        raise SandboxError(f"AUTOENVSCALING_BASE_ROOTFS={target} is not a root filesystem")
+    if not Path(DEBOOTSTRAP).exists():
+        raise SandboxError(f"{DEBOOTSTRAP} is missing (apt-get install debootstrap)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f"{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it right now
+        if ready.exists():
+            return target
+        tmp = target.parent / f"{target.name}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        mirror = settings.debian_mirror or _apt_mirror()
+        say("building the base root filesystem once for this machine (~1-2 min)...")
+        started = time.monotonic()
+        cmd = [
+            DEBOOTSTRAP,
+            "--variant=minbase",
+            f"--include={','.join(BASE_PACKAGES)}",
+            settings.debian_suite,
+            str(tmp),
+            mirror,
+        ]
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env={"PATH": FIXED_PATH, "LANG": "C.UTF-8"}
+        )
+        if done.returncode != 0:
+            raise SandboxError(f"debootstrap failed: {(done.stdout + done.stderr)[-2000:]}")
+        # apt in a container without CAP_SETPCAP-style sandboxing: keep its downloads as root.
+        (tmp / "etc/apt/apt.conf.d/99autoenvscaling").write_text('APT::Sandbox::User "root";\n')
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+        ready.write_text(f"{time.monotonic() - started:.1f}\n")
+        say(f"base root filesystem ready in {time.monotonic() - started:.0f} s")
+    return target
+
+
+def base_image_tag() -> str:
+    """The tag of the project's Debian base image."""
+    return f"{BASE_REPO}:{base_rootfs_path().name}"
+
+
+def _image_id(api: object, name: str) -> str | None:
+    from autoenvscaling.tools.sandbox.images import _image_id as image_id
+
+    return image_id(api, name)
+
+
+def require_base(backend: Backend = "podman") -> str:
+    """The base image's tag, if the engine has it; else a clear error (never builds it)."""
+    tag = base_image_tag()
+    if _image_id(client(backend).api, tag) is None:
+        raise BaseImageMissingError(
+            f"the base image {tag} is not in the {backend} engine: run `make bases` once "
+            f"(python -m autoenvscaling.tools.sandbox.bases --engine {backend})"
+        )
+    return tag
+
+
+def _import(backend: Backend, rootfs: Path, base: str, say: Log) -> None:
+    changes = [
+        f"ENV PATH={FIXED_PATH}",
+        "ENV LANG=C.UTF-8",
+        f"LABEL {BASE_LABEL}={rootfs.name}",
+        'CMD ["bash"]',
+    ]
+    argv, env = cli_argv(backend)
+    cmd = [*argv, "import"]
+    for change in changes:
+        cmd += ["--change", change]
+    cmd += ["-", base]
+    say(f"importing {rootfs} as {base}")
+    tar = subprocess.Popen(
+        [TAR, "--numeric-owner", "-C", str(rootfs), "-cf", "-", "."],
+        stdout=subprocess.PIPE,
+        env={"PATH": FIXED_PATH},
+    )
+    done = subprocess.run(cmd, stdin=tar.stdout, capture_output=True, text=True, env=env)
+    if tar.stdout is not None:
+        tar.stdout.close()
+    tar.wait()
+    if done.returncode != 0 or tar.returncode != 0:
+        raise SandboxError(f"could not import the base rootfs: {done.stderr[-1000:]}")
+
+
+def ensure_base_image(
+    tags: Sequence[str] = SEED_BASE_TAGS,
+    *,
+    backend: Backend = "podman",
+    replace: bool = False,
+    log: Log | None = None,
+) -> list[str]:
+    """Import the base rootfs as `autoenvscaling/base:<name>` (once) and tag it as `tags`.
+
+    A tag that already names an image we did not import is left alone unless `replace`.
+    Returns the tags that now name the base.
+    """
+    from autoenvscaling.tools.sandbox.images import _lock
+
+    say = log or (lambda _msg: None)
+    api = client(backend).api
+    base = base_image_tag()
+    with _lock(f"base-import-{backend}"):
+        base_id = _image_id(api, base)
+        if base_id is None:
+            _import(backend, ensure_base_rootfs(say), base, say)
+            base_id = _image_id(api, base)
+            if base_id is None:
+                raise SandboxError(f"imported {base} but the engine does not list it")
+        done = [base]
+        for tag in tags:
+            current = _image_id(api, tag)
+            if current is not None and current != base_id and not replace:
+                say(f"{tag} already names another image; left alone")
+                continue
+            if current != base_id:
+                repo, _, name = tag.rpartition(":") if ":" in tag.split("/")[-1] else (tag, "", "")
+                api.tag(base_id, repo, name or "latest", force=True)
+            done.append(tag)
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m autoenvscaling.tools.sandbox.bases [--engine podman|docker] [TAG...]`"""
+    args = list(sys.argv[1:] if argv is None else argv)
+    backend: Backend = "podman"
+    if args[:1] == ["--engine"] and len(args) >= 2:
+        if args[1] not in ("podman", "docker"):
+            print(main.__doc__)
+            return 2
+        backend = "docker" if args[1] == "docker" else "podman"
+        args = args[2:]
+    if any(a.startswith("-") for a in args):
+        print(main.__doc__)
+        return 2
+    started = time.monotonic()
+    tags = ensure_base_image(args or SEED_BASE_TAGS, backend=backend, log=print)
+    print(f"base image on {backend}: {', '.join(tags)} ({time.monotonic() - started:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

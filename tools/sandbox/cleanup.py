@@ -1,0 +1,148 @@
+"""Labels on everything we create, and the sweep that removes what no live process can use.
+
+Every container and task image carries `autoenvscaling=1`, the owner process
+(`boot-id:pid:start-time`) and the run id; base images carry `autoenvscaling.base` instead, so
+images other people build FROM them never inherit ours. Cleanup only ever touches labelled
+objects, and never those of a live owner. Scratch folders (`aes-*-<pid>-*` in the temp folder)
+are swept the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+from pydantic import BaseModel, Field
+
+from autoenvscaling.tools.sandbox.base import Backend, SandboxError
+
+LABEL = "autoenvscaling"
+OWNER_LABEL = "autoenvscaling.owner"
+RUN_LABEL = "autoenvscaling.run"
+TASK_LABEL = "autoenvscaling.task"
+BASE_LABEL = "autoenvscaling.base"
+IMAGE_REPO = "autoenvscaling"  # built task images: autoenvscaling/<task>:<content-hash>
+BASE_REPO = "autoenvscaling/base"
+SCRATCH_PREFIX = "aes-"  # scratch folders: aes-<what>-<pid>-<random>
+_SCRATCH = re.compile(r"^aes-[a-z]+-(\d+)-")
+
+RUN_ID = os.environ.get("AUTOENVSCALING_RUN_ID") or uuid.uuid4().hex[:12]
+
+
+class CleanupReport(BaseModel):
+    containers: list[str] = Field(default_factory=list, description="Removed container names.")
+    images: list[str] = Field(default_factory=list, description="Removed image tags or ids.")
+    scratch: list[str] = Field(default_factory=list, description="Removed scratch folders.")
+    kept: list[str] = Field(default_factory=list, description="Skipped, with the reason.")
+
+
+def owner() -> str:
+    """This process, as `boot-id:pid:start-time`, so a later cleanup can tell if it still lives."""
+    return f"{_boot_id()}:{os.getpid()}:{_start_time(os.getpid())}"
+
+
+def labels(**extra: str) -> dict[str, str]:
+    """The labels of a container or image this process creates."""
+    return {LABEL: "1", OWNER_LABEL: owner(), RUN_LABEL: RUN_ID, **extra}
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return socket.gethostname()
+
+
+def _start_time(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
+def owner_alive(owner_id: str) -> bool | None:
+    """True / False for an owner on this machine's current boot; None when we cannot tell."""
+    try:
+        boot, pid, started = owner_id.rsplit(":", 2)
+    except ValueError:
+        return None
+    if boot != _boot_id():
+        return None
+    return _start_time(int(pid)) == started
+
+
+def remove_container(api: Any, container_id: str) -> None:
+    try:
+        api.remove_container(container_id, force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        text = str(exc)
+        if "already in progress" not in text and "no such container" not in text.lower():
+            raise SandboxError(f"could not remove container {container_id[:12]}: {exc}") from exc
+
+
+def scratch_dir(what: str) -> Path:
+    """A fresh scratch folder named for this process, swept by `sweep_scratch` once we are gone."""
+    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{what}-{os.getpid()}-"))
+
+
+def sweep_scratch() -> list[str]:
+    """Remove scratch folders whose process has exited."""
+    removed = []
+    root = Path(tempfile.gettempdir())
+    for entry in root.iterdir():
+        match = _SCRATCH.match(entry.name)
+        if not match or not entry.is_dir():
+            continue
+        if Path(f"/proc/{match.group(1)}").exists():
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry.name)
+    return removed
+
+
+def cleanup_stale(backend: Backend = "podman") -> CleanupReport:
+    """Remove our containers that no process can use any more, and dead processes' scratch.
+
+    A labelled container is stale when it has exited, or when its owner (recorded at start) was
+    a process on this machine that has exited. Containers of live owners, and of owners on other
+    machines, are left alone while they run; unlabelled containers are never looked at.
+    """
+    from autoenvscaling.tools.sandbox.engine import client
+
+    api = client(backend).api
+    report = CleanupReport(scratch=sweep_scratch())
+    for info in api.containers(all=True, filters={"label": f"{LABEL}=1"}):
+        name = (info.get("Names") or [info["Id"][:12]])[0].lstrip("/")
+        owner_id = (info.get("Labels") or {}).get(OWNER_LABEL, "")
+        ended = info.get("State") in ("exited", "dead", "created", "stopped")
+        # A live (or unknown) owner's container may be just starting: only an ended one goes.
+        if not ended and owner_alive(owner_id) is not False:
+            continue
+        if ended and owner_alive(owner_id) is True and info.get("State") == "created":
+            continue  # being started right now
+        remove_container(api, info["Id"])
+        report.containers.append(name)
+    return report
+
+
+_SWEPT: set[str] = set()
+
+
+def sweep_once(backend: Backend) -> CleanupReport | None:
+    """`cleanup_stale` the first time a process uses an engine (a crashed run's leftovers)."""
+    if backend in _SWEPT:
+        return None
+    _SWEPT.add(backend)
+    try:
+        return cleanup_stale(backend)
+    except Exception:  # noqa: BLE001 - a failed sweep must not stop the work; doctor reports it
+        return None

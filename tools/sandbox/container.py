@@ -1,0 +1,548 @@
+"""The sandbox contract on a container engine (podman or docker, through the `docker` SDK).
+
+One sandbox is one container of the hardened profile (`profile.py`): no network, `--init` as
+PID 1 so orphans are reaped, and a shell-builtin loop reading stdin as the main process. The
+owning process holds that stdin open through an attach socket (`StdinOnce`): when the owner
+exits, even by SIGKILL, stdin closes, the main process ends and `auto_remove` deletes the
+container. `cleanup.cleanup_stale()` is the backstop, run at each process's first start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import shutil
+import socket
+import tarfile
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+
+from autoenvscaling.tools.sandbox import profile
+from autoenvscaling.tools.sandbox.base import (
+    Backend,
+    ExecOutput,
+    Sandbox,
+    SandboxError,
+    SandboxLimits,
+    SandboxRef,
+)
+from autoenvscaling.tools.sandbox.cleanup import (
+    labels as our_labels,
+)
+from autoenvscaling.tools.sandbox.cleanup import (
+    remove_container,
+    scratch_dir,
+    sweep_once,
+)
+from autoenvscaling.tools.sandbox.engine import call, cli_argv, client, engine_url
+from autoenvscaling.tools.sandbox.proctree import KILL_TREE, exec_quiet, kill_tree_host
+from autoenvscaling.tools.sandbox.shell import PersistentShell, _Pending
+from autoenvscaling.tools.settings import get_settings
+
+EXEC_MARK = "AUTOENVSCALING_EXEC"
+SHELL_MARK = "AUTOENVSCALING_SHELL"
+# Shell builtins only, so it runs in any image with /bin/sh: it ends when stdin closes.
+KEEPALIVE = "while read -r _; do :; done"
+# A command is done when its process exits; the engine waits up to 2 s for a background child
+# holding the output open, so the stream is given a little more than that before it is cut.
+STREAM_GRACE_SEC = 3.0
+
+
+class DownloadTooLargeError(SandboxError):
+    """A download from the sandbox went over the configured cap; nothing was written."""
+
+
+def _in_daemon_thread[T](fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    """Run a blocking call that may last as long as a command does.
+
+    A daemon thread, not the pool: the pool's threads are joined at interpreter exit, and a
+    stream still open then would keep the process from ever exiting.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def target() -> None:
+        try:
+            result, error = fn(*args), None
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the awaiting coroutine
+            result, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:
+            pass  # the loop is closed: nobody is waiting any more
+
+    threading.Thread(target=target, name="aes-engine-stream", daemon=True).start()
+    return future
+
+
+class ContainerSandbox(Sandbox):
+    """A live container. Start with `start()`, or `attach()` to one another process started."""
+
+    def __init__(self, ref: SandboxRef, *, owner: bool, tie: Any = None) -> None:
+        self.ref = ref
+        self._owner = owner
+        self._tie = tie  # the attach socket whose closing ends the container
+        self._shells: list[PersistentShell] = []
+        self._closed = False
+
+    @property
+    def container_id(self) -> str:
+        return str(self.ref.handle["container_id"])
+
+    @property
+    def backend(self) -> Backend:
+        return self.ref.backend
+
+    @property
+    def _api(self) -> Any:
+        return client(self.ref.backend).api
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @classmethod
+    async def start(
+        cls,
+        image: str,
+        *,
+        backend: Backend | None = None,
+        limits: SandboxLimits | None = None,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+        user: str | None = None,
+        network: bool = False,
+        tie_to_owner: bool = True,
+        labels: dict[str, str] | None = None,
+        binds: list[tuple[Path, str]] | None = None,
+    ) -> ContainerSandbox:
+        """Start a container of `image` with the hardened profile and no network.
+
+        `tie_to_owner` (default): the container is removed when this process exits, however it
+        exits. Without it, the container lives until `close()` or `cleanup_stale()`.
+        `binds`: (host folder, container path) pairs mounted read-write; nothing else of the
+        host is visible.
+        """
+        backend = backend or get_settings().engine
+        if network:
+            raise SandboxError(
+                "sandboxes never join a network (bridge addresses are off-limits here); "
+                "install packages in the image build"
+            )
+        for host, _inside in binds or []:
+            if not Path(host).is_dir():
+                raise SandboxError(f"bind: {host} is not a folder on the host")
+        limits = profile.clamp(limits or SandboxLimits())
+        api = (await call(client, backend)).api
+        await call(sweep_once, backend)
+        try:
+            config = (await call(api.inspect_image, image)).get("Config") or {}
+        except Exception as exc:
+            raise SandboxError(f"image {image} is not available in the engine: {exc}") from exc
+        host_config = await call(profile.host_config, api, backend, limits, binds=binds)
+        name = f"aes-{uuid.uuid4().hex[:12]}"
+        created = await call(
+            api.create_container,
+            image,
+            entrypoint=["/bin/sh", "-c", KEEPALIVE],
+            command=[],
+            stdin_open=True,
+            detach=not tie_to_owner,  # attached stdin + StdinOnce: closes with the owner
+            environment=env or {},
+            hostname="sandbox",
+            name=name,
+            labels={**our_labels(), **(labels or {})},
+            host_config=host_config,
+            use_config_proxy=False,  # no proxy variables from ~/.docker/config.json
+        )
+        container_id = created["Id"]
+        tie = None
+        try:
+            if tie_to_owner:
+                tie = await call(api.attach_socket, container_id, {"stdin": 1, "stream": 1})
+            await call(api.start, container_id)
+            state = (await call(api.inspect_container, container_id))["State"]
+        except Exception as exc:
+            await call(remove_container, api, container_id)
+            raise SandboxError(f"container for {image} did not start: {exc}") from exc
+        pidns = None
+        if state.get("Pid"):
+            try:
+                pidns = os.readlink(f"/proc/{state['Pid']}/ns/pid")
+            except OSError:
+                pidns = None  # a remote engine: its processes are not in our /proc
+        ref = SandboxRef(
+            backend=backend,
+            id=name,
+            workdir=workdir or config.get("WorkingDir") or "/",
+            env=dict(env or {}),
+            user=user or config.get("User") or None,
+            limits=limits,
+            network=False,
+            handle={
+                "container_id": container_id,
+                "image": image,
+                "pidns": pidns,
+                "docker_host": engine_url("docker") if backend == "docker" else None,
+            },
+        )
+        sandbox = cls(ref, owner=True, tie=tie)
+        from autoenvscaling.tools.sandbox.layercap import watch
+
+        watch(sandbox)
+        return sandbox
+
+    @classmethod
+    async def attach(cls, ref: SandboxRef) -> ContainerSandbox:
+        if ref.backend == "docker" and ref.handle.get("docker_host"):
+            os.environ.setdefault("DOCKER_HOST", ref.handle["docker_host"])
+        api = (await call(client, ref.backend)).api
+        try:
+            state = (await call(api.inspect_container, ref.handle["container_id"]))["State"]
+        except Exception as exc:
+            raise SandboxError(f"sandbox {ref.id} is not running any more: {exc}") from exc
+        if not state.get("Running"):
+            raise SandboxError(f"sandbox {ref.id} is not running any more")
+        return cls(ref, owner=False)
+
+    async def close(self) -> None:
+        """Owner: remove the container (and every process in it). Attached: close own shells."""
+        if self._closed:
+            return
+        self._closed = True
+        for shell in self._shells:
+            await shell.close()
+        if not self._owner:
+            return
+        await call(remove_container, self._api, self.container_id)
+        if self._tie is not None:
+            try:
+                self._tie.close()
+            except OSError:
+                pass
+
+    # -- commands ------------------------------------------------------------------------------
+    def _user(self, user: str | int | None) -> str:
+        chosen = user if user is not None else self.ref.user
+        return "" if chosen in (None, "") else str(chosen)
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: float | None = None,
+        user: str | int | None = None,
+    ) -> ExecOutput:
+        if self._closed:
+            raise SandboxError(f"sandbox {self.ref.id} is closed")
+        script = f"cd {shlex.quote(cwd or self.ref.workdir)} || exit 1\n{command}"
+        exec_key = uuid.uuid4().hex
+        mark = f"{EXEC_MARK}={exec_key}"
+        started = time.monotonic()
+        api = self._api
+        try:
+            created = await call(
+                api.exec_create,
+                self.container_id,
+                ["bash", "-c", script],
+                environment={**(env or {}), EXEC_MARK: exec_key},
+                user=self._user(user),
+            )
+        except Exception as exc:
+            raise SandboxError(f"sandbox {self.ref.id}: exec failed: {exc}") from exc
+        exec_id = created["Id"]
+        cap = self.ref.limits.output_bytes
+        out, err = _Pending(cap), _Pending(cap)
+        sockets: list[Any] = []
+        pump = _in_daemon_thread(_pump, api, exec_id, out, err, sockets)
+        timed_out = False
+        try:
+            await asyncio.wait_for(asyncio.shield(pump), timeout_sec)
+        except TimeoutError:
+            timed_out = True
+            await self._kill_marked(mark, keep_top=False)
+            await _finish(pump, sockets)
+        except asyncio.CancelledError:
+            # Cancelled: leave nothing running behind us.
+            await asyncio.shield(self._kill_marked(mark, keep_top=False))
+            _cut(sockets)
+            raise
+        except Exception as exc:
+            raise SandboxError(f"sandbox {self.ref.id}: exec failed: {exc}") from exc
+        code = None if timed_out else await call(_exit_code, api, exec_id)
+        (stdout, _, t1), (stderr, _, t2) = out.take(), err.take()
+        return ExecOutput(
+            exit_code=code,
+            stdout=stdout,
+            stderr=stderr,
+            duration_sec=time.monotonic() - started,
+            timed_out=timed_out,
+            truncated=t1 or t2,
+        )
+
+    async def _kill_marked(self, mark: str, *, keep_top: bool) -> None:
+        """Kill the processes carrying `mark` (and their descendants) inside the container."""
+        try:
+            if await call(kill_tree_host, self.ref.handle.get("pidns"), mark, keep_top):
+                return
+            await call(
+                exec_quiet,
+                self._api,
+                self.container_id,
+                ["/bin/sh", "-c", KILL_TREE, "kill-tree", mark, "1" if keep_top else "0"],
+            )
+        except (docker.errors.DockerException, OSError):
+            return  # the container is gone: so are its processes
+
+    async def open_shell(
+        self,
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        user: str | int | None = None,
+        output_cap: int = 64_000,
+    ) -> PersistentShell:
+        """A long-lived bash through the engine's own `exec -i` (absolute path, fixed env)."""
+        argv0, cli_env = cli_argv(self.ref.backend)
+        marks: dict[int, str] = {}
+
+        async def spawn() -> asyncio.subprocess.Process:
+            if self._closed:
+                raise SandboxError(f"sandbox {self.ref.id} is closed")
+            mark = f"{SHELL_MARK}={uuid.uuid4().hex}"
+            argv = [*argv0, "exec", "-i", "-e", mark]
+            for key, value in (env or {}).items():
+                argv += ["-e", f"{key}={value}"]
+            if self._user(user):
+                argv += ["-u", self._user(user)]
+            argv += [self.container_id, "bash", "--noprofile", "--norc"]
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                env=cli_env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
+            marks[proc.pid] = mark
+            return proc
+
+        async def interrupt(proc: asyncio.subprocess.Process) -> None:
+            if proc.pid in marks:
+                await self._kill_marked(marks[proc.pid], keep_top=True)
+
+        async def reap(proc: asyncio.subprocess.Process) -> None:
+            # Killing the CLI does not stop the bash it started in the container: kill it there.
+            mark = marks.pop(proc.pid, None)
+            if mark and not self._closed:
+                await self._kill_marked(mark, keep_top=False)
+
+        shell = await _EngineShell.start(
+            spawn,
+            interrupt=interrupt,
+            reap=reap,
+            output_cap=output_cap,
+            cwd=cwd or self.ref.workdir,
+        )
+        self._shells.append(shell)
+        return shell
+
+    # -- files ---------------------------------------------------------------------------------
+    async def upload(self, source: Path, target: str) -> None:
+        source = Path(source)
+        if not source.exists():
+            raise SandboxError(f"upload: {source} does not exist")
+        with tempfile.TemporaryFile() as buffer:  # on disk: a large folder never sits in memory
+            with tarfile.open(fileobj=buffer, mode="w") as tar:
+                if source.is_dir():
+                    dest = target
+                    for child in sorted(source.iterdir()):
+                        tar.add(child, arcname=child.name, filter=_as_root)
+                else:
+                    dest = os.path.dirname(target.rstrip("/")) or "/"
+                    tar.add(source, arcname=os.path.basename(target.rstrip("/")), filter=_as_root)
+            for attempt in (1, 2):
+                buffer.seek(0)
+                try:
+                    await call(self._api.put_archive, self.container_id, dest, buffer)
+                    return
+                except docker.errors.NotFound:
+                    if attempt == 2:
+                        raise SandboxError(
+                            f"upload to {target} failed: {dest} is missing"
+                        ) from None
+                except Exception as exc:
+                    raise SandboxError(f"upload to {target} failed: {exc}") from exc
+                # The destination folder does not exist yet.
+                made = await self.exec(f"mkdir -p {shlex.quote(dest)}", cwd="/", user="root")
+                if made.exit_code != 0:
+                    raise SandboxError(
+                        f"upload to {target} failed: {(made.stderr or made.stdout)[-500:]}"
+                    )
+
+    async def download(self, source: str, target: Path) -> None:
+        """Copy out of the sandbox, streamed to disk and capped (`max_download_mb`)."""
+        target = Path(target)
+        path = source.rstrip("/") or "/"
+        cap = get_settings().max_download_mb * 1024 * 1024
+        tmp = scratch_dir("download")
+        try:
+            try:
+                name, is_dir = await call(
+                    _fetch_archive, self._api, self.container_id, path, tmp, cap
+                )
+            except DownloadTooLargeError:
+                raise
+            except Exception as exc:
+                raise SandboxError(f"download of {source} failed: {exc}") from exc
+            extracted = tmp / "x" / name
+            if is_dir:
+                target.mkdir(parents=True, exist_ok=True)
+                shutil.copytree(extracted, target, dirs_exist_ok=True, symlinks=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(extracted, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class _EngineShell(PersistentShell):
+    """PersistentShell whose restart / close also ends the bash inside the container."""
+
+    def __init__(self, *args: Any, reap: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._reap_inside = reap
+
+    async def _reap(self) -> None:
+        if self._proc is not None:
+            await self._reap_inside(self._proc)
+        await super()._reap()
+
+
+# -- blocking helpers (run on the engine pool) ---------------------------------------------------
+def _pump(api: Any, exec_id: str, out: _Pending, err: _Pending, sockets: list[Any]) -> None:
+    from docker.utils.socket import STDOUT, frames_iter
+
+    sock = api.exec_start(exec_id, socket=True)
+    api._disable_socket_timeout(sock)  # a quiet command may print nothing for minutes
+    sockets.append(sock)
+    try:
+        for stream, data in frames_iter(sock, False):
+            (out if stream == STDOUT else err).add(data)
+    except OSError:
+        pass  # cut by _cut() after a timeout
+    finally:
+        try:
+            sock.close()
+        except OSError:
+            pass
+
+
+def _cut(sockets: list[Any]) -> None:
+    for sock in sockets:
+        try:
+            getattr(sock, "_sock", sock).shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+async def _finish(pump: asyncio.Future[None], sockets: list[Any]) -> None:
+    """Give the output stream a moment to end on its own, then cut it."""
+    try:
+        await asyncio.wait_for(asyncio.shield(pump), STREAM_GRACE_SEC)
+    except TimeoutError:
+        _cut(sockets)
+        await pump
+
+
+def _exit_code(api: Any, exec_id: str) -> int | None:
+    for _ in range(100):  # the stream may close a moment before the engine records the exit
+        info = api.exec_inspect(exec_id)
+        if not info.get("Running"):
+            return info.get("ExitCode")
+        time.sleep(0.02)
+    return None
+
+
+def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
+
+
+def _fetch_archive(api: Any, container_id: str, path: str, tmp: Path, cap: int) -> tuple[str, bool]:
+    """Stream the engine's tar of `path` to disk, stopping at `cap` bytes; then extract safely."""
+    chunks, stat = api.get_archive(container_id, path)
+    archive = tmp / "archive.tar"
+    written = 0
+    with open(archive, "wb") as handle:
+        for chunk in chunks:
+            written += len(chunk)
+            if written > cap:
+                close = getattr(chunks, "close", None)
+                if close:
+                    close()
+                raise DownloadTooLargeError(
+                    f"download of {path} is over the {cap // (1024 * 1024)} MB cap "
+                    "(AUTOENVSCALING_MAX_DOWNLOAD_MB); nothing was copied"
+                )
+            handle.write(chunk)
+    total = 0
+    with tarfile.open(archive) as tar:
+        for member in tar:  # sparse or not, what lands on disk is capped too
+            total += member.size
+            if total > cap:
+                raise DownloadTooLargeError(f"download of {path} unpacks to over the cap")
+        tar.extractall(tmp / "x", filter="data")  # refuses links and paths that leave tmp
+    is_dir = bool(stat.get("mode", 0) & (1 << 31))  # Go's os.ModeDir
+    return stat["name"], is_dir
+
+
+# -- workspaces (part of the backend contract) ---------------------------------------------------
+async def start_workspace(
+    *,
+    backend: Backend | None = None,
+    limits: SandboxLimits | None = None,
+    network: bool = False,
+    workdir: str = "/workspace",
+    env: dict[str, str] | None = None,
+    image: str | None = None,
+    binds: list[tuple[Path, str]] | None = None,
+) -> ContainerSandbox:
+    """A bare container on the project's Debian base: the proposer's and the MCP terminal's.
+
+    The base must already be in the engine (`make bases`); it is never built here.
+    """
+    from autoenvscaling.tools.sandbox.bases import require_base
+
+    backend = backend or get_settings().engine
+    image = image or await call(require_base, backend)
+    sandbox = await ContainerSandbox.start(
+        image,
+        backend=backend,
+        limits=limits,
+        network=network,
+        env=env,
+        workdir=workdir,
+        binds=binds,
+    )
+    made = await sandbox.exec(f"mkdir -p {shlex.quote(workdir)}", cwd="/", user="root")
+    if made.exit_code != 0:
+        await sandbox.close()
+        raise SandboxError(f"workspace: cannot create {workdir}: {made.stderr}")
+    return sandbox

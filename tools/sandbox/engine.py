@@ -1,0 +1,266 @@
+"""The container engine a sandbox runs on: podman (default, started by us) or a docker daemon.
+
+Both are driven through the `docker` SDK. For podman, each process that needs it starts its own
+`podman system service` on a private socket with our own `containers.conf` (CONTAINERS_CONF;
+nothing global changed), and stops it at exit; the service gets SIGTERM if this process dies
+(PR_SET_PDEATHSIG). Containers and images live in podman's shared storage, so a sandbox started by
+one process is reachable from another process's service. For docker, the daemon at DOCKER_HOST
+(or the default socket) must already answer.
+
+Every program started here is called by absolute path with a fixed environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import ctypes
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import docker
+
+from autoenvscaling.tools.sandbox.base import Backend, SandboxError
+from autoenvscaling.tools.settings import get_settings
+
+PODMAN = "/usr/bin/podman"
+FIXED_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SERVICE_START_SEC = 30.0
+PR_SET_PDEATHSIG = 1
+
+# podman's defaults exceed this kind of host's hard limits (setrlimit fails) and crun refuses a
+# hybrid cgroup v1+v2 layout: runc with ulimits that fit. `init_path`: catatonit, for `--init`.
+CONTAINERS_CONF = """\
+# Written by autoenvscaling; used only through CONTAINERS_CONF by processes it starts.
+[containers]
+default_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]
+init_path = "/usr/bin/catatonit"
+
+[engine]
+runtime = "runc"
+"""
+
+
+class EngineUnavailableError(SandboxError):
+    """The engine cannot be started or reached. The message says why and what to install."""
+
+
+# SDK calls block; they run on this pool so a command that runs for minutes never starves
+# asyncio's default executor.
+_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="aes-engine")
+
+
+async def call[T](fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_POOL, functools.partial(fn, *args, **kwargs))
+
+
+def config_dir() -> Path:
+    """Our engine configuration (containers.conf, seccomp profile), written on first use."""
+    folder = get_settings().cache_dir / "engine"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def containers_conf() -> Path:
+    path = config_dir() / "containers.conf"
+    if not path.exists() or path.read_text() != CONTAINERS_CONF:
+        tmp = path.with_suffix(f".tmp-{os.getpid()}")
+        tmp.write_text(CONTAINERS_CONF)
+        tmp.replace(path)
+    return path
+
+
+def podman_env() -> dict[str, str]:
+    """The whole environment of every podman process we start (nothing inherited)."""
+    return {
+        "PATH": FIXED_PATH,
+        "HOME": os.environ.get("HOME", "/root"),
+        "CONTAINERS_CONF": str(containers_conf()),
+        "TMPDIR": tempfile.gettempdir(),
+        "LANG": "C.UTF-8",
+    }
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded now: no dlopen between fork and exec
+
+
+def _die_with_parent() -> None:
+    """preexec: SIGTERM when the thread that started us dies (see `_Service`: it never exits)."""
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+class _Service:
+    """This process's own `podman system service`, started on first use, stopped at exit."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.folder: Path | None = None
+        self.url: str | None = None
+        self.pid = 0  # the process that started it (a fork must start its own)
+
+    def ensure(self) -> str:
+        with self.lock:
+            if self.url and self.pid == os.getpid() and self.proc and self.proc.poll() is None:
+                return self.url
+            return self._start()
+
+    def _start(self) -> str:
+        if not os.access(PODMAN, os.X_OK):
+            raise EngineUnavailableError(
+                f"{PODMAN} is missing: apt-get install podman runc uidmap catatonit "
+                "(`make system` does it)"
+            )
+        folder = Path(tempfile.mkdtemp(prefix=f"aes-podman-{os.getpid()}-"))
+        sock = folder / "api.sock"
+        log = open(folder / "service.log", "wb")  # noqa: SIM115 - kept open by the child
+        started: list[subprocess.Popen[bytes]] = []
+        ready = threading.Event()
+
+        def keeper() -> None:
+            # PDEATHSIG fires when the *thread* that forked the child ends: this thread lives
+            # exactly as long as the service (waiting on it), so only our death ends it.
+            try:
+                proc = subprocess.Popen(
+                    [PODMAN, "system", "service", "--time=0", f"unix://{sock}"],
+                    env=podman_env(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    preexec_fn=_die_with_parent,  # noqa: PLW1509 - prctl needs the child side
+                    close_fds=True,
+                    start_new_session=True,  # a terminal's Ctrl-C reaches it through our exit
+                )
+            except OSError as exc:
+                log.write(f"could not start podman: {exc}\n".encode())
+                ready.set()
+                return
+            started.append(proc)
+            ready.set()
+            proc.wait()
+
+        threading.Thread(target=keeper, name="aes-podman-service", daemon=True).start()
+        ready.wait(10)
+        if not started:
+            raise EngineUnavailableError(self._why(folder, "podman did not start"))
+        proc = started[0]
+        url = f"unix://{sock}"
+        deadline = time.monotonic() + SERVICE_START_SEC
+        while True:
+            if proc.poll() is not None:
+                raise EngineUnavailableError(
+                    self._why(folder, f"podman exited ({proc.returncode})")
+                )
+            if sock.exists():
+                try:
+                    docker.DockerClient(base_url=url, timeout=5).ping()
+                    break
+                except Exception:  # noqa: BLE001 - not answering yet
+                    pass
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise EngineUnavailableError(self._why(folder, "podman's API did not answer"))
+            time.sleep(0.05)
+        self.proc, self.folder, self.url, self.pid = proc, folder, url, os.getpid()
+        return url
+
+    @staticmethod
+    def _why(folder: Path, what: str) -> str:
+        try:
+            tail = (folder / "service.log").read_text(errors="replace")[-800:]
+        except OSError:
+            tail = ""
+        return f"{what}: {tail.strip() or 'no output'} (podman system service, CONTAINERS_CONF)"
+
+    def stop(self) -> None:
+        with self.lock:
+            proc, folder = self.proc, self.folder
+            self.proc = self.folder = self.url = None
+        if proc is None or self.pid != os.getpid():
+            return
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+_SERVICE = _Service()
+atexit.register(_SERVICE.stop)
+
+
+def engine_url(backend: Backend) -> str | None:
+    """The API socket for `backend` (podman: ours, started now if needed; docker: DOCKER_HOST)."""
+    if backend == "podman":
+        return _SERVICE.ensure()
+    if backend == "docker":
+        return os.environ.get("DOCKER_HOST")
+    raise SandboxError(f"unknown engine {backend!r}: podman or docker")
+
+
+_CLIENTS: dict[tuple[str, str | None], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def client(backend: Backend = "podman") -> Any:
+    """A cached `docker.DockerClient` for the engine (podman's service is started if needed)."""
+    url = engine_url(backend)
+    key = (backend, url)
+    with _CLIENTS_LOCK:
+        if key not in _CLIENTS:
+            try:
+                made = (
+                    docker.DockerClient(base_url=url, max_pool_size=32)
+                    if url
+                    else docker.from_env(max_pool_size=32)
+                )
+                made.ping()
+            except Exception as exc:
+                raise EngineUnavailableError(
+                    f"no {backend} engine answers at {url or 'the default socket'}: {exc}. "
+                    + (
+                        "Start dockerd (see .ci/docker-tier) or set DOCKER_HOST."
+                        if backend == "docker"
+                        else "See `autoenvscaling doctor`."
+                    )
+                ) from exc
+            _CLIENTS[key] = made
+        return _CLIENTS[key]
+
+
+def cli_argv(backend: Backend) -> tuple[list[str], dict[str, str]]:
+    """The engine's own CLI (absolute path) and the fixed environment to run it with."""
+    if backend == "podman":
+        return [PODMAN], podman_env()
+    found = shutil.which("docker")
+    if found is None:
+        raise SandboxError(
+            "the docker engine's persistent shell needs the docker CLI on PATH "
+            "(apt-get install docker.io, or docker-ce-cli)"
+        )
+    env = {"PATH": FIXED_PATH, "HOME": os.environ.get("HOME", "/root")}
+    if url := engine_url("docker"):
+        env["DOCKER_HOST"] = url
+    return [os.path.realpath(found)], env
+
+
+def stop_service() -> None:
+    """Stop this process's podman service now (tests; it is stopped at exit anyway)."""
+    _SERVICE.stop()
+    with _CLIENTS_LOCK:
+        for key in [k for k in _CLIENTS if k[0] == "podman"]:
+            del _CLIENTS[key]

@@ -1,0 +1,332 @@
+"""Task images: real Dockerfile builds, cached by content hash, with no network, and their removal.
+
+A task image is `autoenvscaling/<task>:<hash>`, the hash covering the environment's files and the
+ids of its FROM images, so an unchanged task is never rebuilt. podman builds go through the
+`podman build` CLI (podman 4.3's API service runs build steps in the host network whatever it is
+asked); docker builds through the SDK. Both with `--network none` and the hardened profile.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+from pydantic import BaseModel, Field
+
+from autoenvscaling.tools.sandbox import profile
+from autoenvscaling.tools.sandbox.base import Backend, BuildError
+from autoenvscaling.tools.sandbox.cleanup import (
+    BASE_REPO,
+    IMAGE_REPO,
+    LABEL,
+    TASK_LABEL,
+    CleanupReport,
+    labels,
+)
+from autoenvscaling.tools.sandbox.engine import PODMAN, call, cli_argv, client, config_dir
+
+Log = Callable[[str], None]
+
+
+class ContainerImage(BaseModel):
+    """An image a sandbox can start from."""
+
+    tag: str
+    id: str
+    built: bool = Field(False, description="True when this call built it (not from the cache).")
+    notes: list[str] = Field(default_factory=list)
+
+
+def _repo_name(task_name: str) -> str:
+    name = re.sub(r"[^a-z0-9._-]", "-", task_name.lower()).strip(".-_") or "task"
+    return f"{IMAGE_REPO}/{name[:100]}"
+
+
+def _parent_images(dockerfile: Path) -> list[str]:
+    from dockerfile_parse import DockerfileParser
+
+    parser = DockerfileParser(str(dockerfile))
+    stages = {
+        line["value"].split()[-1].lower()
+        for line in parser.structure
+        if line["instruction"] == "FROM" and " as " in line["value"].lower()
+    }
+    return [p for p in parser.parent_images if p.lower() not in stages and p != "scratch"]
+
+
+def _image_id(api: Any, name: str) -> str | None:
+    try:
+        return str(api.inspect_image(name)["Id"])
+    except docker.errors.ImageNotFound:
+        return None
+    except docker.errors.APIError as exc:  # podman: "no such image" with other codes
+        if "no such image" in str(exc).lower() or "not known" in str(exc).lower():
+            return None
+        raise
+
+
+def image_tag(task_name: str, environment_dir: Path, backend: Backend = "podman") -> str:
+    """`autoenvscaling/<task>:<hash>` of the environment's files and of the FROM images' ids."""
+    from harbor.environments.definition import environment_content_hash
+
+    digest = hashlib.sha256(environment_content_hash(environment_dir, truncate=64).encode())
+    dockerfile = environment_dir / "Dockerfile"
+    if dockerfile.exists():
+        api = client(backend).api
+        for parent in _parent_images(dockerfile):
+            digest.update((_image_id(api, parent) or parent).encode())
+    return f"{_repo_name(task_name)}:{digest.hexdigest()[:16]}"
+
+
+class _lock:
+    """An exclusive file lock in the cache folder (held across processes)."""
+
+    def __init__(self, name: str) -> None:
+        self.path = config_dir() / f"{name}.lock"
+
+    def __enter__(self) -> None:
+        self.handle = open(self.path, "w")  # noqa: SIM115 - closed in __exit__
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+def _missing_hint(api: Any, dockerfile: Path) -> str:
+    missing = [p for p in _parent_images(dockerfile) if _image_id(api, p) is None]
+    if not missing:
+        return ""
+    return (
+        f"\nFROM {', '.join(missing)}: not in the engine and no registry answered. Import the "
+        f"project's Debian base under that name: make bases (or python -m "
+        f"autoenvscaling.tools.sandbox.bases {' '.join(missing)})"
+    )
+
+
+def _build_podman(
+    environment_dir: Path, tag: str, task_name: str, force: bool, timeout_sec: float, say: Log
+) -> None:
+    argv, env = cli_argv("podman")
+    cmd = [*argv, "build", "--network", "none", "--layers", "--rm", "--force-rm", "-t", tag]
+    for key, value in labels(**{TASK_LABEL: task_name}).items():
+        cmd += ["--label", f"{key}={value}"]
+    cmd += profile.build_flags()
+    if force:
+        cmd.append("--no-cache")
+    cmd += ["-f", str(environment_dir / "Dockerfile"), str(environment_dir)]
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        cwd=str(environment_dir),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout_sec)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)  # podman stops its build container on SIGTERM
+        try:
+            out, _ = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        raise BuildError(
+            f"podman build of {environment_dir} timed out after {timeout_sec:.0f} s\n"
+            f"{out.decode(errors='replace')[-1500:]}"
+        ) from None
+    text = out.decode(errors="replace")
+    for line in text.splitlines():
+        if line.strip():
+            say(line)
+    if proc.returncode != 0:
+        hint = _missing_hint(client("podman").api, environment_dir / "Dockerfile")
+        raise BuildError(
+            f"podman build of {environment_dir} failed (exit {proc.returncode}):\n"
+            f"{text[-1500:]}{hint}"
+        )
+
+
+def _build_docker(
+    environment_dir: Path, tag: str, task_name: str, force: bool, timeout_sec: float, say: Log
+) -> None:
+    api = client("docker").api
+    deadline = time.monotonic() + timeout_sec
+    log: list[str] = []
+    error = None
+    try:
+        for chunk in api.build(
+            path=str(environment_dir),
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            nocache=force,
+            network_mode="none",
+            labels=labels(**{TASK_LABEL: task_name}),
+            decode=True,
+            timeout=max(int(timeout_sec), 1),
+        ):
+            if text := chunk.get("stream"):
+                log.append(text)
+                if text.strip():
+                    say(text.rstrip())
+            if chunk.get("error"):
+                error = chunk["error"]
+            if time.monotonic() > deadline:
+                error = f"build timed out after {timeout_sec:.0f} s"
+                break
+    except (docker.errors.DockerException, OSError) as exc:
+        error = (
+            f"build timed out after {timeout_sec:.0f} s"
+            if "timed out" in str(exc).lower()
+            else f"{type(exc).__name__}: {exc}"
+        )
+    if error:
+        hint = _missing_hint(api, environment_dir / "Dockerfile")
+        tail = "".join(log)[-1500:]
+        raise BuildError(f"docker build of {environment_dir} failed: {error}\n{tail}{hint}")
+
+
+def _build_locked(
+    backend: Backend,
+    environment_dir: Path,
+    tag: str,
+    task_name: str,
+    force: bool,
+    timeout_sec: float,
+    say: Log,
+) -> ContainerImage:
+    api = client(backend).api
+    if not force and (found := _image_id(api, tag)):
+        return ContainerImage(tag=tag, id=found)
+    with _lock(f"build-{tag.replace('/', '_').replace(':', '_')}"):  # same task built in parallel
+        previous = _image_id(api, tag)
+        if previous and not force:
+            return ContainerImage(tag=tag, id=previous)
+        build = _build_podman if backend == "podman" else _build_docker
+        build(environment_dir, tag, task_name, force, timeout_sec, say)
+        image_id = _image_id(api, tag)
+        if image_id is None:
+            raise BuildError(f"the build of {environment_dir} reported success but made no image")
+        if previous and previous != image_id:
+            try:  # a forced rebuild leaves the old image nameless: drop it unless a container uses it
+                api.remove_image(previous, force=False, noprune=False)
+            except docker.errors.APIError:
+                pass
+        return ContainerImage(tag=tag, id=image_id, built=True)
+
+
+async def build_image(
+    environment_dir: Path,
+    *,
+    backend: Backend = "podman",
+    task_name: str | None = None,
+    docker_image: str | None = None,
+    force: bool = False,
+    timeout_sec: float = 600,
+    log: Log | None = None,
+) -> ContainerImage:
+    """Build `environment/Dockerfile` (cached by content hash), or use `docker_image` as is."""
+    say = log or (lambda _msg: None)
+    environment_dir = Path(environment_dir).resolve()
+    task_name = task_name or environment_dir.parent.name
+    api = (await call(client, backend)).api
+    if not (environment_dir / "Dockerfile").exists():
+        if not docker_image:
+            raise BuildError(f"{environment_dir}: no Dockerfile and no docker_image")
+        found = await call(_image_id, api, docker_image)
+        if found is None:
+            try:
+                say(f"pulling {docker_image}")
+                await call(api.pull, docker_image)
+                found = await call(_image_id, api, docker_image)
+            except Exception as exc:
+                raise BuildError(
+                    f"docker_image {docker_image}: not in the engine and could not be pulled: {exc}"
+                ) from exc
+            if found is None:  # podman reports a failed pull in the stream, not as an error
+                raise BuildError(
+                    f"docker_image {docker_image}: not in the engine and could not be pulled"
+                )
+        return ContainerImage(tag=docker_image, id=found)
+    tag = await call(image_tag, task_name, environment_dir, backend)
+    return await call(
+        _build_locked, backend, environment_dir, tag, task_name, force, timeout_sec, say
+    )
+
+
+# -- removal -------------------------------------------------------------------------------------
+def _ours(image: dict[str, Any]) -> bool:
+    tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
+    names = [t.removeprefix("localhost/") for t in tags]
+    return all(t.startswith(f"{IMAGE_REPO}/") and not t.startswith(BASE_REPO) for t in names)
+
+
+def gc_images(keep: Iterable[str], *, backend: Backend = "podman") -> CleanupReport:
+    """Remove the task images we built, except those named in `keep` (tags or image ids).
+
+    Only images labelled `autoenvscaling=1` whose every tag is `autoenvscaling/...` (or that
+    have no tag left) are candidates; images in use by a container are skipped and reported.
+    """
+    api = client(backend).api
+    keep = {k.removeprefix("localhost/") for k in keep}
+    report = CleanupReport()
+    for image in api.images(filters={"label": f"{LABEL}=1"}):
+        if not _ours(image):
+            continue
+        tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
+        if keep & {image["Id"], *(t.removeprefix("localhost/") for t in tags)}:
+            continue
+        try:
+            for tag in tags or [image["Id"]]:
+                api.remove_image(tag, force=False, noprune=False)
+            report.images.extend([t.removeprefix("localhost/") for t in tags] or [image["Id"]])
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            report.kept.append(f"{tags or image['Id']}: {exc.explanation or exc}")
+    return report
+
+
+def remove_task_image(task_dir: Path, *, backend: Backend = "podman") -> bool:
+    """Remove the image built for one task folder (a rejected candidate). False if none."""
+    api = client(backend).api
+    task_dir = Path(task_dir).resolve()
+    tag = image_tag(task_dir.name, task_dir / "environment", backend)
+    if _image_id(api, tag) is None:
+        return False
+    try:
+        api.remove_image(tag, force=False, noprune=False)
+    except docker.errors.NotFound:
+        return False
+    return True
+
+
+def pool_image_tags(task_dirs: Iterable[Path], *, backend: Backend = "podman") -> set[str]:
+    """The tags the images of these task folders have (what `gc_images` should keep)."""
+    return {
+        image_tag(Path(d).resolve().name, Path(d).resolve() / "environment", backend)
+        for d in task_dirs
+        if (Path(d) / "environment" / "Dockerfile").exists()
+    }
+
+
+__all__ = [
+    "PODMAN",
+    "ContainerImage",
+    "build_image",
+    "gc_images",
+    "image_tag",
+    "pool_image_tags",
+    "remove_task_image",
+]

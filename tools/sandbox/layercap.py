@@ -1,0 +1,117 @@
+"""A cap on each container's writable layer, where the storage cannot enforce one.
+
+`--storage-opt size=` needs overlay on XFS with project quotas; on ext4 (this kind of host) it is
+refused. So one watcher thread per process measures the upper directory of every sandbox this
+process owns (allocated blocks, so a sparse file counts for what it really uses) every
+`INTERVAL_SEC` and kills a container that is over its `disk_mb`. `mechanism()` says which
+applies here (for `doctor`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autoenvscaling.tools.sandbox.container import ContainerSandbox
+
+INTERVAL_SEC = 1.0
+
+_WATCHED: weakref.WeakSet[ContainerSandbox] = weakref.WeakSet()
+_LOCK = threading.Lock()
+_THREAD: threading.Thread | None = None
+
+
+def allocated_bytes(root: Path, stop_at: int | None = None) -> int:
+    """Bytes allocated under `root` (st_blocks), without following links; stops past `stop_at`."""
+    total = 0
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = os.scandir(folder)
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                total += st.st_blocks * 512
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+        if stop_at is not None and total > stop_at:
+            return total
+    return total
+
+
+def upper_dir(api: Any, container_id: str) -> Path | None:
+    """The container's writable layer on this host, or None (remote engine, other driver)."""
+    try:
+        data = api.inspect_container(container_id).get("GraphDriver", {}).get("Data") or {}
+    except Exception:  # noqa: BLE001 - gone already
+        return None
+    upper = data.get("UpperDir")
+    return Path(upper) if upper and Path(upper).is_dir() else None
+
+
+def mechanism() -> str:
+    """Which writable-layer cap applies on this machine (for `doctor`)."""
+    return (
+        "measured: the upper dir of each sandbox is measured every "
+        f"{INTERVAL_SEC:g} s and the container killed at its cap (overlay on a filesystem "
+        "without project quotas: --storage-opt size= is refused)"
+    )
+
+
+def watch(sandbox: ContainerSandbox) -> None:
+    """Start measuring this sandbox's writable layer (the sandbox's owner calls it)."""
+    if not sandbox.ref.limits.disk_mb:
+        return
+    with _LOCK:
+        _WATCHED.add(sandbox)
+        global _THREAD
+        if _THREAD is None or not _THREAD.is_alive():
+            _THREAD = threading.Thread(target=_loop, name="aes-layer-cap", daemon=True)
+            _THREAD.start()
+
+
+def _loop() -> None:
+    uppers: dict[str, Path | None] = {}
+    while True:
+        time.sleep(INTERVAL_SEC)
+        with _LOCK:
+            boxes = [b for b in _WATCHED if not b._closed]
+        for box in boxes:
+            try:
+                check(box, uppers)
+            except Exception:  # noqa: BLE001, S112 - one bad container must not stop the watch
+                continue
+
+
+def check(box: ContainerSandbox, uppers: dict[str, Path | None] | None = None) -> bool:
+    """Measure one sandbox now; kill it if it is over its cap. True when it was killed."""
+    uppers = {} if uppers is None else uppers
+    cid = box.container_id
+    if cid not in uppers:
+        uppers[cid] = upper_dir(box._api, cid)
+    upper = uppers[cid]
+    cap = (box.ref.limits.disk_mb or 0) * 1024 * 1024
+    if upper is None or not cap:
+        return False
+    used = allocated_bytes(upper, stop_at=cap)
+    if used <= cap:
+        return False
+    box.ref.handle["killed"] = (
+        f"the writable layer went over its {box.ref.limits.disk_mb} MB cap (disk_mb)"
+    )
+    try:
+        box._api.kill(cid)
+    except Exception:  # noqa: BLE001 - already gone
+        pass
+    return True

@@ -1,0 +1,129 @@
+"""The one hardened profile every container and every build gets, on either engine.
+
+- no network (`none`), for builds too;
+- capabilities cut to what package installs and ordinary task scripts need (`CAPS`): file
+  ownership and permission bits (CHOWN, DAC_OVERRIDE, FOWNER, FSETID), switching users
+  (SETUID, SETGID: apt drops to `_apt`, `su`, `runuser`), KILL (signals to other users'
+  processes), NET_BIND_SERVICE (a task's service on port 80 of its own loopback), SYS_CHROOT
+  (`chroot` in maintainer scripts), AUDIT_WRITE (PAM in `su`/`login`). Left out of Docker's
+  default set: NET_RAW (packet sniffing, spoofing), MKNOD (device nodes), SETPCAP, SETFCAP;
+  never SYS_ADMIN, SYS_PTRACE, or any other.
+- `no-new-privileges` (setuid binaries cannot gain what the caller lacks);
+- seccomp: the engine's default profile minus the kernel keyring calls (keyctl, add_key,
+  request_key): rootful podman's default allows keyctl, and the keyring is not namespaced, so
+  container root could read or plant keys in the host root's keyring;
+- resource limits from the task clamped to the configured maxima (CPUs to this machine's too);
+- environment: only what the image and the caller set (the engine adds PATH/TERM/HOSTNAME);
+- no host path bound except those a caller names (`binds`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from autoenvscaling.tools.sandbox.base import Backend, SandboxLimits
+
+CAPS = (
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "NET_BIND_SERVICE",
+    "SYS_CHROOT",
+    "AUDIT_WRITE",
+)
+KEYRING_CALLS = ("keyctl", "add_key", "request_key")
+ENGINE_SECCOMP = Path("/usr/share/containers/seccomp.json")  # containers-common, podman's default
+EPERM = 1
+
+
+def seccomp_profile() -> Path:
+    """Our seccomp profile (json, in our config folder): the engine's default minus the keyring."""
+    from autoenvscaling.tools.sandbox.engine import config_dir
+
+    try:
+        base = json.loads(ENGINE_SECCOMP.read_text())
+    except (OSError, ValueError) as exc:
+        raise RuntimeError(
+            f"{ENGINE_SECCOMP} (the engine's default seccomp profile) is unreadable: {exc}; "
+            "apt-get install containers-common (podman depends on it)"
+        ) from exc
+    for rule in base.get("syscalls", []):
+        if rule.get("action") == "SCMP_ACT_ALLOW":
+            rule["names"] = [n for n in rule.get("names", []) if n not in KEYRING_CALLS]
+    base["syscalls"] = [r for r in base.get("syscalls", []) if r.get("names")]
+    base["syscalls"].append(
+        {"names": list(KEYRING_CALLS), "action": "SCMP_ACT_ERRNO", "errnoRet": EPERM, "args": []}
+    )
+    text = json.dumps(base, indent=1, sort_keys=True)
+    path = config_dir() / "seccomp.json"
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_suffix(f".tmp-{os.getpid()}")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
+def security_opt(backend: Backend) -> list[str]:
+    """`--security-opt` values for containers: docker's API wants the profile's json, podman's
+    a path to it."""
+    path = seccomp_profile()
+    return ["no-new-privileges", f"seccomp={path if backend == 'podman' else path.read_text()}"]
+
+
+def build_flags() -> list[str]:
+    """The same profile as `podman build` flags (network none is set by the caller)."""
+    flags = ["--cap-drop", "ALL"]
+    for cap in CAPS:
+        flags += ["--cap-add", cap]
+    flags += ["--security-opt", f"seccomp={seccomp_profile()}"]
+    return flags
+
+
+def clamp(limits: SandboxLimits) -> SandboxLimits:
+    """`limits` with each value cut to the configured maximum (and CPUs to this machine's)."""
+    from autoenvscaling.tools.settings import get_settings
+
+    settings = get_settings()
+    cpus = float(os.cpu_count() or 1)
+    if settings.max_cpus:
+        cpus = min(cpus, settings.max_cpus)
+    return limits.model_copy(
+        update={
+            "memory_mb": min(limits.memory_mb or settings.max_memory_mb, settings.max_memory_mb),
+            "pids": min(limits.pids or settings.max_pids, settings.max_pids),
+            "cpus": min(limits.cpus, cpus) if limits.cpus else None,
+            "disk_mb": min(limits.disk_mb or settings.max_disk_mb, settings.max_disk_mb),
+        }
+    )
+
+
+def host_config(
+    api: Any,
+    backend: Backend,
+    limits: SandboxLimits,
+    *,
+    binds: list[tuple[Path, str]] | None = None,
+) -> dict[str, Any]:
+    """The HostConfig of every sandbox container (limits already clamped)."""
+    mem = f"{limits.memory_mb}m" if limits.memory_mb else None
+    return api.create_host_config(
+        network_mode="none",
+        init=True,
+        auto_remove=True,
+        mem_limit=mem,
+        memswap_limit=mem,  # no swap: the limit is the limit
+        pids_limit=limits.pids,
+        nano_cpus=int(limits.cpus * 1e9) if limits.cpus else None,
+        cap_drop=["ALL"],
+        cap_add=list(CAPS),
+        security_opt=security_opt(backend),
+        binds={str(Path(h).resolve()): {"bind": c, "mode": "rw"} for h, c in binds or []},
+        ulimits=None,
+    )
