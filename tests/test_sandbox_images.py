@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.tools.sandbox import BuildError
+from autoenvscaling.tools.sandbox import BuildError, profile
 from autoenvscaling.tools.sandbox.bases import base_image_tag
 from autoenvscaling.tools.sandbox.cleanup import LABEL, TASK_LABEL
 from autoenvscaling.tools.sandbox.images import build_image, gc_images, remove_task_image
@@ -109,3 +109,29 @@ async def test_remove_task_image_of_a_rejected_candidate(engine, engine_client, 
     await build_image(task / "environment", backend=engine)
     assert remove_task_image(task, backend=engine) is True
     assert remove_task_image(task, backend=engine) is False
+
+
+async def test_build_steps_run_with_no_network_clean_env_and_the_profile(
+    engine, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("AES_HOST_ONLY_SECRET", "do-not-leak")
+    task = make_task(
+        tmp_path,
+        "FROM debian:bookworm-slim\n"
+        "RUN grep -E '^(CapEff|Seccomp):' /proc/self/status; "
+        "echo ifaces $(tail -n +3 /proc/net/dev | cut -d: -f1); "
+        "echo secret=${AES_HOST_ONLY_SECRET:-none}; "
+        "python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); "
+        'print("keyctl", l.syscall(250, 0, 0, 0, 0, 0), ctypes.get_errno())\'\n',
+    )
+    lines: list[str] = []
+    image = await build_image(task / "environment", backend=engine, log=lines.append, force=True)
+    text = "\n".join(lines)
+    assert "ifaces lo" in text and "secret=none" in text, text
+    assert "Seccomp:\t2" in text, text
+    if engine == "podman":  # docker's build API takes no capability or seccomp options
+        caps = int(next(ln for ln in lines if ln.startswith("CapEff")).split()[-1], 16)
+        assert caps == profile.cap_mask(), text
+        assert "keyctl -1 1" in text, text
+    remove_task_image(task, backend=engine)
+    assert image.built

@@ -124,10 +124,13 @@ def check_harbor_docker() -> BackendStatus:
     )
 
 
-def check_layer_cap() -> BackendStatus:
+def check_layer_cap(backend: Backend = "podman") -> BackendStatus:
     from autoenvscaling.tools.sandbox.layercap import mechanism
 
-    return BackendStatus(name="layer-cap", ok=True, detail=mechanism())
+    try:
+        return BackendStatus(name=f"layer-cap ({backend})", ok=True, detail=mechanism(backend))
+    except Exception as exc:  # noqa: BLE001 - the reason is the report
+        return BackendStatus(name=f"layer-cap ({backend})", ok=False, detail=str(exc))
 
 
 def clean_docker() -> list[str]:
@@ -153,7 +156,7 @@ async def diagnose(start: bool = True) -> list[BackendStatus]:
         await check_podman(start),
         await check_docker(start),
         await asyncio.to_thread(check_harbor_docker),
-        check_layer_cap(),
+        await asyncio.to_thread(check_layer_cap),
     ]
 
 

@@ -264,7 +264,7 @@ class ContainerSandbox(Sandbox):
                 user=self._user(user),
             )
         except Exception as exc:
-            raise SandboxError(f"sandbox {self.ref.id}: exec failed: {exc}") from exc
+            raise SandboxError(f"sandbox {self.ref.id}: exec failed: {self._why(exc)}") from exc
         exec_id = created["Id"]
         cap = self.ref.limits.output_bytes
         out, err = _Pending(cap), _Pending(cap)
@@ -283,7 +283,7 @@ class ContainerSandbox(Sandbox):
             _cut(sockets)
             raise
         except Exception as exc:
-            raise SandboxError(f"sandbox {self.ref.id}: exec failed: {exc}") from exc
+            raise SandboxError(f"sandbox {self.ref.id}: exec failed: {self._why(exc)}") from exc
         code = None if timed_out else await call(_exit_code, api, exec_id)
         (stdout, _, t1), (stderr, _, t2) = out.take(), err.take()
         return ExecOutput(
@@ -294,6 +294,18 @@ class ContainerSandbox(Sandbox):
             timed_out=timed_out,
             truncated=t1 or t2,
         )
+
+    def _why(self, exc: BaseException) -> str:
+        """The error, or why the sandbox was stopped under it (the writable-layer cap)."""
+        return self.ref.handle.get("killed") or str(exc)
+
+    async def is_alive_quietly(self) -> bool:
+        """Whether the container still runs (no exec, so it works at the pids limit too)."""
+        try:
+            state = (await call(self._api.inspect_container, self.container_id))["State"]
+        except Exception:  # noqa: BLE001 - gone
+            return False
+        return bool(state.get("Running"))
 
     async def _kill_marked(self, mark: str, *, keep_top: bool) -> None:
         """Kill the processes carrying `mark` (and their descendants) inside the container."""

@@ -54,9 +54,11 @@ class SandboxEnvironment(BaseEnvironment, abc.ABC):
         return EnvironmentResourceCapabilities(memory_limit=True)
 
     def _limits(self) -> SandboxLimits:
+        # Clamped to the configured maxima when the container starts (profile.clamp).
         return SandboxLimits(
             memory_mb=self._effective_memory_mb or DEFAULT_MEMORY_MB,
             cpus=self._effective_cpus,
+            disk_mb=self._effective_storage_mb,
         )
 
     @abc.abstractmethod

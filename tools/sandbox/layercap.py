@@ -16,6 +16,8 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autoenvscaling.tools.sandbox.base import Backend
+
 if TYPE_CHECKING:
     from autoenvscaling.tools.sandbox.container import ContainerSandbox
 
@@ -60,13 +62,20 @@ def upper_dir(api: Any, container_id: str) -> Path | None:
     return Path(upper) if upper and Path(upper).is_dir() else None
 
 
-def mechanism() -> str:
-    """Which writable-layer cap applies on this machine (for `doctor`)."""
-    return (
-        "measured: the upper dir of each sandbox is measured every "
-        f"{INTERVAL_SEC:g} s and the container killed at its cap (overlay on a filesystem "
-        "without project quotas: --storage-opt size= is refused)"
+def mechanism(backend: Backend = "podman") -> str:
+    """Which writable-layer cap applies on this machine's engine (for `doctor`)."""
+    from autoenvscaling.tools.sandbox.engine import client
+
+    info = client(backend).api.info()
+    status = dict(info.get("DriverStatus") or [])
+    driver, backing = info.get("Driver", "?"), status.get("Backing Filesystem", "?")
+    measured = (
+        f"measured: each sandbox's upper dir is measured every {INTERVAL_SEC:g} s and the "
+        "container killed at its cap (disk_mb, task.toml storage_mb)"
     )
+    if driver == "overlay" and backing == "xfs":
+        return f"{driver} on {backing}: --storage-opt size= could enforce it; {measured}"
+    return f"{measured}; the engine cannot ({driver} on {backing}: --storage-opt size= needs xfs)"
 
 
 def watch(sandbox: ContainerSandbox) -> None:

@@ -15,6 +15,10 @@
 - resource limits from the task clamped to the configured maxima (CPUs to this machine's too);
 - environment: only what the image and the caller set (the engine adds PATH/TERM/HOSTNAME);
 - no host path bound except those a caller names (`binds`).
+
+Builds: podman builds (the CLI) get the same network, capabilities and seccomp profile; podman
+refuses `no-new-privileges` for builds. docker's build API takes no capability or seccomp options:
+docker builds get `--network none` and the daemon's defaults.
 """
 
 from __future__ import annotations
@@ -26,18 +30,20 @@ from typing import Any
 
 from autoenvscaling.tools.sandbox.base import Backend, SandboxLimits
 
-CAPS = (
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "FOWNER",
-    "FSETID",
-    "KILL",
-    "SETGID",
-    "SETUID",
-    "NET_BIND_SERVICE",
-    "SYS_CHROOT",
-    "AUDIT_WRITE",
-)
+#: The capabilities every container and (podman) build keeps, with their kernel bit numbers.
+CAP_BITS = {
+    "CHOWN": 0,
+    "DAC_OVERRIDE": 1,
+    "FOWNER": 3,
+    "FSETID": 4,
+    "KILL": 5,
+    "SETGID": 6,
+    "SETUID": 7,
+    "NET_BIND_SERVICE": 10,
+    "SYS_CHROOT": 18,
+    "AUDIT_WRITE": 29,
+}
+CAPS = tuple(CAP_BITS)
 KEYRING_CALLS = ("keyctl", "add_key", "request_key")
 ENGINE_SECCOMP = Path("/usr/share/containers/seccomp.json")  # containers-common, podman's default
 EPERM = 1
@@ -68,6 +74,11 @@ def seccomp_profile() -> Path:
         tmp.write_text(text)
         tmp.replace(path)
     return path
+
+
+def cap_mask() -> int:
+    """CapEff as /proc/<pid>/status shows it for a process with exactly `CAPS`."""
+    return sum(1 << bit for bit in CAP_BITS.values())
 
 
 def security_opt(backend: Backend) -> list[str]:

@@ -1,0 +1,57 @@
+"""Degradation limits on each engine: capped, streamed downloads and the writable-layer cap."""
+
+import resource
+import time
+
+import pytest
+
+from autoenvscaling.tools.sandbox import SandboxError, SandboxLimits
+from autoenvscaling.tools.sandbox.container import DownloadTooLargeError, start_workspace
+from autoenvscaling.tools.settings import get_settings
+
+
+@pytest.fixture
+def small_download_cap(monkeypatch):
+    monkeypatch.setenv("AUTOENVSCALING_MAX_DOWNLOAD_MB", "32")
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@pytest.mark.timeout(120)
+async def test_a_sparse_2gb_log_is_refused_without_growing_the_host(
+    eworkspace, small_download_cap, tmp_path
+):
+    await eworkspace.exec("mkdir -p /logs/agent && truncate -s 2G /logs/agent/huge.log")
+    await eworkspace.exec("echo fine > /logs/small.txt")
+    before = peak_rss_mb()
+    with pytest.raises(DownloadTooLargeError, match="cap"):
+        await eworkspace.download("/logs/agent", tmp_path / "agent")
+    assert peak_rss_mb() - before < 64  # streamed to disk and stopped at the cap
+    assert not any((tmp_path / "agent").glob("*"))  # nothing half-written
+    await eworkspace.download("/logs/small.txt", tmp_path / "small.txt")  # small ones still work
+    assert (tmp_path / "small.txt").read_text() == "fine\n"
+
+
+@pytest.mark.timeout(120)
+async def test_the_writable_layer_cap_stops_a_disk_filler(engine):
+    box = await start_workspace(backend=engine, limits=SandboxLimits(disk_mb=64))
+    try:
+        started = time.monotonic()
+        result = None
+        try:
+            result = await box.exec(
+                "for i in $(seq 1 40); do head -c 8M /dev/urandom > /fill.$i; done; sleep 60",
+                timeout_sec=60,
+            )
+        except SandboxError:
+            pass  # the container went away under the command
+        assert time.monotonic() - started < 30, result
+        assert "disk_mb" in box.ref.handle.get("killed", "")
+        assert not await box.is_alive_quietly()
+    finally:
+        await box.close()
