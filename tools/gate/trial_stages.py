@@ -68,7 +68,7 @@ async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
                 passed=False,
                 excerpt=excerpt(str(exc)),
                 reason=f"the environment does not build (build timeout "
-                f"{env.build_timeout_sec:g} s): {' '.join(str(exc).split())[:400]}",
+                f"{env.build_timeout_sec:g} s): {' '.join(str(exc).split())[-400:]}",
             )
         return StageResult(
             stage="build",

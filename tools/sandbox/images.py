@@ -142,7 +142,7 @@ def _build_podman(
             proc.kill()
             out, _ = proc.communicate()
         raise BuildError(
-            f"podman build of {environment_dir} timed out after {timeout_sec:.0f} s\n"
+            f"podman build of {task_name} timed out after {timeout_sec:.0f} s\n"
             f"{out.decode(errors='replace')[-1500:]}"
         ) from None
     text = out.decode(errors="replace")
@@ -152,7 +152,7 @@ def _build_podman(
     if proc.returncode != 0:
         hint = _missing_hint(client("podman").api, environment_dir / "Dockerfile")
         raise BuildError(
-            f"podman build of {environment_dir} failed (exit {proc.returncode}):\n"
+            f"podman build of {task_name} failed (exit {proc.returncode}):\n"
             f"{text[-1500:]}{hint}"
         )
 
@@ -194,7 +194,7 @@ def _build_docker(
     if error:
         hint = _missing_hint(api, environment_dir / "Dockerfile")
         tail = "".join(log)[-1500:]
-        raise BuildError(f"docker build of {environment_dir} failed: {error}\n{tail}{hint}")
+        raise BuildError(f"docker build of {task_name} failed: {error}\n{tail}{hint}")
 
 
 def _build_locked(
@@ -217,7 +217,7 @@ def _build_locked(
         build(environment_dir, tag, task_name, force, timeout_sec, say)
         image_id = _image_id(api, tag)
         if image_id is None:
-            raise BuildError(f"the build of {environment_dir} reported success but made no image")
+            raise BuildError(f"the build of {task_name} reported success but made no image")
         if previous and previous != image_id:
             try:  # a forced rebuild leaves the old image nameless: drop it unless a container uses it
                 api.remove_image(previous, force=False, noprune=False)
