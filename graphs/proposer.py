@@ -185,15 +185,23 @@ def revision_prompt(arm: Arm, verdict: Verdict, revision: int, max_revisions: in
 # -- tools -----------------------------------------------------------------------------------------
 
 
-def workspace_with_task(candidate: Path, limits: SandboxLimits) -> ShellOpener:
-    """A workspace sandbox per MCP session with the candidate folder bound in at TASK_MOUNT."""
+def workspace_with_task(
+    candidate: Path, limits: SandboxLimits, backend: str | None = None
+) -> ShellOpener:
+    """A workspace sandbox per MCP session with the candidate folder bound in at TASK_MOUNT.
+
+    `backend`: the engine (the gate's when it is podman or docker; else the default)."""
+    engine = backend if backend in ("podman", "docker") else None
 
     @asynccontextmanager
     async def open_shell() -> AsyncIterator[PersistentShell]:
         from autoenvscaling.tools.sandbox.container import start_workspace
 
         sandbox = await start_workspace(
-            limits=limits, workdir=TASK_MOUNT, binds=[(candidate, TASK_MOUNT)]
+            backend=engine,  # type: ignore[arg-type]
+            limits=limits,
+            workdir=TASK_MOUNT,
+            binds=[(candidate, TASK_MOUNT)],
         )
         async with sandbox:
             yield await sandbox.open_shell()
@@ -208,7 +216,7 @@ async def proposer_tools(
     """The terminal arm's MCP tools; the sandbox starts on the first terminal command."""
     servers = {
         "terminal": build_terminal_server(
-            workspace_with_task(candidate, settings.workspace_limits)
+            workspace_with_task(candidate, settings.workspace_limits, settings.gate.backend)
         ),
         "filesystem": build_filesystem_server(candidate),
         "gate": build_gate_server(candidate, settings.gate),

@@ -17,6 +17,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.sandbox import (
+    Backend,
     PersistentShell,
     SandboxLimits,
     SandboxRef,
@@ -57,15 +58,23 @@ def attached_shells(ref: SandboxRef, *, cwd: str | None = None) -> ShellOpener:
 
 
 def workspace_shells(
-    *, limits: SandboxLimits | None = None, network: bool = False, workdir: str = "/workspace"
+    *,
+    limits: SandboxLimits | None = None,
+    network: bool = False,
+    workdir: str = "/workspace",
+    backend: Backend | None = None,
 ) -> ShellOpener:
-    """Each session starts a bare workspace sandbox of its own and stops it when the session ends."""
+    """Each session starts a bare workspace sandbox of its own and stops it when the session ends.
+
+    `backend`: the engine (default: AUTOENVSCALING_ENGINE, podman)."""
 
     @asynccontextmanager
     async def open_shell() -> AsyncIterator[PersistentShell]:
         from autoenvscaling.tools.sandbox.container import start_workspace
 
-        sandbox = await start_workspace(limits=limits, network=network, workdir=workdir)
+        sandbox = await start_workspace(
+            backend=backend, limits=limits, network=network, workdir=workdir
+        )
         async with sandbox:
             yield await sandbox.open_shell()
 

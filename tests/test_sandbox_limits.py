@@ -1,5 +1,6 @@
 """Degradation limits on each engine: capped, streamed downloads and the writable-layer cap."""
 
+import asyncio
 import resource
 import time
 
@@ -52,6 +53,10 @@ async def test_the_writable_layer_cap_stops_a_disk_filler(engine):
             pass  # the container went away under the command
         assert time.monotonic() - started < 30, result
         assert "disk_mb" in box.ref.handle.get("killed", "")
+        for _ in range(100):  # the engine may report it running for a moment while it stops
+            if not await box.is_alive_quietly():
+                break
+            await asyncio.sleep(0.1)
         assert not await box.is_alive_quietly()
     finally:
         await box.close()
