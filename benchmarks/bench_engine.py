@@ -82,7 +82,10 @@ async def _timed(box: ContainerSandbox, command: str, env: dict[str, str]) -> fl
 async def script_time(backend: Backend, task: HarborTask) -> dict[str, float]:
     """The task's own scripts in a fresh sandbox of its image: what any harness must spend."""
     env = task.config.environment
-    image = await build_image(task.environment_dir, backend=backend, task_name=task.task_dir.name)
+    from harbor.models.task.task import Task
+
+    name = Task(task_dir=task.root).short_name  # what Harbor's trials build under: one cache
+    image = await build_image(task.environment_dir, backend=backend, task_name=name)
     times: dict[str, float] = {}
     for agent in ("oracle", "nop"):
         box = await ContainerSandbox.start(image.tag, backend=backend, workdir=env.workdir)
@@ -158,6 +161,9 @@ async def main() -> None:
             continue
         shell = await shell_round_trip(backend, args.calls)
         results[backend] = {"shell": shell}
+        console.print(
+            f"  {backend} shell: " + ", ".join(f"{k} {ms(v)} ms" for k, v in shell.items())
+        )
         if not args.no_trials:
             results[backend]["trials"] = await trial_overhead(backend, tasks)
 

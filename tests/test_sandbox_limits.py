@@ -7,7 +7,8 @@ import time
 import pytest
 
 from autoenvscaling.tools.sandbox import SandboxError, SandboxLimits
-from autoenvscaling.tools.sandbox.container import DownloadTooLargeError, start_workspace
+from autoenvscaling.tools.sandbox.archives import DownloadTooLargeError
+from autoenvscaling.tools.sandbox.container import start_workspace
 from autoenvscaling.tools.settings import get_settings
 
 

@@ -48,6 +48,12 @@ def _failed_trial(stage: StageName, what: str, outcome: TrialOutcome) -> StageRe
 # --------------------------------------------------------------------------- build
 
 
+def _harbor_name(task: Path) -> str:
+    from harbor.models.task.task import Task
+
+    return Task(task_dir=task).short_name
+
+
 async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     loaded = load_task(task)
     env = loaded.config.environment
@@ -58,7 +64,7 @@ async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
             image = await build_image(
                 loaded.environment_dir,
                 backend="docker" if config.backend == "docker" else "podman",
-                task_name=loaded.environment_dir.parent.name,
+                task_name=_harbor_name(task),  # the name Harbor's trials build under: one cache
                 docker_image=env.docker_image,
                 timeout_sec=env.build_timeout_sec,
             )

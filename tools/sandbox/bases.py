@@ -138,11 +138,14 @@ def _image_id(api: object, name: str) -> str | None:
 
 
 def require_base(backend: Backend = "podman") -> str:
-    """The base image's tag, if the engine has it; else a clear error (never builds it)."""
+    """The base image's tag, if the engine has it and the seed pool's FROM images; else a clear
+    error (never builds or imports anything)."""
     tag = base_image_tag()
-    if _image_id(client(backend).api, tag) is None:
+    api = client(backend).api
+    missing = [t for t in (tag, *SEED_BASE_TAGS) if _image_id(api, t) is None]
+    if missing:
         raise BaseImageMissingError(
-            f"the base image {tag} is not in the {backend} engine: run `make bases` once "
+            f"{', '.join(missing)}: not in the {backend} engine: run `make bases` once "
             f"(python -m autoenvscaling.tools.sandbox.bases --engine {backend})"
         )
     return tag

@@ -123,12 +123,10 @@ def cleanup_stale(backend: Backend = "podman") -> CleanupReport:
     for info in api.containers(all=True, filters={"label": f"{LABEL}=1"}):
         name = (info.get("Names") or [info["Id"][:12]])[0].lstrip("/")
         owner_id = (info.get("Labels") or {}).get(OWNER_LABEL, "")
-        ended = info.get("State") in ("exited", "dead", "created", "stopped")
+        ended = info.get("State") in ("exited", "dead", "stopped")
         # A live (or unknown) owner's container may be just starting: only an ended one goes.
         if not ended and owner_alive(owner_id) is not False:
             continue
-        if ended and owner_alive(owner_id) is True and info.get("State") == "created":
-            continue  # being started right now
         remove_container(api, info["Id"])
         report.containers.append(name)
     return report

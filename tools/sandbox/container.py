@@ -12,11 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
-import shutil
-import socket
-import tarfile
-import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -25,7 +20,7 @@ from typing import Any
 
 import docker.errors
 
-from autoenvscaling.tools.sandbox import profile
+from autoenvscaling.tools.sandbox import archives, profile, streams
 from autoenvscaling.tools.sandbox.base import (
     Backend,
     ExecOutput,
@@ -34,14 +29,8 @@ from autoenvscaling.tools.sandbox.base import (
     SandboxLimits,
     SandboxRef,
 )
-from autoenvscaling.tools.sandbox.cleanup import (
-    labels as our_labels,
-)
-from autoenvscaling.tools.sandbox.cleanup import (
-    remove_container,
-    scratch_dir,
-    sweep_once,
-)
+from autoenvscaling.tools.sandbox.cleanup import labels as our_labels
+from autoenvscaling.tools.sandbox.cleanup import remove_container, sweep_once
 from autoenvscaling.tools.sandbox.engine import call, cli_argv, client, engine_url
 from autoenvscaling.tools.sandbox.proctree import KILL_TREE, exec_quiet, kill_tree_host
 from autoenvscaling.tools.sandbox.shell import PersistentShell, _Pending
@@ -51,44 +40,6 @@ EXEC_MARK = "AUTOENVSCALING_EXEC"
 SHELL_MARK = "AUTOENVSCALING_SHELL"
 # Shell builtins only, so it runs in any image with /bin/sh: it ends when stdin closes.
 KEEPALIVE = "while read -r _; do :; done"
-# A command is done when its process exits; the engine waits up to 2 s for a background child
-# holding the output open, so the stream is given a little more than that before it is cut.
-STREAM_GRACE_SEC = 3.0
-
-
-class DownloadTooLargeError(SandboxError):
-    """A download from the sandbox went over the configured cap; nothing was written."""
-
-
-def _in_daemon_thread[T](fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-    """Run a blocking call that may last as long as a command does.
-
-    A daemon thread, not the pool: the pool's threads are joined at interpreter exit, and a
-    stream still open then would keep the process from ever exiting.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(result: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    def target() -> None:
-        try:
-            result, error = fn(*args), None
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the awaiting coroutine
-            result, error = None, exc
-        try:
-            loop.call_soon_threadsafe(settle, result, error)
-        except RuntimeError:
-            pass  # the loop is closed: nobody is waiting any more
-
-    threading.Thread(target=target, name="aes-engine-stream", daemon=True).start()
-    return future
 
 
 class ContainerSandbox(Sandbox):
@@ -269,22 +220,22 @@ class ContainerSandbox(Sandbox):
         cap = self.ref.limits.output_bytes
         out, err = _Pending(cap), _Pending(cap)
         sockets: list[Any] = []
-        pump = _in_daemon_thread(_pump, api, exec_id, out, err, sockets)
+        pump = streams.in_daemon_thread(streams.pump, api, exec_id, out, err, sockets)
         timed_out = False
         try:
             await asyncio.wait_for(asyncio.shield(pump), timeout_sec)
         except TimeoutError:
             timed_out = True
             await self._kill_marked(mark, keep_top=False)
-            await _finish(pump, sockets)
+            await streams.finish(pump, sockets)
         except asyncio.CancelledError:
             # Cancelled: leave nothing running behind us.
             await asyncio.shield(self._kill_marked(mark, keep_top=False))
-            _cut(sockets)
+            streams.cut(sockets)
             raise
         except Exception as exc:
             raise SandboxError(f"sandbox {self.ref.id}: exec failed: {self._why(exc)}") from exc
-        code = None if timed_out else await call(_exit_code, api, exec_id)
+        code = None if timed_out else await call(streams.exit_code, api, exec_id)
         (stdout, _, t1), (stderr, _, t2) = out.take(), err.take()
         return ExecOutput(
             exit_code=code,
@@ -376,61 +327,11 @@ class ContainerSandbox(Sandbox):
 
     # -- files ---------------------------------------------------------------------------------
     async def upload(self, source: Path, target: str) -> None:
-        source = Path(source)
-        if not source.exists():
-            raise SandboxError(f"upload: {source} does not exist")
-        with tempfile.TemporaryFile() as buffer:  # on disk: a large folder never sits in memory
-            with tarfile.open(fileobj=buffer, mode="w") as tar:
-                if source.is_dir():
-                    dest = target
-                    for child in sorted(source.iterdir()):
-                        tar.add(child, arcname=child.name, filter=_as_root)
-                else:
-                    dest = os.path.dirname(target.rstrip("/")) or "/"
-                    tar.add(source, arcname=os.path.basename(target.rstrip("/")), filter=_as_root)
-            for attempt in (1, 2):
-                buffer.seek(0)
-                try:
-                    await call(self._api.put_archive, self.container_id, dest, buffer)
-                    return
-                except docker.errors.NotFound:
-                    if attempt == 2:
-                        raise SandboxError(
-                            f"upload to {target} failed: {dest} is missing"
-                        ) from None
-                except Exception as exc:
-                    raise SandboxError(f"upload to {target} failed: {exc}") from exc
-                # The destination folder does not exist yet.
-                made = await self.exec(f"mkdir -p {shlex.quote(dest)}", cwd="/", user="root")
-                if made.exit_code != 0:
-                    raise SandboxError(
-                        f"upload to {target} failed: {(made.stderr or made.stdout)[-500:]}"
-                    )
+        await archives.upload(self, Path(source), target)
 
     async def download(self, source: str, target: Path) -> None:
         """Copy out of the sandbox, streamed to disk and capped (`max_download_mb`)."""
-        target = Path(target)
-        path = source.rstrip("/") or "/"
-        cap = get_settings().max_download_mb * 1024 * 1024
-        tmp = scratch_dir("download")
-        try:
-            try:
-                name, is_dir = await call(
-                    _fetch_archive, self._api, self.container_id, path, tmp, cap
-                )
-            except DownloadTooLargeError:
-                raise
-            except Exception as exc:
-                raise SandboxError(f"download of {source} failed: {exc}") from exc
-            extracted = tmp / "x" / name
-            if is_dir:
-                target.mkdir(parents=True, exist_ok=True)
-                shutil.copytree(extracted, target, dirs_exist_ok=True, symlinks=True)
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(extracted, target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        await archives.download(self, source, Path(target))
 
 
 class _EngineShell(PersistentShell):
@@ -444,85 +345,6 @@ class _EngineShell(PersistentShell):
         if self._proc is not None:
             await self._reap_inside(self._proc)
         await super()._reap()
-
-
-# -- blocking helpers (run on the engine pool) ---------------------------------------------------
-def _pump(api: Any, exec_id: str, out: _Pending, err: _Pending, sockets: list[Any]) -> None:
-    from docker.utils.socket import STDOUT, frames_iter
-
-    sock = api.exec_start(exec_id, socket=True)
-    api._disable_socket_timeout(sock)  # a quiet command may print nothing for minutes
-    sockets.append(sock)
-    try:
-        for stream, data in frames_iter(sock, False):
-            (out if stream == STDOUT else err).add(data)
-    except OSError:
-        pass  # cut by _cut() after a timeout
-    finally:
-        try:
-            sock.close()
-        except OSError:
-            pass
-
-
-def _cut(sockets: list[Any]) -> None:
-    for sock in sockets:
-        try:
-            getattr(sock, "_sock", sock).shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
-async def _finish(pump: asyncio.Future[None], sockets: list[Any]) -> None:
-    """Give the output stream a moment to end on its own, then cut it."""
-    try:
-        await asyncio.wait_for(asyncio.shield(pump), STREAM_GRACE_SEC)
-    except TimeoutError:
-        _cut(sockets)
-        await pump
-
-
-def _exit_code(api: Any, exec_id: str) -> int | None:
-    for _ in range(100):  # the stream may close a moment before the engine records the exit
-        info = api.exec_inspect(exec_id)
-        if not info.get("Running"):
-            return info.get("ExitCode")
-        time.sleep(0.02)
-    return None
-
-
-def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    return info
-
-
-def _fetch_archive(api: Any, container_id: str, path: str, tmp: Path, cap: int) -> tuple[str, bool]:
-    """Stream the engine's tar of `path` to disk, stopping at `cap` bytes; then extract safely."""
-    chunks, stat = api.get_archive(container_id, path)
-    archive = tmp / "archive.tar"
-    written = 0
-    with open(archive, "wb") as handle:
-        for chunk in chunks:
-            written += len(chunk)
-            if written > cap:
-                close = getattr(chunks, "close", None)
-                if close:
-                    close()
-                raise DownloadTooLargeError(
-                    f"download of {path} is over the {cap // (1024 * 1024)} MB cap "
-                    "(AUTOENVSCALING_MAX_DOWNLOAD_MB); nothing was copied"
-                )
-            handle.write(chunk)
-    total = 0
-    with tarfile.open(archive) as tar:
-        for member in tar:  # sparse or not, what lands on disk is capped too
-            total += member.size
-            if total > cap:
-                raise DownloadTooLargeError(f"download of {path} unpacks to over the cap")
-        tar.extractall(tmp / "x", filter="data")  # refuses links and paths that leave tmp
-    is_dir = bool(stat.get("mode", 0) & (1 << 31))  # Go's os.ModeDir
-    return stat["name"], is_dir
 
 
 # -- workspaces (part of the backend contract) ---------------------------------------------------
