@@ -152,8 +152,7 @@ def _build_podman(
     if proc.returncode != 0:
         hint = _missing_hint(client("podman").api, environment_dir / "Dockerfile")
         raise BuildError(
-            f"podman build of {task_name} failed (exit {proc.returncode}):\n"
-            f"{text[-1500:]}{hint}"
+            f"podman build of {task_name} failed (exit {proc.returncode}):\n{text[-1500:]}{hint}"
         )
 
 
