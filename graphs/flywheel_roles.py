@@ -182,7 +182,8 @@ async def run_training(
         sandbox_backend=ctx.backend,  # type: ignore[arg-type]
     )
     try:
-        result = await TRLGRPOBackend(registry).train(job)
+        # CURRENT moves only once the new checkpoint is served (below), never before.
+        result = await TRLGRPOBackend(registry, make_current=False).train(job)
     except TrainingError as exc:
         return {
             "error": str(exc)[-1500:],
@@ -231,6 +232,7 @@ async def run_training(
     except PolicySwapError as exc:
         summary["reason"] = f"swap failed, the previous policy stays: {exc}"
         return summary, None
+    registry.set_current(checkpoint.id)
     summary["served_as"] = ref.model
     new = Policy(
         model=f"openai:{ref.model}",

@@ -76,10 +76,9 @@ TOOLS: dict[str, ToolSpec] = {
         (
             ToolSpec(
                 name="run",
-                description="Run a bash command in the terminal and return its output and exit code. "
-                "The shell is persistent: the working directory and exported variables carry over "
-                "between calls. A command still running after timeout_sec keeps running: call "
-                "read_output to wait for it or interrupt to stop it.",
+                description="Run a bash command in a persistent shell (cwd and variables carry "
+                "over); returns its output and exit code. A command still running after "
+                "timeout_sec keeps running: see read_output and interrupt.",
                 params=[
                     ToolParam(
                         name="command", type="string", description="The bash command to run."
@@ -87,15 +86,14 @@ TOOLS: dict[str, ToolSpec] = {
                     ToolParam(
                         name="timeout_sec",
                         type="number",
-                        description=f"Seconds to wait for the command (default "
-                        f"{RUN_TIMEOUT_SEC:g}, at most {MAX_TIMEOUT_SEC:g}).",
+                        description=f"Seconds to wait (default {RUN_TIMEOUT_SEC:g}).",
                         required=False,
                     ),
                 ],
             ),
             ToolSpec(
                 name="read_output",
-                description="Wait for more output of the command still running, up to timeout_sec.",
+                description="Wait up to timeout_sec for more output of the running command.",
                 params=[
                     ToolParam(
                         name="timeout_sec",
@@ -107,7 +105,7 @@ TOOLS: dict[str, ToolSpec] = {
             ),
             ToolSpec(
                 name="interrupt",
-                description="Stop the running command (like Ctrl-C) and return its remaining output.",
+                description="Stop the running command (like Ctrl-C).",
             ),
         ),
         key=lambda spec: spec.name,
