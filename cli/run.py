@@ -106,6 +106,13 @@ def run(
     policy_server: Annotated[str | None, typer.Option(help="embedded | vllm | none")] = None,
     backend: Annotated[str, typer.Option(help="podman | docker")] = "podman",
     heldout: Annotated[Path | None, typer.Option(help="Held-out task folder to evaluate")] = None,
+    decontam: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="Benchmark to decontaminate against (repeatable): a folder of Harbor tasks "
+            "(e.g. a Terminal-Bench checkout) or a prepared index; none = not checked"
+        ),
+    ] = None,
     seed_dir: Annotated[
         Path | None, typer.Option(help="Initial pool (default: tasks/seed)")
     ] = None,
@@ -150,6 +157,7 @@ def run(
         train=train,
         backend=backend,
         heldout_dir=str(heldout) if heldout else None,
+        decontam_dirs=[str(p.resolve()) for p in decontam or []],
         seed_dir=str(seed_dir) if seed_dir else None,
         human_review=human_review,
         proposer_model=proposer_model,
@@ -179,6 +187,14 @@ def run(
             async with AsyncSqliteSaver.from_conn_string(str(graph_db)) as saver:
                 graph = build_flywheel(checkpointer=saver)
                 config = {"configurable": {"thread_id": THREAD}, "recursion_limit": 10_000}
+                if resume:  # the server is new: load the policy the saved state names
+                    from autoenvscaling.graphs.flywheel_roles import rebind_policy
+                    from autoenvscaling.tools.run_dir import RunDir
+
+                    saved = await graph.aget_state(config)
+                    name = await rebind_policy(ctx, RunDir(run_dir), saved.values.get("policy"))
+                    if name:
+                        console.print(f"resume: the policy server loaded {name} again")
                 payload = None if resume else {"rounds": rounds}
                 await _stream(graph, payload, config, ctx, yes)
         finally:

@@ -7,9 +7,12 @@ failed model call into an `error` outcome after retries, and end when a stop too
 
 from __future__ import annotations
 
+import asyncio
 import json
+import random
+import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.language_models import BaseChatModel
@@ -30,6 +33,8 @@ class LoopBudget(BaseModel):
     max_total_tokens: int = Field(120_000, description="Prompt + completion tokens per attempt")
     time_budget_sec: float = Field(900, description="Wall time per attempt")
     max_retries: int = Field(2, description="Retries of a failed model call (exponential backoff)")
+    retry_base_sec: float = Field(0.5, description="First backoff; doubles per retry (+ jitter)")
+    retry_max_sec: float = Field(8.0, description="Cap on one backoff")
 
 
 class LoopState(TypedDict, total=False):
@@ -41,6 +46,8 @@ class LoopState(TypedDict, total=False):
     stop_reason: StopReason | None
     error: str | None
     tool_seconds: dict[str, float]
+    model_retries: int  # failed model calls that were retried (each one recorded here)
+    retry_errors: list[str]
 
 
 def _context_full(exc: Exception) -> bool:
@@ -66,25 +73,50 @@ def build_agent_loop(
     stop_tools: frozenset[str] = frozenset({"submit"}),
     name: str = "agent_loop",
     tool_choice: str | None = None,
+    schemas: Sequence[dict[str, Any]] | None = None,
+    present: Callable[[str], str] | None = None,
 ) -> Any:
+    """`schemas` (OpenAI tool dicts) are what the model is shown instead of the tools' own
+    schemas, and `present` turns a tool's text result into what the model reads: together they
+    let a role show one fixed interface (tools/agent_interface.py) whatever serves the tools."""
     by_name = {tool.name: tool for tool in tools}
     extra = {"tool_choice": tool_choice} if tool_choice else {}
-    bound = model.bind_tools(list(tools), **extra) if tools else model
-    caller = bound.with_retry(
-        stop_after_attempt=budget.max_retries + 1, wait_exponential_jitter=True
-    )
+    shown = list(schemas) if schemas is not None else list(tools)
+    bound = model.bind_tools(shown, **extra) if shown else model
+
+    async def call_model(messages: list[AnyMessage], retried: list[str]) -> AIMessage:
+        """The model call with bounded retries and exponential backoff; each retry is recorded
+        in `retried` (a full context window is the episode's limit, never retried)."""
+        for attempt in range(budget.max_retries + 1):
+            try:
+                return await bound.ainvoke(messages)
+            except Exception as exc:
+                if _context_full(exc) or attempt == budget.max_retries:
+                    raise
+                retried.append(f"{type(exc).__name__}: {exc}"[:300])
+                delay = min(budget.retry_max_sec, budget.retry_base_sec * 2**attempt)
+                await asyncio.sleep(delay * (0.5 + random.random() / 2))
+        raise AssertionError("unreachable")
 
     async def agent(state: LoopState) -> Command[Literal["tools", "__end__"]]:
         if reason := _over_budget(state, budget):
             return Command(goto=END, update={"stop_reason": reason})
+        retried: list[str] = []
+        recorded = {
+            "model_retries": state.get("model_retries", 0),
+            "retry_errors": list(state.get("retry_errors", [])),
+        }
         try:
-            reply: AIMessage = await caller.ainvoke(state["messages"])
+            reply: AIMessage = await call_model(state["messages"], retried)
         except Exception as exc:  # after retries: recorded as an error outcome, never raised
+            recorded["model_retries"] += len(retried)
+            recorded["retry_errors"] = (recorded["retry_errors"] + retried)[-10:]
             if _context_full(exc):
                 # The conversation outgrew the model's window: the episode's budget, not a fault.
                 return Command(
                     goto=END,
                     update={
+                        **recorded,
                         "stop_reason": "max_tokens",
                         "error": f"the conversation exceeded the model's context window: {exc}"[
                             :500
@@ -94,12 +126,17 @@ def build_agent_loop(
             return Command(
                 goto=END,
                 update={
+                    **recorded,
                     "stop_reason": "error",
-                    "error": f"model call failed: {type(exc).__name__}: {exc}",
+                    "error": f"model call failed after {budget.max_retries + 1} tries: "
+                    f"{type(exc).__name__}: {exc}",
                 },
             )
+        recorded["model_retries"] += len(retried)
+        recorded["retry_errors"] = (recorded["retry_errors"] + retried)[-10:]
         usage = reply.usage_metadata or {}
         update: dict[str, Any] = {
+            **recorded,
             "messages": [reply],
             "turns": state.get("turns", 0) + 1,
             "prompt_tokens": state.get("prompt_tokens", 0) + usage.get("input_tokens", 0),
@@ -140,6 +177,8 @@ def build_agent_loop(
             # content-block lists MCP tools return.
             if not isinstance(message.content, str):
                 message = message.model_copy(update={"content": _text(message.content)})
+            if present is not None:
+                message = message.model_copy(update={"content": present(str(message.content))})
             results.append(message)
         update = {"messages": results, "tool_seconds": seconds}
         if any(call["name"] in stop_tools for call in last.tool_calls):
@@ -161,11 +200,16 @@ def _text(content: Any) -> str:
     return str(content)
 
 
+_EXIT_CODE = re.compile(r"\[exit code (-?\d+)\]")
+
+
 def _exit_code(output: str) -> int | None:
+    """From a TerminalResult JSON, or from the `[exit code N]` line of the interface's text."""
     try:
         data = json.loads(output)
     except (json.JSONDecodeError, TypeError):
-        return None
+        found = _EXIT_CODE.findall(output[-400:]) if isinstance(output, str) else []
+        return int(found[-1]) if found else None
     code = data.get("exit_code") if isinstance(data, dict) else None
     return code if isinstance(code, int) else None
 

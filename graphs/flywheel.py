@@ -76,6 +76,12 @@ class FlywheelContext:
     refresh_limit: int = field(
         default=0, metadata={"description": "Pool tasks re-measured (0=all)"}
     )
+    baseline_tasks: int = field(
+        default=4, metadata={"description": "Pool tasks measured before round 1 (0=none)"}
+    )
+    baseline_attempts: int = field(
+        default=1, metadata={"description": "Solver attempts per baseline task"}
+    )
     heldout_dir: str | None = field(default=None, metadata={"description": "Held-out tasks"})
     decontam_dirs: list[str] = field(
         default_factory=list, metadata={"description": "Benchmarks to decontaminate against"}
@@ -138,7 +144,13 @@ def _run(ctx: FlywheelContext) -> RunDir:
 def _role_model(
     ctx: FlywheelContext, policy: Policy, role: Literal["proposer", "solver"]
 ) -> ModelConfig:
-    """Both roles use the shared policy unless this role is configured apart."""
+    """Both roles use the shared policy unless this role is configured apart.
+
+    The endpoint is a live resource, not a fact of the graph state: the process running the
+    graph established `ctx.policy_base_url` (a resumed run starts a new server on a new port),
+    so it wins over whatever URL a checkpointed state or a pending Send still carries."""
+    if ctx.policy_base_url and policy.base_url != ctx.policy_base_url:
+        policy = policy.model_copy(update={"base_url": ctx.policy_base_url})
     model = ctx.proposer_model if role == "proposer" else ctx.solver_model
     base_url = ctx.proposer_base_url if role == "proposer" else ctx.solver_base_url
     override = ModelConfig(model=model, base_url=base_url) if model else None
@@ -153,12 +165,89 @@ def _timed(state: FlywheelState, stage: str, started: float) -> dict[str, float]
     return seconds
 
 
+def min_valid(attempts: int) -> int:
+    """Attempts that must finish without infrastructure failure before a mean means anything."""
+    return max(1, (attempts + 1) // 2)
+
+
+def decontamination_status(ctx: FlywheelContext) -> str:
+    """What the manifest and every round report say about decontamination."""
+    if not ctx.decontam_dirs:
+        return (
+            "NOT CONFIGURED: no held-out benchmark given (--decontam PATH); admitted tasks were "
+            "not checked for overlap with any benchmark"
+        )
+    return f"13-gram overlap checked against: {', '.join(ctx.decontam_dirs)}"
+
+
+def _attempter(ctx: FlywheelContext, run: RunDir, run_id: str, round_: int, policy: Policy) -> Any:
+    """`attempt(task_dir, sample, tags)`: one recorded solver attempt with the current policy,
+    at most `concurrency` in flight; returns its reward, None when infrastructure failed."""
+    settings = SolverSettings(
+        model=_role_model(ctx, policy, "solver"),
+        budget=LoopBudget(max_turns=ctx.solver_max_turns),
+        store_path=str(run.rollouts),
+        run_id=run_id,
+        round=round_,
+        policy_version=policy.version,
+    )
+    gate = asyncio.Semaphore(ctx.concurrency)
+
+    async def attempt(path: Path, sample: int, tags: dict[str, str]) -> float | None:
+        async with gate:
+            result = await solve_task(
+                path,
+                settings.model_copy(update={"tags": tags}),
+                sample=sample,
+                backend=ctx.backend,  # type: ignore[arg-type]
+                trials_dir=run.trials,
+            )
+        return None if result.outcome == "error" else (result.reward or 0.0)
+
+    return attempt
+
+
+async def measure_baseline(ctx: FlywheelContext, run: RunDir, run_id: str, policy: Policy) -> int:
+    """Before round one's proposers: the current policy attempts up to `baseline_tasks` pool
+    tasks `baseline_attempts` times each (round 0, tag purpose=baseline), so the first brief
+    holds real attempts. Idempotent: a resumed run that already measured skips it.
+    Returns the number of attempts made."""
+    if ctx.baseline_tasks <= 0 or ctx.baseline_attempts <= 0:
+        return 0
+    with RolloutStore(run.rollouts) as store:
+        done = [
+            a
+            for a in store.list_attempts(run_id=run_id, role="solver", limit=100_000)
+            if a.metadata.get("purpose") == "baseline" and a.outcome is not None
+        ]
+    if done:
+        return 0
+    pool = Pool(run.pool)
+    entries = pool.entries("active")[: ctx.baseline_tasks]
+    attempt = _attempter(ctx, run, run_id, 0, policy)
+
+    async def one(entry: PoolEntry) -> int:
+        results = await asyncio.gather(
+            *(
+                attempt(pool.path(entry.task_id), i, {"purpose": "baseline"})
+                for i in range(ctx.baseline_attempts)
+            )
+        )
+        rewards = [r for r in results if r is not None]
+        if len(rewards) >= min_valid(ctx.baseline_attempts):
+            pool.record_eval(entry.task_id, 0, rewards)  # measured, never retired here
+        return len(results)
+
+    return sum(await asyncio.gather(*(one(e) for e in entries)))
+
+
 # -- nodes -------------------------------------------------------------------------------------
 async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """Create the run folder and the initial pool (idempotent: a resumed run skips it)."""
     ctx = _ctx(runtime)
     run = _run(ctx)
-    manifest = await asyncio.to_thread(run.create, {k: v for k, v in vars(ctx).items()})
+    config = {**vars(ctx), "decontamination": decontamination_status(ctx)}
+    manifest = await asyncio.to_thread(run.create, config)
     pool = Pool(run.pool)
     seed = Path(ctx.seed_dir) if ctx.seed_dir else REPO_SEED
     if not pool.entries() and seed.exists():
@@ -180,6 +269,11 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
     run = _run(ctx)
     from autoenvscaling.tools.brief import build_brief
 
+    seconds: dict[str, float] = {}
+    if state["round"] == 1:
+        await measure_baseline(ctx, run, state["run_id"], Policy(**state["policy"]))
+        seconds["baseline"] = round(time.monotonic() - started, 2)
+
     brief = await asyncio.to_thread(
         build_brief,
         run.rollouts,
@@ -195,7 +289,7 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
     return {
         "brief": brief.model_dump(mode="json"),
         "round_started": time.time(),
-        "stage_seconds": {"inspect": round(time.monotonic() - started, 2)},
+        "stage_seconds": {**seconds, "inspect": round(time.monotonic() - started, 2)},
     }
 
 
@@ -250,18 +344,20 @@ async def admit_one(item: dict[str, Any], runtime: Runtime[FlywheelContext]) -> 
         from autoenvscaling.tools.task_format import TaskFormatError, load_task
 
         try:
-            task = load_task(Path(record.path))
+            task = load_task(Path(record.snapshot or record.path))
             category, difficulty = task.category or "", task.difficulty or ""
         except TaskFormatError:
             category = difficulty = ""
+        # The pool receives the frozen bytes the gate checked, never the live candidate folder.
         Pool(run.pool).add(
-            Path(record.path),
+            Path(record.snapshot or record.path),
             PoolEntry(
                 task_id=record.task_id,
                 category=category,
                 difficulty=difficulty,
                 source="proposed",
                 admitted_round=item["round"],
+                content_hash=record.content_hash,
             ),
         )
     return {"candidates": [record.model_dump(mode="json")]}
@@ -322,36 +418,22 @@ async def refresh(
     entries = pool.entries("active")
     if ctx.refresh_limit:
         entries = entries[: ctx.refresh_limit]
-    settings = SolverSettings(
-        model=_role_model(ctx, policy, "solver"),
-        budget=LoopBudget(max_turns=ctx.solver_max_turns),
-        store_path=str(run.rollouts),
-        run_id=state["run_id"],
-        round=round_,
-        policy_version=policy.version,
-        tags={"purpose": "refresh"},
-    )
-    gate = asyncio.Semaphore(ctx.concurrency)
-
-    async def attempt(path: Path, sample: int, tags: dict[str, str]) -> float:
-        async with gate:
-            result = await solve_task(
-                path,
-                settings.model_copy(update={"tags": tags}),
-                sample=sample,
-                backend=ctx.backend,  # type: ignore[arg-type]
-                trials_dir=run.trials,
-            )
-        return result.reward or 0.0
+    attempt = _attempter(ctx, run, state["run_id"], round_, policy)
+    unmeasured: list[str] = []
 
     async def measure(entry: PoolEntry) -> None:
-        rewards = await asyncio.gather(
+        results = await asyncio.gather(
             *(
                 attempt(pool.path(entry.task_id), i, {"purpose": "refresh"})
                 for i in range(ctx.refresh_attempts)
             )
         )
-        updated = pool.record_eval(entry.task_id, round_, list(rewards))
+        rewards = [r for r in results if r is not None]
+        if len(rewards) < min_valid(ctx.refresh_attempts):
+            # Too few attempts reached a verdict: the task stays exactly as it was.
+            unmeasured.append(entry.task_id)
+            return
+        updated = pool.record_eval(entry.task_id, round_, rewards)
         mean = updated.last_mean or 0.0
         if not ctx.band_low <= mean <= ctx.band_high:
             pool.retire(
@@ -363,6 +445,11 @@ async def refresh(
     # Every task at once: `concurrency` bounds the trials in flight, not one task after another.
     await asyncio.gather(*(measure(entry) for entry in entries))
     notes: list[str] = []
+    if unmeasured:
+        notes.append(
+            f"{len(unmeasured)} pool task(s) kept unmeasured this round: too few solver attempts "
+            f"finished without an infrastructure failure ({', '.join(sorted(unmeasured))})"
+        )
     if ctx.heldout_dir and Path(ctx.heldout_dir).exists():
         heldout = sorted(p for p in Path(ctx.heldout_dir).iterdir() if (p / "task.toml").exists())
         await asyncio.gather(*(attempt(p, 0, {"purpose": "heldout"}) for p in heldout))
@@ -385,6 +472,8 @@ async def refresh(
         policy=f"{policy.model} ({policy.version})",
     )
     metrics.notes += notes
+    metrics.decontamination = decontamination_status(ctx)
+    metrics.heldout_configured = bool(ctx.heldout_dir)
     history = [m for m in load_history(run.reports) if m.round != round_] + [metrics]
     save_history(run.reports, history)
     embedded = ctx.policy_server == "embedded"

@@ -30,6 +30,7 @@ EMBEDDED_BUDGETS: dict[str, Any] = {
     "max_tokens": 384,
     "refresh_attempts": 1,
     "refresh_limit": 4,
+    "baseline_tasks": 2,
     "calibration_rollouts": 4,
     "train_steps": 2,
     "num_generations": 4,
@@ -102,6 +103,35 @@ def _policy_server(ctx: FlywheelContext) -> PolicyServer | None:
     return None
 
 
+async def rebind_policy(
+    ctx: FlywheelContext, run: RunDir, policy: dict[str, Any] | None
+) -> str | None:
+    """On resume: make the live policy server (a new process on a new port) serve the checkpoint
+    the graph state names, under the same model name. Returns that name, or None when the state
+    names the base model (nothing to load). Raises PolicySwapError when it cannot be served:
+    resuming against a server that lacks the policy would score the wrong model."""
+    if not policy or not policy.get("checkpoint_id"):
+        return None
+    from autoenvscaling.training.checkpoints import CheckpointRegistry
+    from autoenvscaling.training.policy import PolicySwapError
+
+    server = _policy_server(ctx)
+    if server is None:
+        raise PolicySwapError(
+            f"the run's policy is checkpoint {policy['checkpoint_id']}, but no policy server "
+            f"(policy_server={ctx.policy_server}) can load it on resume; resume with the server "
+            "the run started with"
+        )
+    checkpoint = CheckpointRegistry(run.checkpoints).get(policy["checkpoint_id"])
+    ref = await server.activate(checkpoint)
+    if f"openai:{ref.model}" != policy["model"]:
+        raise PolicySwapError(
+            f"the server serves checkpoint {checkpoint.id} as {ref.model!r}, but the run's state "
+            f"names {policy['model']!r}"
+        )
+    return ref.model
+
+
 async def shutdown_servers() -> None:
     for kind in list(_SERVERS):
         server = _SERVERS.pop(kind)
@@ -152,7 +182,8 @@ async def run_training(
         sandbox_backend=ctx.backend,  # type: ignore[arg-type]
     )
     try:
-        result = await TRLGRPOBackend(registry).train(job)
+        # CURRENT moves only once the new checkpoint is served (below), never before.
+        result = await TRLGRPOBackend(registry, make_current=False).train(job)
     except TrainingError as exc:
         return {
             "error": str(exc)[-1500:],
@@ -164,6 +195,14 @@ async def run_training(
         "groups_without_reward_variance": result.groups_dropped_no_variance,
         "seconds": round(result.duration_sec, 1),
         **{k: v for k, v in result.metrics.items() if isinstance(v, int | float | str)},
+        # Task ids, not paths: what each optimizer step trained on (admitted first).
+        "step_tasks": [
+            [Path(t).name for t in step] for step in result.metrics.get("step_tasks") or []
+        ],
+        "admitted_trained": sorted(
+            {Path(t).name for step in result.metrics.get("step_tasks") or [] for t in step}
+            & set(admitted)
+        ),
     }
     if result.checkpoint is None:
         summary["reason"] = result.reason or "no checkpoint published; the policy is unchanged"
@@ -193,6 +232,7 @@ async def run_training(
     except PolicySwapError as exc:
         summary["reason"] = f"swap failed, the previous policy stays: {exc}"
         return summary, None
+    registry.set_current(checkpoint.id)
     summary["served_as"] = ref.model
     new = Policy(
         model=f"openai:{ref.model}",
@@ -258,8 +298,7 @@ async def run_gate(
     ctx: FlywheelContext, run: RunDir, item: dict[str, Any], solver_model: ModelConfig
 ) -> CandidateRecord:
     """Admission of one proposal: the validation subgraph on the final candidate."""
-    from autoenvscaling.graphs.validation import build_validation_graph
-    from autoenvscaling.tools.gate import Verdict
+    from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict
     from autoenvscaling.tools.rollout_store import RolloutStore
 
     proposal = item["candidate"]
@@ -284,6 +323,11 @@ async def run_gate(
             if last
             else proposal.get("error") or f"no candidate submitted ({proposal.get('stop_reason')})"
         )
+        # A failed model call or a crashed gate says nothing about the proposer: reward None.
+        infra = bool(last and last.infrastructure_error) or (
+            proposal.get("outcome") == "error" and last is None
+        )
+        reward = proposal.get("reward")
         record = record.model_copy(
             update={
                 # No verdict: the proposer never submitted (or its model failed): say which.
@@ -291,28 +335,33 @@ async def run_gate(
                 if last
                 else ("error" if proposal.get("outcome") == "error" else "not_submitted"),
                 "reason": reason,
-                "proposer_reward": proposal.get("reward")
-                if proposal.get("reward") is not None
-                else -1.0,
-                "infrastructure_error": bool(last and last.infrastructure_error)
-                or proposal.get("outcome") == "error"
-                and last is None,
+                "proposer_reward": None
+                if infra
+                else (reward if reward is not None else REWARD_VALIDATION_FAILED),
+                "infrastructure_error": infra,
             }
         )
     else:
-        gate = _gate(ctx, run, solver_model).with_skip(*PROPOSER_CHECKED)
-        state = await build_validation_graph().ainvoke({"task": str(candidate)}, context=gate)
-        verdict = Verdict.model_validate(state["verdict"])
+        verdict, frozen = await _check_snapshot(
+            ctx,
+            run,
+            {**item, "task_id": record.task_id},
+            record.task_id,
+            candidate,
+            last,
+            solver_model,
+        )
         record = record.model_copy(
             update={
                 "admitted": verdict.admitted,
-                "stage": verdict.stage,
+                "stage": verdict.stage or (None if verdict.admitted else "changed_after_submit"),
                 "reason": verdict.reason,
-                "proposer_reward": verdict.proposer_reward
-                if verdict.proposer_reward is not None
-                else 0.0,
+                "proposer_reward": verdict.proposer_reward,
                 "infrastructure_error": verdict.infrastructure_error,
                 "stage_seconds": verdict.timings,
+                "content_hash": verdict.content_hash,
+                "snapshot": str(frozen) if frozen else None,
+                "not_configured": list(verdict.not_configured),
             }
         )
         # The proposer's rollout earns the admission's reward, not the pre-check's.
@@ -320,7 +369,9 @@ async def run_gate(
             store.finish_attempt(
                 record.attempt_id,
                 reward=verdict.proposer_reward,
-                outcome="solved" if verdict.admitted else "failed",
+                outcome="error"
+                if verdict.infrastructure_error
+                else ("solved" if verdict.admitted else "failed"),
                 metadata={"admission": verdict.summary()},
             )
     if not record.admitted and ctx.backend in ("podman", "docker"):
@@ -330,6 +381,105 @@ async def run_gate(
             verdict.model_dump_json(indent=2)
         )
     return record
+
+
+def _recorded(gate: Any, run: RunDir, item: dict[str, Any]) -> Any:
+    """The gate with its calibration solver recording every rollout, linked to the candidate."""
+    settings = gate.solver_kwargs.get("settings")
+    if not settings:
+        return gate
+    policy = Policy(**item["policy"])
+    task_id = item["task_id"]
+    settings = {
+        **settings,
+        "store_path": str(run.rollouts),
+        "run_id": item["run_id"],
+        "round": item["round"],
+        "policy_version": policy.version,
+        "task_id": task_id,
+        "tags": {"purpose": "calibration", "candidate": task_id},
+    }
+    return gate.model_copy(update={"solver_kwargs": {**gate.solver_kwargs, "settings": settings}})
+
+
+def _finish_calibration(run: RunDir, verdict: Any, task_id: str) -> None:
+    """Give each recorded calibration rollout its reward (None for infrastructure failures)."""
+    from autoenvscaling.tools.rollout_store import AttemptNotFoundError, RolloutStore
+
+    stage = next((r for r in verdict.stages if r.stage == "calibrate"), None)
+    attempts = (
+        [a for a in (stage.details.get("attempts") or []) if a.get("attempt_id")] if stage else []
+    )
+    if not attempts:
+        return
+    with RolloutStore(run.rollouts) as store:
+        for a in attempts:
+            try:
+                store.get_attempt(a["attempt_id"])
+            except AttemptNotFoundError:
+                continue  # the agent died before recording: nothing to finish
+            reward = a.get("reward")
+            outcome = (
+                "error"
+                if a.get("infrastructure")
+                else ("solved" if (reward or 0.0) >= 1.0 else "failed")
+            )
+            store.finish_attempt(
+                a["attempt_id"],
+                reward=reward,
+                outcome=outcome,
+                error=a.get("error"),
+                metadata={"purpose": "calibration", "candidate": task_id},
+            )
+
+
+async def _check_snapshot(
+    ctx: FlywheelContext,
+    run: RunDir,
+    item: dict[str, Any],
+    task_id: str,
+    candidate: Path,
+    submitted: Any,
+    solver_model: ModelConfig,
+) -> tuple[Any, Path | None]:
+    """Freeze the submitted candidate, prove it holds the bytes the proposer's final check saw,
+    and run the admission stages (calibrate, dedup) on the frozen copy.
+
+    Returns (verdict, frozen folder or None). The verdict merges the final check's stages with
+    the admission's, so it lists every stage's result for exactly these bytes."""
+    from autoenvscaling.graphs.validation import build_validation_graph
+    from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict, make_verdict
+    from autoenvscaling.tools.gate.results import infrastructure_verdict
+    from autoenvscaling.tools.snapshot import SnapshotError, content_hash, freeze
+
+    frozen = run.root / "snapshots" / f"r{item['round']:02d}" / candidate.name
+    try:
+        digest = await asyncio.to_thread(freeze, candidate, frozen)
+    except SnapshotError as exc:
+        return infrastructure_verdict(candidate, exc, backend=ctx.backend), None
+    if submitted.content_hash != digest:
+        return submitted.model_copy(
+            update={
+                "admitted": False,
+                "proposer_reward": REWARD_VALIDATION_FAILED,
+                "content_hash": digest,
+                "reason": "the candidate was edited after it was submitted: the gate checked "
+                f"{submitted.content_hash}, the folder now holds {digest}; only checked bytes "
+                "are admitted",
+            }
+        ), None
+    gate = _recorded(_gate(ctx, run, solver_model), run, item).with_skip(*PROPOSER_CHECKED)
+    state = await build_validation_graph().ainvoke({"task": str(frozen)}, context=gate)
+    admission = Verdict.model_validate(state["verdict"])
+    await asyncio.to_thread(_finish_calibration, run, admission, task_id)
+    kept = [r for r in submitted.stages if r.stage in PROPOSER_CHECKED]
+    fresh = [r for r in admission.stages if r.stage not in PROPOSER_CHECKED]
+    verdict = make_verdict(frozen, kept + fresh, backend=ctx.backend)
+    if await asyncio.to_thread(content_hash, frozen) != digest:
+        return infrastructure_verdict(
+            frozen, SnapshotError("the frozen copy changed during admission"), backend=ctx.backend
+        ), None
+    return verdict.model_copy(update={"content_hash": digest}), frozen
 
 
 async def _drop_candidate_image(candidate: Path, backend: Backend) -> None:
@@ -342,4 +492,11 @@ async def _drop_candidate_image(candidate: Path, backend: Backend) -> None:
         pass
 
 
-__all__ = ["embedded_defaults", "run_gate", "run_proposer", "run_training", "shutdown_servers"]
+__all__ = [
+    "embedded_defaults",
+    "rebind_policy",
+    "run_gate",
+    "run_proposer",
+    "run_training",
+    "shutdown_servers",
+]

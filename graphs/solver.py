@@ -29,8 +29,13 @@ from autoenvscaling.graphs.agent_loop import LoopBudget, build_agent_loop, steps
 from autoenvscaling.graphs.mcp_tools import open_mcp_tools
 from autoenvscaling.graphs.models import ModelConfig, load_chat_model
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
-from autoenvscaling.prompts import load_prompt
-from autoenvscaling.tools.rollout_store import Outcome, RolloutStore, stable_attempt_id
+from autoenvscaling.tools.agent_interface import first_messages, openai_tools, render_mcp_result
+from autoenvscaling.tools.rollout_store import (
+    Outcome,
+    RolloutStore,
+    new_attempt_id,
+    stable_attempt_id,
+)
 from autoenvscaling.tools.trials import BackendName, TrialOutcome, run_trial
 
 SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
@@ -61,6 +66,7 @@ class SolverAttempt(BaseModel):
     error: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    model_retries: int = 0
     duration_sec: float = 0.0
 
 
@@ -92,7 +98,9 @@ class SolverAgent(BaseAgent):
         ref = environment.sandbox_ref  # type: ignore[attr-defined]  # our SandboxEnvironment
         started = time.monotonic()
         server = build_terminal_server(ref=ref)
-        messages = [SystemMessage(load_prompt("solver")), HumanMessage(instruction)]
+        # The one solver interface (tools/agent_interface.py): GRPO episodes start the same way.
+        system, user = first_messages(instruction)
+        messages = [SystemMessage(system["content"]), HumanMessage(user["content"])]
         async with open_mcp_tools({"terminal": server}) as tools:
             loop = build_agent_loop(
                 load_chat_model(s.model),
@@ -100,6 +108,8 @@ class SolverAgent(BaseAgent):
                 s.budget,
                 name="solver",
                 tool_choice=s.model.tool_choice,
+                schemas=openai_tools(),
+                present=render_mcp_result,
             )
             state = await loop.ainvoke(
                 {"messages": messages, "started_at": time.monotonic()},
@@ -107,16 +117,22 @@ class SolverAgent(BaseAgent):
             )
         steps = steps_from_messages(state["messages"], state.get("tool_seconds", {}))
         tool_steps = sum(1 for step in steps if step.tool_name)
+        if s.store_path and not s.attempt_id:
+            # A trial someone else runs (the gate's calibration): a fresh id, reported back
+            # in the trial's metadata so the caller can give the attempt its reward.
+            s = s.model_copy(update={"attempt_id": new_attempt_id()})
         if s.store_path and s.attempt_id:
             with RolloutStore(s.store_path) as store:
                 store.start_attempt(
                     id=s.attempt_id,
-                    task_id=s.task_id,
+                    task_id=s.task_id
+                    or Path(str(getattr(environment, "environment_dir", ""))).parent.name,
                     role="solver",
                     run_id=s.run_id,
                     round=s.round,
                     category=s.category,
                     policy_version=s.policy_version,
+                    metadata=dict(s.tags),
                 )
                 for step in steps:
                     store.add_step(
@@ -133,11 +149,15 @@ class SolverAgent(BaseAgent):
             "error": state.get("error"),
             "prompt_tokens": state.get("prompt_tokens", 0),
             "completion_tokens": state.get("completion_tokens", 0),
+            "model_retries": state.get("model_retries", 0),
+            "retry_errors": state.get("retry_errors", []),
             "agent_seconds": round(time.monotonic() - started, 3),
         }
 
 
 def outcome_of(trial: TrialOutcome) -> Outcome:
+    """`error` when infrastructure failed (the model call after its retries, the sandbox, the
+    verifier): such an attempt has no reward and says nothing about the task or the policy."""
     meta = trial.agent_metadata
     if meta.get("stop_reason") == "error" or (trial.error and trial.error_kind != "timeout"):
         return "error"
@@ -178,6 +198,8 @@ async def solve_task(
     meta = trial.agent_metadata
     outcome = outcome_of(trial)
     error = meta.get("error") or trial.error
+    # An infrastructure failure scores nothing: its verifier judged an untouched workspace.
+    reward = None if outcome == "error" else trial.reward
     if settings.store_path:
         with RolloutStore(settings.store_path) as store:
             # The agent may have died before recording: make sure the attempt exists.
@@ -192,7 +214,7 @@ async def solve_task(
             )
             store.finish_attempt(
                 attempt_id,
-                reward=trial.reward,
+                reward=reward,
                 outcome=outcome,
                 error=error,
                 prompt_tokens=meta.get("prompt_tokens"),
@@ -202,13 +224,15 @@ async def solve_task(
                     **settings.tags,
                     "trial_dir": trial.trial_dir,
                     "stop_reason": meta.get("stop_reason"),
+                    "model_retries": int(meta.get("model_retries", 0)),
+                    "retry_errors": meta.get("retry_errors", []),
                     "backend": backend,
                     "verifier_output": trial.verifier_output[-1500:],
                 },
             )
     return SolverAttempt(
         task=str(task_dir),
-        reward=trial.reward,
+        reward=reward,
         steps=int(meta.get("steps", 0)),
         rollout_id=attempt_id,
         outcome=outcome,
@@ -216,6 +240,7 @@ async def solve_task(
         error=error,
         prompt_tokens=int(meta.get("prompt_tokens", 0)),
         completion_tokens=int(meta.get("completion_tokens", 0)),
+        model_retries=int(meta.get("model_retries", 0)),
         duration_sec=trial.duration_sec,
     )
 

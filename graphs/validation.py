@@ -132,7 +132,8 @@ async def anti_cheat(
 async def decontam(
     state: ValidationState, runtime: Runtime[GateConfig]
 ) -> Command[Literal["calibrate", "verdict"]]:
-    """No 13-gram shared with held-out benchmark instructions."""
+    """No 13-gram shared with held-out benchmark instructions; "not configured" (never passed)
+    when no benchmark was given."""
     return await _stage("decontam", "calibrate", state, runtime)
 
 

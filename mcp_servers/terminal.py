@@ -10,12 +10,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Annotated
 
 import anyio
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.agent_interface import (
+    MAX_TIMEOUT_SEC,
+    READ_TIMEOUT_SEC,
+    RUN_TIMEOUT_SEC,
+    TOOLS,
+)
 from autoenvscaling.tools.sandbox import (
     Backend,
     PersistentShell,
@@ -30,7 +37,6 @@ from autoenvscaling.tools.text_cap import cap_text
 ShellOpener = Callable[[], AbstractAsyncContextManager[PersistentShell]]
 """Opens one shell for one MCP session and cleans up after it (the sandbox too, if it owns it)."""
 
-MAX_TIMEOUT_SEC = 600.0
 DEFAULT_OUTPUT_CAP = 16_000
 
 
@@ -157,13 +163,20 @@ def build_terminal_server(
         session: _Session = ctx.request_context.lifespan_context
         return await session.shell()
 
-    @server.tool(annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False))
-    async def run(command: str, ctx: Context, timeout_sec: float = 60) -> TerminalResult:
-        """Run a bash command in the terminal; returns exit code, output and duration.
-
-        Waits at most timeout_sec (max 600); a longer command keeps running in the background
-        of this terminal (see read_output, interrupt). Do not start interactive programs.
-        """
+    # Names and descriptions come from the one solver interface (tools/agent_interface.py), which
+    # the served solver binds and the GRPO episode mirrors.
+    @server.tool(
+        name="run",
+        description=TOOLS["run"].description,
+        annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False),
+    )
+    async def run(
+        command: Annotated[str, Field(description=_param("run", "command"))],
+        ctx: Context,
+        timeout_sec: Annotated[
+            float, Field(description=_param("run", "timeout_sec"))
+        ] = RUN_TIMEOUT_SEC,
+    ) -> TerminalResult:
         shell = await shell_of(ctx)
         try:
             return present(await shell.run(command, timeout_sec=_clamp(timeout_sec)))
@@ -173,18 +186,29 @@ def build_terminal_server(
                 "or interrupt to stop it, then run again"
             ) from None
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=False))
-    async def read_output(ctx: Context, timeout_sec: float = 10) -> TerminalResult:
-        """More output of the command still running, waiting up to timeout_sec for it to end."""
+    @server.tool(
+        name="read_output",
+        description=TOOLS["read_output"].description,
+        annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=False),
+    )
+    async def read_output(
+        ctx: Context,
+        timeout_sec: Annotated[
+            float, Field(description=_param("read_output", "timeout_sec"))
+        ] = READ_TIMEOUT_SEC,
+    ) -> TerminalResult:
         shell = await shell_of(ctx)
         if not shell.busy:
             result = await shell.read(0)
             return present(result).model_copy(update={"note": "no command is running"})
         return present(await shell.read(timeout_sec=_clamp(timeout_sec)))
 
-    @server.tool(annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False))
+    @server.tool(
+        name="interrupt",
+        description=TOOLS["interrupt"].description,
+        annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False),
+    )
     async def interrupt(ctx: Context) -> TerminalResult:
-        """Stop the running command (like Ctrl-C); its remaining output is returned."""
         shell = await shell_of(ctx)
         if not shell.busy:
             result = await shell.read(0)
@@ -192,6 +216,10 @@ def build_terminal_server(
         return present(await shell.interrupt())
 
     return server
+
+
+def _param(tool: str, name: str) -> str:
+    return next(p.description for p in TOOLS[tool].params if p.name == name)
 
 
 def _clamp(timeout_sec: float) -> float:

@@ -26,7 +26,7 @@ from .conftest import REPO
 pytestmark = pytest.mark.slow
 
 TOUCH_TASK = {
-    "instruction.md": "Create the file `/app/done` by calling the bash tool with the command "
+    "instruction.md": "Create the file `/app/done` by calling the run tool with the command "
     "`touch /app/done`.\n",
     "task.toml": 'schema_version = "1.4"\n[metadata]\nauthor_name = "autoenvscaling"\n'
     'difficulty = "easy"\ncategory = "shell"\n[agent]\ntimeout_sec = 120\n'
@@ -60,6 +60,10 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 @pytest.fixture(scope="module")
 def warmed(tmp_path_factory):
     """SmolLM2 warmed up on two commands for the task (one solves it): (HF folder, GGUF file)."""
+    return warmed_model(tmp_path_factory.mktemp("warm"))
+
+
+def warmed_model(root: Path) -> tuple[Path, Path]:
     _embedded_ready()
     from autoenvscaling.training.embedded_setup import ensure_embedded_assets, ensure_hf_base_model
     from autoenvscaling.training.episode_env import episode_prompt
@@ -68,7 +72,7 @@ def warmed(tmp_path_factory):
 
     assets = ensure_embedded_assets(with_converter=True)
     base = ensure_hf_base_model(assets)
-    root = tmp_path_factory.mktemp("warm")
+    root.mkdir(parents=True, exist_ok=True)
     prompt = episode_prompt(TOUCH_TASK["instruction.md"])
     demos = [
         {"messages": prompt, "reply": tool_call_reply(cmd)}

@@ -10,8 +10,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
 from autoenvscaling.graphs.scripted_model import register
+from autoenvscaling.tools.brief import ProposerBrief
 from autoenvscaling.tools.pool import Pool
 from autoenvscaling.tools.rollout_store import RolloutStore
+from autoenvscaling.tools.snapshot import content_hash
 
 from .conftest import FIXTURES
 from .flywheel_policy import shared_policy
@@ -73,3 +75,32 @@ async def test_one_round_admits_rejects_measures_and_reports(engine_ready, tmp_p
     assert "training skipped" in metrics["training"]["reason"]
     report = (run / "reports" / "round-01.md").read_text()
     assert "| admitted | 1 |" in report and "oracle: 1" in report
+
+    # Experience from round one: the pool was measured before the proposers ran (its own tag,
+    # round 0), and round one's brief already holds those attempts.
+    baseline = [a for a in attempts if a.metadata.get("purpose") == "baseline"]
+    assert baseline and all(a.round == 0 and a.outcome is not None for a in baseline)
+    rates = {r.task_id: r for r in ProposerBrief.model_validate(final["brief"]).task_rates}
+    assert rates["word-count"].attempts == len(baseline)
+    # Calibration rollouts are recorded too, each linked to its candidate, with its reward.
+    calibration = [a for a in attempts if a.metadata.get("purpose") == "calibration"]
+    assert len(calibration) == 4 and all(a.reward is not None for a in calibration)
+    assert {a.metadata["candidate"] for a in calibration} == {admitted["task_id"]}
+    assert statistics.fmean(a.reward for a in calibration) == calibrate["details"]["mean"]
+
+    # No --decontam: the stage says "not configured" (never "passed"), and so do the verdict,
+    # the manifest and the round report.
+    decontam = next(s for s in verdict["stages"] if s["stage"] == "decontam")
+    assert (
+        decontam["details"]["status"] == "not_configured" and "not configured" in decontam["reason"]
+    )
+    assert verdict["not_configured"] == ["decontam"] and "NOT RUN" in verdict["reason"]
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["config"]["decontamination"].startswith("NOT CONFIGURED")
+    assert "Decontamination: NOT CONFIGURED" in report
+    assert "solver mean reward, held-out" not in report  # no held-out set: no number shown
+
+    # Admission is bound to bytes: the pool holds exactly the checked bytes, hash recorded.
+    entry = next(e for e in pool.entries() if e.task_id == admitted["task_id"])
+    assert entry.content_hash == verdict["content_hash"] == admitted["content_hash"]
+    assert content_hash(pool.path(entry.task_id)) == entry.content_hash

@@ -82,8 +82,11 @@ async def test_failing_model_is_an_error_outcome_not_a_crash(engine_ready, tmp_p
     )
     attempt = await solve_task(TASK, settings, trials_dir=tmp_path)
     assert attempt.outcome == "error" and "endpoint down" in (attempt.error or "")
+    # No reward: the verifier judged an untouched workspace, which says nothing about the task.
+    assert attempt.reward is None and attempt.model_retries == 1
     with RolloutStore(tmp_path / "rollouts.db") as store:
-        assert store.get_attempt(attempt.rollout_id).outcome == "error"
+        stored = store.get_attempt(attempt.rollout_id)
+    assert (stored.outcome, stored.reward, stored.metadata["model_retries"]) == ("error", None, 1)
 
 
 async def test_a_full_context_window_ends_the_attempt_as_a_failure_not_an_error(

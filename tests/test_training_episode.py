@@ -1,4 +1,4 @@
-"""One GRPO episode without a model: real podman sandbox, persistent bash tool, the task's verifier.
+"""One GRPO episode without a model: real podman sandbox, the terminal tools, the verifier.
 
 Also checks that the graph-side training modules never import torch.
 """
@@ -23,19 +23,20 @@ from autoenvscaling.training.sandboxes import task_starter
 from tests.test_training_support import make_tasks
 
 
-def test_only_bash_is_exposed_as_a_tool() -> None:
-    """TRL turns every public method except reset/get_reward into a tool the model can call."""
+def test_only_the_terminal_tools_are_exposed() -> None:
+    """TRL turns every public method except reset/get_reward into a tool the model can call:
+    exactly the served solver's terminal tools (tools/agent_interface.py)."""
     public = [
         name
         for name, _ in inspect.getmembers(TaskEpisode, predicate=inspect.isfunction)
         if not name.startswith("_") and name not in ("reset", "get_reward")
     ]
-    assert public == ["bash"]
+    assert public == ["interrupt", "read_output", "run"]
 
 
 def test_tool_output_is_capped_with_status() -> None:
     text = format_tool_output("x" * 5000, 0, False, cap=1000)
-    assert len(text) < 1100 and text.endswith("[exit code 0]") and "chars cut" in text
+    assert len(text) < 1100 and text.endswith("[exit code 0]") and "bytes truncated" in text
     assert format_tool_output("", None, True, cap=100).startswith("[still running")
 
 
@@ -61,20 +62,20 @@ def test_episode_in_a_live_sandbox(engine_ready, tmp_path: Path) -> None:
             episode.reset()
 
         episode.reset(task_dir=str(tasks["write-numbers"]))
-        assert episode.bash("cd /app && N=1") == "[exit code 0]"
+        assert episode.run("cd /app && N=1") == "[exit code 0]"
         # Same shell: cwd and variables persist, as in the solver's terminal.
-        assert episode.bash("echo $N > answer.txt; pwd") == "/app\n[exit code 0]"
-        assert episode.bash("exit 3").endswith("[exit code 3]")
+        assert episode.run("echo $N > answer.txt; pwd") == "/app\n[exit code 0]"
+        assert episode.run("exit 3").endswith("[exit code 3]")
         record = loop.run(episode._finish())
         assert record.reward == 0.5 and record.tool_calls == 3
 
         # The pool reuses an instance: reset starts a fresh sandbox (no answer.txt any more).
         episode.reset(task_dir=str(tasks["write-numbers"]))
-        assert "No such file" in episode.bash("cat /app/answer.txt")
+        assert "No such file" in episode.run("cat /app/answer.txt")
         assert loop.run(episode._finish()).reward == 0.0
 
         episode.reset(task_dir=str(tasks["hello-file"]))
-        episode.bash("echo hello > /app/hello.txt")
+        episode.run("echo hello > /app/hello.txt")
         assert loop.run(episode._finish()).reward == 1.0  # reward.json, Harbor's first choice
     finally:
         loop.stop()
@@ -109,7 +110,7 @@ def test_episode_on_docker(docker_engine, tmp_path: Path) -> None:
         episode = TaskEpisode(loop, task_starter("docker"), EpisodeConfig())
         episode.reset(task_dir=str(task))
         assert (
-            episode.bash("cd /app && printf '1\\n2\\n' > answer.txt; pwd") == "/app\n[exit code 0]"
+            episode.run("cd /app && printf '1\\n2\\n' > answer.txt; pwd") == "/app\n[exit code 0]"
         )
         assert loop.run(episode._finish()).reward == 1.0
     finally:

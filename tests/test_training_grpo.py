@@ -39,7 +39,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.set_num_threads(1)  # a tiny model on shared cores: one thread is several times faster
 
     examples = [
-        (episode_prompt(TASKS[name][0]), tool_call_reply(command))
+        (episode_prompt(TASKS[name][0], SHORT_PROMPT), tool_call_reply(command))
         for name, commands in WARMUP_COMMANDS.items()
         for command in commands
     ]
@@ -49,6 +49,11 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         warmup_steps=120,
         warmup_tools=prompt_tools(),
     )
+
+
+# A 2-layer random model cannot read past the full solver prompt; the job's system_prompt knob
+# keeps its episodes short (the interface itself is checked in test_agent_interface.py).
+SHORT_PROMPT = "Solve the task with the run tool."
 
 
 def _job(tiny_model: Path, tmp_path: Path, **hyper) -> TrainJob:
@@ -71,6 +76,7 @@ def _job(tiny_model: Path, tmp_path: Path, **hyper) -> TrainJob:
         replay_task_dirs=[tasks["hello-file"]],
         work_dir=tmp_path / "work",
         hyper=TrainHyperParams(**params),
+        system_prompt=SHORT_PROMPT,
     )
 
 
@@ -115,6 +121,9 @@ async def test_two_grpo_steps_publish_a_checkpoint(trained, tiny_model) -> None:
     rewards = [r for e in events if e.stage == "rewards" for r in e.metrics["rewards"]]
     assert len(rewards) == 16 and len(set(rewards)) > 1
     assert [e.step for e in events if e.stage == "step" and "loss" in e.metrics] == [1, 2]
+    # The round's admitted task (write-numbers) leads every step; replay (hello-file) fills in.
+    steps = [[Path(t).name for t in step] for step in result.metrics["step_tasks"]]
+    assert steps == [["write-numbers", "hello-file"]] * 2
     assert not list(registry.staging_dir.iterdir())
 
     # Swap: both roles read the same PolicyRef, which now names the new adapter.

@@ -159,7 +159,9 @@ def build_brief(
     targets = [c.category for c in sorted(scored, key=lambda c: (c.pass_rate, c.category))]
     failures: list[FailureNote] = []
     if store and solver_feedback:
-        for f in store.recent_failures(n_failures, "solver", output_chars=failure_chars):
+        recent = store.recent_failures(3 * n_failures, "solver", output_chars=failure_chars)
+        # Infrastructure errors (a dead endpoint, a crashed sandbox) teach nothing about tasks.
+        for f in [f for f in recent if f.outcome != "error"][:n_failures]:
             text = f.last_error_output or f.error or ""
             failures.append(
                 FailureNote(

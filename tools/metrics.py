@@ -31,8 +31,15 @@ class CandidateRecord(BaseModel):
     admitted: bool = False
     stage: str | None = None
     reason: str = ""
-    proposer_reward: float = -1.0
+    proposer_reward: float | None = Field(
+        -1.0, description="None when infrastructure kept the gate from judging the candidate."
+    )
     infrastructure_error: bool = False
+    content_hash: str | None = Field(None, description="The checked (and admitted) bytes.")
+    snapshot: str | None = Field(None, description="The frozen copy the pool received.")
+    not_configured: list[str] = Field(
+        default_factory=list, description="Gate stages that did not run (nothing configured)."
+    )
     prompt_tokens: int = 0
     completion_tokens: int = 0
     stage_seconds: dict[str, float] = Field(default_factory=dict)
@@ -53,7 +60,11 @@ class RoundMetrics(BaseModel):
     candidates: int = 0
     revisions: int = Field(0, description="Revisions the proposers made after rejections")
     scored: int = 0
-    infrastructure_failures: int = 0
+    infrastructure_failures: int = Field(0, description="Candidates the gate could not judge")
+    solver_infrastructure_failures: int = Field(
+        0, description="Solver attempts lost to infrastructure (no reward; excluded from means)"
+    )
+    model_retries: int = Field(0, description="Model calls retried after a transient failure")
     admitted: int = 0
     valid_environment_rate: float | None = None
     reject_reasons: dict[str, int] = Field(default_factory=dict)
@@ -70,6 +81,8 @@ class RoundMetrics(BaseModel):
     training: dict[str, Any] = Field(default_factory=dict)
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     policy: str = ""
+    decontamination: str = Field("", description="Whether and against what decontam checked.")
+    heldout_configured: bool = Field(False, description="A held-out set was evaluated.")
     notes: list[str] = Field(default_factory=list)
 
 
@@ -116,11 +129,19 @@ def round_metrics(
     tokens = sum(r.prompt_tokens + r.completion_tokens for r in records)
     cost = sum(prices.cost(proposer_model, r.prompt_tokens, r.completion_tokens) for r in records)
     with RolloutStore(store_path) as store:
-        attempts = [
-            a
-            for a in store.list_attempts(run_id=run_id, role="solver", limit=1_000_000)
-            if a.round == round_ and a.reward is not None
+        # Round 0 holds the baseline measured before round one's proposers: round one's report.
+        rounds = {round_, 0} if round_ == 1 else {round_}
+        everything = [
+            a for a in store.list_attempts(run_id=run_id, limit=1_000_000) if a.round in rounds
         ]
+    # Infrastructure failures (outcome `error`) carry no reward and are counted apart.
+    attempts = [
+        a
+        for a in everything
+        if a.role == "solver" and a.outcome != "error" and a.reward is not None
+    ]
+    lost = [a for a in everything if a.role == "solver" and a.outcome == "error"]
+    retries = sum(int(a.metadata.get("model_retries") or 0) for a in everything)
     solver = [a for a in attempts if a.metadata.get("purpose") == "refresh"]
     heldout = [a for a in attempts if a.metadata.get("purpose") == "heldout"]
     histogram = Counter(
@@ -132,6 +153,8 @@ def round_metrics(
         revisions=sum(r.revision for r in records),
         scored=len(scored),
         infrastructure_failures=len(infra),
+        solver_infrastructure_failures=len(lost),
+        model_retries=retries,
         admitted=len(admitted),
         valid_environment_rate=len(admitted) / len(scored) if scored else None,
         reject_reasons=dict(reasons),

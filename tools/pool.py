@@ -19,7 +19,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.snapshot import content_hash
+
 Status = Literal["active", "retired"]
+
+
+class PoolError(RuntimeError):
+    """The pool refused a change (e.g. bytes that are not the ones admitted)."""
 
 
 class EvalPoint(BaseModel):
@@ -37,6 +43,9 @@ class PoolEntry(BaseModel):
     status: Status = "active"
     retired_round: int | None = None
     retired_reason: str | None = None
+    content_hash: str | None = Field(
+        None, description="Hash of the admitted bytes (tools/snapshot.py); the verdict names it."
+    )
     history: list[EvalPoint] = Field(default_factory=list)
 
     @property
@@ -92,6 +101,12 @@ class Pool:
             if not target.exists():
                 tmp = self.root / f".{entry.task_id}.{uuid.uuid4().hex[:6]}.tmp"
                 shutil.copytree(source_dir, tmp, symlinks=True)
+                if entry.content_hash is not None and content_hash(tmp) != entry.content_hash:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise PoolError(
+                        f"{source_dir} changed between admission and copy: the pool takes only "
+                        f"the admitted bytes ({entry.content_hash})"
+                    )
                 os.replace(tmp, target)
             index.entries[entry.task_id] = entry
             return entry

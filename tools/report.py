@@ -47,7 +47,7 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
         f"| candidates | {m.candidates} |",
         f"| revisions after rejections | {m.revisions} |",
         f"| scored (infrastructure failures excluded) | {m.scored} |",
-        f"| infrastructure failures | {m.infrastructure_failures} |",
+        f"| infrastructure failures (candidates) | {m.infrastructure_failures} |",
         f"| admitted | {m.admitted} |",
         f"| valid-environment rate | {_fmt(m.valid_environment_rate)} |",
         f"| proposer tokens | {m.proposer_tokens} |",
@@ -56,8 +56,18 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
         f"| cost per valid environment (USD) | {_fmt(m.cost_per_valid_environment)} |",
         f"| solver attempts on the pool | {m.solver_attempts} |",
         f"| solver mean reward, pool | {_fmt(m.solver_mean_reward_pool)} |",
-        f"| solver mean reward, held-out | {_fmt(m.solver_mean_reward_heldout)} |",
+        *(
+            [f"| solver mean reward, held-out | {_fmt(m.solver_mean_reward_heldout)} |"]
+            if m.heldout_configured
+            else []
+        ),
         f"| pool active / retired | {m.pool_active} / {m.pool_retired} |",
+        "",
+        f"Infrastructure failures (excluded from every rate, mean and reward): "
+        f"{m.infrastructure_failures} candidate(s), {m.solver_infrastructure_failures} solver "
+        f"attempt(s); model calls retried: {m.model_retries}",
+        "",
+        f"Decontamination: {m.decontamination or 'unknown'}",
         "",
         "Reject reasons (rejecting stage: count): "
         + (", ".join(f"{k}: {v}" for k, v in sorted(m.reject_reasons.items())) or "none"),
@@ -69,7 +79,11 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
         "",
     ]
     if m.training:
-        lines += [f"- {k}: {v}" for k, v in m.training.items()]
+        steps = m.training.get("step_tasks") or []
+        lines += [f"- {k}: {v}" for k, v in m.training.items() if k != "step_tasks"]
+        if steps:
+            lines += ["", "Tasks per training step (the round's admitted tasks come first):", ""]
+            lines += [f"- step {i}: {', '.join(tasks)}" for i, tasks in enumerate(steps, 1)]
     else:
         lines.append("- not run")
     lines += ["", "## Wall time per stage (s)", ""]
@@ -99,9 +113,13 @@ def _plots(history: list[RoundMetrics], out: Path) -> list[Path]:
     axes[2].plot(
         rounds, [m.solver_mean_reward_pool or 0 for m in history], marker="o", label="pool"
     )
-    axes[2].plot(
-        rounds, [m.solver_mean_reward_heldout or 0 for m in history], marker="x", label="held-out"
-    )
+    if any(m.heldout_configured for m in history):  # never plot an unmeasured set as 0
+        axes[2].plot(
+            rounds,
+            [m.solver_mean_reward_heldout if m.heldout_configured else None for m in history],
+            marker="x",
+            label="held-out",
+        )
     axes[2].set(title="solver mean reward", xlabel="round", ylim=(0, 1))
     axes[2].legend()
     fig.tight_layout()
@@ -141,7 +159,8 @@ def write_run_report(run_dir: Path, *, embedded: bool = False) -> Path:
         lines.append(
             f"| {m.round} | {m.candidates} | {m.admitted} | {_fmt(m.valid_environment_rate)} "
             f"| {sum(m.reject_reasons.values())} | {_fmt(m.solver_mean_reward_pool)} "
-            f"| {_fmt(m.solver_mean_reward_heldout)} | {m.pool_active} | {trained} |"
+            f"| {_fmt(m.solver_mean_reward_heldout) if m.heldout_configured else 'n/a'} "
+            f"| {m.pool_active} | {trained} |"
         )
     total_admitted = sum(m.admitted for m in history)
     total_scored = sum(m.scored for m in history)

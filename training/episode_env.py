@@ -1,8 +1,9 @@
-"""One GRPO rollout's world: a live sandbox of a Harbor task, a bash tool, the task's verifier.
+"""One GRPO rollout's world: a live sandbox of a Harbor task, the solver's terminal tools, its verifier.
 
 TRL's `environment_factory` makes one `TaskEpisode` per concurrent rollout and reuses it: `reset`
-starts a fresh sandbox of the row's task, the public `bash` method is the tool the policy calls
-(the same persistent shell the solver's terminal uses: cwd and variables persist), and after the
+starts a fresh sandbox of the row's task, the public `run` / `read_output` / `interrupt` methods
+are the tools the policy calls — the served solver's terminal, defined once in
+tools/agent_interface.py (same names, schemas, result text, persistent shell) — and after the
 episode `_finish()` runs the task's own verifier by Harbor's protocol and closes the sandbox.
 
 Sandbox code is async and bound to the loop it was created on, while TRL calls tools from its own
@@ -20,6 +21,14 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.agent_interface import (
+    READ_TIMEOUT_SEC,
+    RUN_TIMEOUT_SEC,
+    TOOLS,
+    clamp_timeout,
+    first_messages,
+    render_result,
+)
 from autoenvscaling.tools.sandbox.base import Sandbox
 from autoenvscaling.tools.sandbox.shell import PersistentShell
 
@@ -42,23 +51,19 @@ class LiveTask(Protocol):
 StartTask = Callable[[Path], Awaitable[LiveTask]]
 
 
-DEFAULT_SYSTEM_PROMPT = (
-    "You are a terminal agent. Solve the task in the sandbox with the bash tool; "
-    "call it as often as you need, then stop."
-)
-
-
 def episode_prompt(instruction: str, system_prompt: str | None = None) -> list[dict[str, str]]:
-    """The conversation an episode starts from (TRL adds the tool schema to the system turn)."""
-    return [
-        {"role": "system", "content": system_prompt or DEFAULT_SYSTEM_PROMPT},
-        {"role": "user", "content": instruction.strip()},
-    ]
+    """The conversation an episode starts from: the served solver's (tools/agent_interface.py);
+    TRL adds the tool schemas to the system turn, as the policy server does for the solver."""
+    messages = first_messages(instruction)
+    if system_prompt:
+        messages[0] = {"role": "system", "content": system_prompt}
+    return messages
 
 
 def prompt_tools() -> list[Callable[..., str]]:
     """The tools as TRL renders them into prompts (for warm-ups and token budgeting)."""
-    return [TaskEpisode.__new__(TaskEpisode).bash]
+    episode = TaskEpisode.__new__(TaskEpisode)
+    return [getattr(episode, name) for name in TOOLS]
 
 
 class EpisodeError(RuntimeError):
@@ -100,16 +105,8 @@ class EpisodeRecord(BaseModel):
 
 
 def format_tool_output(output: str, exit_code: int | None, running: bool, cap: int) -> str:
-    """The tool result the model sees: output (head+tail capped) and how the command ended."""
-    text = output
-    if len(text) > cap:
-        half = cap // 2
-        text = f"{text[:half]}\n[... {len(text) - cap} chars cut ...]\n{text[-half:]}"
-    if running:
-        status = "[still running after the timeout; it was interrupted]"
-    else:
-        status = f"[exit code {exit_code}]"
-    return f"{text.rstrip()}\n{status}" if text.strip() else status
+    """The tool result the model sees (the served solver's text: tools/agent_interface.py)."""
+    return render_result(output, exit_code, running=running, cap=cap)
 
 
 class TaskEpisode:
@@ -139,21 +136,24 @@ class TaskEpisode:
         except Exception as exc:
             raise EpisodeError(f"could not start a sandbox for {task_dir}: {exc}") from exc
 
-    def bash(self, command: str) -> str:
-        """Run a bash command in the task's terminal and return its output.
-
-        The shell is persistent: the working directory and variables carry over between calls.
-
-        Args:
-            command: The bash command to run.
-
-        Returns:
-            The command's output (stdout and stderr) followed by its exit code.
-        """
+    # The tools: named, typed and documented as the served solver's (tools/agent_interface.py);
+    # the docstrings are set from the specs below the class. No return annotation: TRL renders
+    # the schema with get_json_schema, and the served schema has no "return" entry either.
+    def run(self, command: str, timeout_sec: float = RUN_TIMEOUT_SEC):  # noqa: ANN201
         if self._shell is None:
             return "[error: no sandbox is running]"
         self._commands.append(command)
-        return self._loop.run(self._run(command))
+        return self._loop.run(self._run(command, clamp_timeout(timeout_sec, RUN_TIMEOUT_SEC)))
+
+    def read_output(self, timeout_sec: float = READ_TIMEOUT_SEC):  # noqa: ANN201
+        if self._shell is None:
+            return "[error: no sandbox is running]"
+        return self._loop.run(self._read(clamp_timeout(timeout_sec, READ_TIMEOUT_SEC)))
+
+    def interrupt(self):  # noqa: ANN201
+        if self._shell is None:
+            return "[error: no sandbox is running]"
+        return self._loop.run(self._interrupt())
 
     # -- ours: private, because TRL exposes every public method as a tool -----------------------
     async def _open(self) -> None:
@@ -161,14 +161,37 @@ class TaskEpisode:
         self._live = await self._start_task(self._task_dir)
         self._shell = await self._live.sandbox.open_shell()
 
-    async def _run(self, command: str) -> str:
-        assert self._shell is not None
-        result = await self._shell.run(command, timeout_sec=self._config.command_timeout_sec)
-        if result.running:
-            await self._shell.interrupt()
-        return format_tool_output(
-            result.output, result.exit_code, result.running, self._config.tool_output_chars
+    def _show(self, result: Any, note: str | None = None) -> str:
+        return render_result(
+            result.output,
+            result.exit_code,
+            running=result.running,
+            restarted=result.restarted,
+            note=note,
+            cap=self._config.tool_output_chars,
         )
+
+    async def _run(self, command: str, timeout_sec: float) -> str:
+        assert self._shell is not None
+        if self._shell.busy:  # the MCP terminal's answer, word for word
+            return (
+                "ShellBusyError: the previous command is still running: call read_output to "
+                "wait for it or interrupt to stop it, then run again"
+            )
+        timeout_sec = min(timeout_sec, self._config.command_timeout_sec)
+        return self._show(await self._shell.run(command, timeout_sec=timeout_sec))
+
+    async def _read(self, timeout_sec: float) -> str:
+        assert self._shell is not None
+        if not self._shell.busy:
+            return self._show(await self._shell.read(0), "no command is running")
+        return self._show(await self._shell.read(timeout_sec=timeout_sec))
+
+    async def _interrupt(self) -> str:
+        assert self._shell is not None
+        if not self._shell.busy:
+            return self._show(await self._shell.read(0), "no command is running")
+        return self._show(await self._shell.interrupt())
 
     async def _finish(self) -> EpisodeRecord:
         """Run the task's verifier on the sandbox as the episode left it, then close it."""
@@ -205,3 +228,7 @@ class TaskEpisode:
                 asyncio.run_coroutine_threadsafe(self._close(), self._loop.loop)
             except RuntimeError:
                 pass
+
+
+for _name, _spec in TOOLS.items():  # one definition of the tools' names and documentation
+    getattr(TaskEpisode, _name).__doc__ = _spec.docstring()

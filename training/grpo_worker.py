@@ -53,6 +53,9 @@ class WorkerResult(BaseModel):
     groups_dropped_no_variance: int = 0
     reason: str | None = None
     episodes: list[dict[str, Any]] = Field(default_factory=list)
+    step_tasks: list[list[str]] = Field(
+        default_factory=list, description="Task folders each optimizer step trained on."
+    )
 
 
 def emit(
@@ -187,25 +190,45 @@ def load_policy(job: TrainJob, device: str):
     return model, tokenizer, peft_config, kind, model_path
 
 
-def build_dataset(job: TrainJob):
-    from datasets import Dataset
+def step_plan(job: TrainJob) -> list[list[str]]:
+    """The tasks of each step (trl_grpo.plan_steps: admitted first, replay fills the rest)."""
+    from autoenvscaling.training.trl_grpo import plan_steps
 
+    hyper = job.hyper
+    return plan_steps(
+        [Path(p).resolve() for p in job.task_dirs],
+        [Path(p).resolve() for p in job.replay_task_dirs],
+        steps=hyper.steps,
+        tasks_per_step=hyper.tasks_per_step,
+        seed=hyper.seed,
+    )
+
+
+def dataset_rows(job: TrainJob) -> list[dict[str, Any]]:
+    """One row per planned (step, task) slot, in step order: the trainer reads them unshuffled,
+    `tasks_per_step` rows a step, so step i trains on exactly plan[i]."""
     from autoenvscaling.tools.task_format import load_task
     from autoenvscaling.training.episode_env import episode_prompt
 
-    rows = []
-    for task_dir in job.all_task_dirs():
-        task = load_task(task_dir)
-        rows.append(
-            {
-                "prompt": episode_prompt(task.instruction, job.system_prompt),
-                "task_dir": str(task_dir),
-                "task_name": task.name,
-            }
-        )
-    if not rows:
+    plan = step_plan(job)
+    if not any(plan):
         raise ValueError("the job has no tasks (task_dirs and replay_task_dirs are empty)")
-    return Dataset.from_list(rows)
+    tasks = {t: load_task(Path(t)) for t in dict.fromkeys(t for step in plan for t in step)}
+    return [
+        {
+            "prompt": episode_prompt(tasks[t].instruction, job.system_prompt),
+            "task_dir": t,
+            "task_name": tasks[t].name,
+        }
+        for step in plan
+        for t in step
+    ]
+
+
+def build_dataset(job: TrainJob):
+    from datasets import Dataset
+
+    return Dataset.from_list(dataset_rows(job))
 
 
 def _trainable_snapshot(model) -> dict[str, Any]:
@@ -251,6 +274,14 @@ def make_reward_func(loop, stats: GroupStats, records: list[dict[str, Any]], job
     return verifier_reward
 
 
+def _steps_of(records: list[dict[str, Any]], per_step: int) -> list[list[str]]:
+    """The distinct tasks of each step, read from the verified episodes (in generation order)."""
+    return [
+        list(dict.fromkeys(r["task_dir"] for r in records[i : i + per_step]))
+        for i in range(0, len(records), per_step)
+    ]
+
+
 def run(job: TrainJob) -> WorkerResult:
     import torch
     from transformers import TrainerCallback
@@ -268,8 +299,9 @@ def run(job: TrainJob) -> WorkerResult:
     device = _device(job)
     emit("load", job.job_id, total=hyper.steps, message=f"loading {job.base_model} on {device}")
     model, tokenizer, peft_config, kind, new_base = load_policy(job, device)
+    plan = step_plan(job)
     dataset = build_dataset(job)
-    tasks_per_step = min(hyper.tasks_per_step, len(dataset))
+    tasks_per_step = max(len(step) for step in plan)
 
     loop = EventLoop()
     episode_config = EpisodeConfig(
@@ -307,6 +339,7 @@ def run(job: TrainJob) -> WorkerResult:
         report_to="none",
         disable_tqdm=True,
         dataloader_num_workers=0,
+        shuffle_dataset=False,  # the step plan's order is the training order
     )
 
     class Progress(TrainerCallback):
@@ -353,6 +386,7 @@ def run(job: TrainJob) -> WorkerResult:
         groups_total=stats.groups_total,
         groups_dropped_no_variance=stats.groups_no_variance,
         episodes=records,
+        step_tasks=_steps_of(records, hyper.num_generations * tasks_per_step) or plan,
     )
     if stats.groups_total == 0 or stats.groups_no_variance == stats.groups_total:
         result.reason = (

@@ -36,7 +36,7 @@ _CORPUS_SEED = [
         "<tool_call></tool_call> XML tags:"
     ),
     (
-        '{"type": "function", "function": {"name": "bash", "description": "Run a shell command.", '
+        '{"type": "function", "function": {"name": "run", "description": "Run a bash command in the terminal.", '
         '"parameters": {"type": "object", "properties": {"command": {"type": "string"}}, '
         '"required": ["command"]}, "return": {"type": "string"}}}'
     ),
@@ -77,7 +77,7 @@ class TinyModelSpec(BaseModel):
         )
 
 
-def tool_call_reply(command: str, name: str = "bash") -> str:
+def tool_call_reply(command: str, name: str = "run") -> str:
     """An assistant reply in the Qwen2.5 tool-call format (what the template renders)."""
     payload = json.dumps({"name": name, "arguments": {"command": command}})
     return f"<tool_call>\n{payload}\n</tool_call>"

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import sys
 import time
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 
 from autoenvscaling.training.backend import (
@@ -39,6 +41,44 @@ OFFLINE_ENV = {
     "HARBOR_TELEMETRY": "0",
     "PYTHONUNBUFFERED": "1",
 }
+
+
+def plan_steps(
+    admitted: Sequence[Path | str],
+    replay: Sequence[Path | str],
+    *,
+    steps: int,
+    tasks_per_step: int,
+    seed: int = 0,
+) -> list[list[str]]:
+    """Which tasks each GRPO step trains on: the round's admitted tasks first, replay fills the rest.
+
+    The rule (the run report prints the plan it produced):
+    1. The `steps x tasks_per_step` slots are filled in step order.
+    2. Every admitted task takes one slot before any replay task does, in the given order; when
+       there are more admitted tasks than slots, the later ones are not trained on this round.
+    3. Replay tasks fill the remaining slots from a shuffle seeded by `seed` (the round), so
+       successive rounds rotate through the pool.
+    4. Slots still free after every task had one cycle through the same order again (admitted
+       tasks first).
+    5. A step holds a task at most once while it has other tasks left to choose from.
+    """
+    first = list(dict.fromkeys(str(Path(p)) for p in admitted))
+    rest = [t for t in dict.fromkeys(str(Path(p)) for p in replay) if t not in first]
+    random.Random(seed).shuffle(rest)
+    order = first + rest
+    slots = steps * tasks_per_step
+    queue = [order[i % len(order)] for i in range(slots)] if order else []
+    plan: list[list[str]] = []
+    pending = queue[:slots]
+    for _ in range(steps):
+        step: list[str] = []
+        while pending and len(step) < tasks_per_step:
+            # Prefer the first task this step does not hold yet (rule 5), else the next one.
+            pick = next((i for i, t in enumerate(pending) if t not in step), 0)
+            step.append(pending.pop(pick))
+        plan.append(step)
+    return plan
 
 
 class TRLGRPOBackend:
@@ -141,6 +181,7 @@ class TRLGRPOBackend:
             )
         worker = json.loads(result_path.read_text())
         metrics = dict(worker.get("metrics") or {})
+        metrics["step_tasks"] = worker.get("step_tasks") or []
         result = TrainResult(
             job_id=job.job_id,
             metrics=metrics,
@@ -151,7 +192,9 @@ class TRLGRPOBackend:
             log_path=log_path,
         )
         if worker.get("weights_dir"):
-            manifest_metrics = {k: v for k, v in metrics.items() if k != "log_history"}
+            manifest_metrics = {
+                k: v for k, v in metrics.items() if k not in ("log_history", "step_tasks")
+            }
             manifest_metrics.update(
                 groups_total=result.groups_total,
                 groups_dropped_no_variance=result.groups_dropped_no_variance,

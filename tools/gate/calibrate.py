@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from autoenvscaling.tools.gate.config import GateConfig, StageName
-from autoenvscaling.tools.gate.harness import failure, gate_trial
+from autoenvscaling.tools.gate.harness import TrialFailure, failure, gate_trial
 from autoenvscaling.tools.gate.results import StageResult
 from autoenvscaling.tools.trials import TrialOutcome
 
@@ -49,18 +49,34 @@ async def calibrate(task: Path, config: GateConfig, prior: Prior) -> StageResult
             "calibrate", "no solver configured (GateConfig.solver): calibration not run"
         )
     outcomes = await _rollouts(task, config, 0, config.calibration_rollouts)
-    mean = _mean(outcomes)
+    mean = _mean(_valid(outcomes))
     if near_edge(mean, config) and config.calibration_rollouts_near_edge > len(outcomes):
         extra = config.calibration_rollouts_near_edge - len(outcomes)
         outcomes += await _rollouts(task, config, len(outcomes), extra)
-    broken = [f for o in outcomes if (f := failure(o)) is not None and not f.task_fault]
-    if broken:  # an unreachable model or a dead sandbox says nothing about the task
+    # An unreachable model or a dead sandbox says nothing about the task: such rollouts are
+    # left out, and with too few left the stage cannot judge (an infrastructure result).
+    valid = _valid(outcomes)
+    attempts = [
+        {
+            "attempt_id": o.agent_metadata.get("attempt_id"),
+            "reward": None if infrastructure_failure(o) else o.reward,
+            "infrastructure": infrastructure_failure(o) is not None,
+            "error": o.agent_metadata.get("error") or o.error,
+        }
+        for o in outcomes
+    ]
+    needed = min_valid_rollouts(config)
+    if len(valid) < needed:
+        broken = [f for o in outcomes if (f := infrastructure_failure(o)) is not None]
         return StageResult.infrastructure(
             "calibrate",
-            f"{len(broken)} of {len(outcomes)} solver rollouts failed: {broken[0].describe()}",
+            f"only {len(valid)} of {len(outcomes)} solver rollouts finished (at least {needed} "
+            f"needed); the rest failed outside the task: {broken[0].describe()}",
             rewards=[o.reward for o in outcomes],
+            attempts=attempts,
+            infrastructure_errors=len(outcomes) - len(valid),
         )
-    rewards = [o.reward if o.reward is not None else 0.0 for o in outcomes]
+    rewards = [o.reward if o.reward is not None else 0.0 for o in valid]
     mean = sum(rewards) / len(rewards)
     low, high = config.band
     details = {
@@ -69,7 +85,9 @@ async def calibrate(task: Path, config: GateConfig, prior: Prior) -> StageResult
         "mean": mean,
         "rollouts": len(rewards),
         "band": [low, high],
-        "errors": [o.error for o in outcomes if o.error],
+        "errors": [o.error for o in valid if o.error],
+        "infrastructure_errors": len(outcomes) - len(valid),
+        "attempts": attempts,
     }
     shown = ", ".join(f"{r:g}" for r in rewards)
     if mean > high:
@@ -104,6 +122,30 @@ async def calibrate(task: Path, config: GateConfig, prior: Prior) -> StageResult
         reason=f"solver mean reward {mean:.2f} over {len(rewards)} rollouts ({shown}) is in "
         f"[{low:g}, {high:g}]",
     )
+
+
+def infrastructure_failure(outcome: TrialOutcome) -> TrialFailure | None:
+    """Why a rollout failed outside the task (the solver's model, the sandbox), or None."""
+    meta = outcome.agent_metadata
+    if meta.get("stop_reason") == "error":  # the model call failed after its retries
+        return TrialFailure(
+            task_fault=False,
+            exception="ModelCallFailed",
+            message=str(meta.get("error") or ""),
+            advice="the solver's model endpoint failed (refused, 5xx, timeout)",
+        )
+    found = failure(outcome)
+    return found if found is not None and not found.task_fault else None
+
+
+def _valid(outcomes: list[TrialOutcome]) -> list[TrialOutcome]:
+    return [o for o in outcomes if infrastructure_failure(o) is None]
+
+
+def min_valid_rollouts(config: GateConfig) -> int:
+    """Rollouts that must finish before the mean is judged: half the planned ones, at least 2
+    (a single reward cannot show variance)."""
+    return min(config.calibration_rollouts, max(2, (config.calibration_rollouts + 1) // 2))
 
 
 def _mean(outcomes: list[TrialOutcome]) -> float:

@@ -11,9 +11,16 @@ from pathlib import Path
 from autoenvscaling.tools.gate.anti_cheat import anti_cheat
 from autoenvscaling.tools.gate.calibrate import calibrate
 from autoenvscaling.tools.gate.config import STAGES, GateConfig, StageName
-from autoenvscaling.tools.gate.results import StageResult, Verdict, make_verdict
-from autoenvscaling.tools.gate.static_stages import decontam, dedup, lint
+from autoenvscaling.tools.gate.decontam import decontam
+from autoenvscaling.tools.gate.results import (
+    REWARD_VALIDATION_FAILED,
+    StageResult,
+    Verdict,
+    make_verdict,
+)
+from autoenvscaling.tools.gate.static_stages import dedup, lint
 from autoenvscaling.tools.gate.trial_stages import build, nop, oracle, repeat
+from autoenvscaling.tools.snapshot import content_hash
 
 StageFn = Callable[[Path, GateConfig, Mapping[StageName, StageResult]], Awaitable[StageResult]]
 
@@ -65,6 +72,7 @@ async def validate_task(
     """
     config = (config or GateConfig()).with_skip(*skip)
     task = Path(task_dir).resolve()
+    checked = content_hash(task) if task.is_dir() else None
     results: dict[StageName, StageResult] = {}
     for stage in STAGES:
         result = await run_stage(stage, task, config, results)
@@ -73,4 +81,18 @@ async def validate_task(
             on_stage(result)
         if not result.passed:
             break
-    return make_verdict(task, list(results.values()), backend=config.backend)
+    verdict = make_verdict(task, list(results.values()), backend=config.backend)
+    after = content_hash(task) if task.is_dir() else None
+    if checked != after:
+        # The folder changed under the gate: the stages judged a mix of versions.
+        return verdict.model_copy(
+            update={
+                "admitted": False,
+                "proposer_reward": REWARD_VALIDATION_FAILED,
+                "content_hash": after,
+                "reason": "the task folder changed while the gate checked it "
+                f"({checked} before, {after} after): nothing checked can be admitted; "
+                "do not modify the task after you submit it",
+            }
+        )
+    return verdict.model_copy(update={"content_hash": checked})

@@ -16,6 +16,8 @@ REWARD_CALIBRATION_FAILED = -0.25
 REWARD_VALIDATION_FAILED = -1.0
 
 EXCERPT_CHARS = 1500
+#: `StageResult.details["status"]` of a stage that had nothing configured to check against.
+NOT_CONFIGURED_STATUS = "not_configured"
 
 
 def excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
@@ -65,6 +67,14 @@ class Verdict(BaseModel):
         default_factory=list, description="Every stage run, in order."
     )
     skipped: list[StageName] = Field(default_factory=list)
+    not_configured: list[StageName] = Field(
+        default_factory=list,
+        description="Stages that did not run because nothing was configured to check against "
+        "(decontam without a held-out benchmark): the task was admitted WITHOUT these checks.",
+    )
+    content_hash: str | None = Field(
+        None, description="sha256 over every file of the task folder the stages checked."
+    )
     duration_sec: float = 0.0
     backend: str = ""
 
@@ -87,13 +97,20 @@ def make_verdict(task: Path | str, results: Sequence[StageResult], *, backend: s
         "task_name": task.name,
         "stages": ordered,
         "skipped": [r.stage for r in ordered if r.skipped],
+        "not_configured": [
+            r.stage for r in ordered if r.details.get("status") == NOT_CONFIGURED_STATUS
+        ],
         "duration_sec": round(sum(r.duration_sec for r in ordered), 3),
         "backend": backend,
     }
     failed = next((r for r in ordered if not r.passed), None)
     if failed is None:
         ran = [r.stage for r in ordered if not r.skipped]
-        note = f"; skipped: {', '.join(common['skipped'])}" if common["skipped"] else ""
+        unchecked = common["not_configured"]
+        skipped = [s for s in common["skipped"] if s not in unchecked]
+        note = f"; skipped: {', '.join(skipped)}" if skipped else ""
+        if unchecked:
+            note += f"; NOT RUN (not configured): {', '.join(unchecked)}"
         missing = [s for s in STAGES if s not in {r.stage for r in ordered}]
         if missing:  # a partial run (e.g. a caller stopped early) admits nothing
             return Verdict(

@@ -1,5 +1,5 @@
-"""The stages that read files only: `lint`, `decontam` (13-gram overlap with held-out
-instructions) and `dedup` (MinHash near-duplicates of pool tasks)."""
+"""The stages that read files only: `lint` and `dedup` (MinHash near-duplicates of pool tasks).
+`decontam` (13-gram overlap with a held-out benchmark) lives in tools/gate/decontam.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from autoenvscaling.tools.gate.config import GateConfig, StageName
 from autoenvscaling.tools.gate.results import StageResult, excerpt
 from autoenvscaling.tools.lint import lint_task
-from autoenvscaling.tools.similarity import DedupIndex, HeldoutIndex, load_heldout
+from autoenvscaling.tools.similarity import DedupIndex
 from autoenvscaling.tools.task_format import TaskFormatError, load_pool, load_task
 
 Prior = Mapping[StageName, StageResult]
@@ -40,61 +40,12 @@ async def lint(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     )
 
 
-# --------------------------------------------------------------------------- decontam
-
-
 def _fingerprint(path: Path) -> tuple[str, float]:
     """A cache key that changes when files are added to or removed from a folder."""
     try:
         return str(path.resolve()), path.stat().st_mtime
     except OSError:
         return str(path), -1.0
-
-
-@lru_cache(maxsize=8)
-def _heldout_index(keys: tuple[tuple[str, float], ...], n: int) -> HeldoutIndex:
-    texts: dict[str, str] = {}
-    for folder, _ in keys:
-        for key, text in load_heldout(folder).items():
-            texts[f"{Path(folder).name}/{key}"] = text
-    return HeldoutIndex(texts, n)
-
-
-async def decontam(task: Path, config: GateConfig, prior: Prior) -> StageResult:
-    if not config.heldout_dirs:
-        return StageResult.skip("decontam", "no held-out set configured (GateConfig.heldout_dirs)")
-    missing = [str(d) for d in config.heldout_dirs if not d.exists()]
-    if missing:
-        return StageResult.infrastructure(
-            "decontam", f"held-out folder(s) {missing} do not exist; fix GateConfig.heldout_dirs"
-        )
-    keys = tuple(_fingerprint(d) for d in config.heldout_dirs)
-    index = await asyncio.to_thread(_heldout_index, keys, config.ngram)
-    instruction = load_task(task).instruction
-    matches = index.overlap(instruction)
-    details = {
-        "heldout_items": index.size,
-        "n": config.ngram,
-        "matches": [m.model_dump() for m in matches[:10]],
-    }
-    if not matches:
-        return StageResult(
-            stage="decontam",
-            passed=True,
-            details=details,
-            reason=f"no {config.ngram}-gram shared with {index.size} held-out instructions",
-        )
-    top = matches[0]
-    others = f" and {len(matches) - 1} more held-out item(s)" if len(matches) > 1 else ""
-    return StageResult(
-        stage="decontam",
-        passed=False,
-        details=details,
-        reason=f"instruction.md shares {top.shared} {config.ngram}-gram(s) with the held-out "
-        f'task {top.heldout}{others}, e.g. "{top.ngram}": reword the instruction in your own '
-        "words (a held-out benchmark must not leak into training tasks)",
-        excerpt=top.ngram,
-    )
 
 
 # --------------------------------------------------------------------------- dedup

@@ -1,0 +1,192 @@
+"""Resume rebinds live resources: the endpoint comes from the running process, and the policy the
+saved graph state names is loaded again into the new server under the same name.
+
+The fast tests use the vLLM stand-in (a real HTTP server with vLLM's routes); the long one kills a
+real embedded (llama.cpp) run with SIGKILL after its adapter swap and resumes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autoenvscaling.graphs.flywheel import FlywheelContext, _role_model
+from autoenvscaling.graphs.flywheel_roles import rebind_policy
+from autoenvscaling.graphs.models import Policy
+from autoenvscaling.tools.run_dir import RunDir
+from autoenvscaling.training.checkpoints import CheckpointRegistry
+from autoenvscaling.training.policy import PolicySwapError
+from autoenvscaling.training.vllm_server import VLLMPolicyServer
+
+from .conftest import REPO
+from .test_training_vllm_contract import BASE, FakeVLLM, Served, _ask
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _published(run: RunDir, tmp_path: Path):
+    weights = tmp_path / "adapter"
+    weights.mkdir()
+    (weights / "adapter_config.json").write_text("{}")
+    return CheckpointRegistry(run.checkpoints).publish(weights, base_model=BASE, kind="lora")
+
+
+async def test_resume_loads_the_saved_policy_into_a_new_server(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    run.checkpoints.mkdir(parents=True)
+    ckpt = _published(run, tmp_path)
+    # The first process swapped the adapter in and checkpointed the policy in graph state...
+    with Served(FakeVLLM(runtime_lora=True, dev_mode=False)) as first:
+        ref = await VLLMPolicyServer(first.base_url, BASE).activate(ckpt)
+        saved = Policy(
+            model=f"openai:{ref.model}",
+            base_url=first.base_url,
+            checkpoint_id=ckpt.id,
+            version=ckpt.id,
+        )
+    # ...then died with its server. The resumed process has a new server on a new port.
+    with Served(FakeVLLM(runtime_lora=True, dev_mode=False)) as second:
+        ctx = FlywheelContext(
+            run_dir=str(run.root),
+            policy_server="vllm",
+            policy_base_url=second.base_url,
+            base_model=BASE,
+        )
+        assert ckpt.id not in await VLLMPolicyServer(second.base_url, BASE).served_models()
+        assert await rebind_policy(ctx, run, saved.model_dump()) == ckpt.id
+        assert ckpt.id in await VLLMPolicyServer(second.base_url, BASE).served_models()
+        # Both roles call the live endpoint (not the dead one in state) with the saved name.
+        for role in ("proposer", "solver"):
+            model = _role_model(ctx, saved, role)
+            assert (model.model, model.base_url) == (saved.model, second.base_url)
+        assert _ask(model.model_copy(update={"model": ckpt.id})) == f"weights={ckpt.path}"
+
+
+async def test_resume_refuses_a_policy_no_server_can_load(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    run.checkpoints.mkdir(parents=True)
+    ckpt = _published(run, tmp_path)
+    saved = Policy(model=f"openai:{ckpt.id}", checkpoint_id=ckpt.id, version=ckpt.id)
+    ctx = FlywheelContext(run_dir=str(run.root), policy_server="none")
+    with pytest.raises(PolicySwapError, match="no policy server"):
+        await rebind_policy(ctx, run, saved.model_dump())
+    # The base model needs nothing loaded.
+    assert await rebind_policy(ctx, run, Policy().model_dump()) is None
+
+
+# -- the long one: kill -9 of a default (embedded) run after its swap, then --resume ------------
+
+DRIVER = r"""
+import asyncio, json, sys
+from pathlib import Path
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from autoenvscaling.graphs import flywheel_roles
+from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
+from autoenvscaling.tools.run_dir import RunDir
+
+args = json.loads(sys.argv[1])
+
+async def main():
+    try:
+        values = await flywheel_roles.embedded_defaults(
+            model_path=Path(args["gguf"]), base_model=Path(args["hf"])
+        )
+        print("SERVING", values["policy_base_url"], flush=True)
+        ctx = FlywheelContext(**{**values, **args["ctx"]})
+        async with AsyncSqliteSaver.from_conn_string(args["db"]) as saver:
+            graph = build_flywheel(checkpointer=saver)
+            config = {"configurable": {"thread_id": "t"}, "recursion_limit": 500}
+            if args["resume"]:
+                state = await graph.aget_state(config)
+                name = await flywheel_roles.rebind_policy(
+                    ctx, RunDir(Path(ctx.run_dir)), state.values.get("policy")
+                )
+                print("REBOUND", name, flush=True)
+            final = await graph.ainvoke(None if args["resume"] else {"rounds": 2}, config, context=ctx)
+            served = await flywheel_roles._SERVERS["embedded"].served_models()
+            print("FINAL", json.dumps({"policy": final["policy"], "served": served,
+                                       "rounds": [m["round"] for m in final["metrics"]]}), flush=True)
+    finally:
+        await flywheel_roles.shutdown_servers()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.long
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_kill_after_swap_then_resume_serves_the_adapter(engine_ready, tmp_path):
+    pytest.importorskip("llama_cpp")
+    from .test_embedded_round import TOUCH_TASK, _write, warmed_model
+
+    hf, gguf = warmed_model(tmp_path / "warm")
+    seed = _write(tmp_path / "seed" / "touch-done", TOUCH_TASK).parent
+    run_dir = tmp_path / "run"
+    ctx = {
+        "run_dir": str(run_dir),
+        "rounds": 2,
+        "proposals": 1,
+        "seed_dir": str(seed),
+        "calibrate": False,
+        "proposer_max_turns": 2,
+        "arm": "error_feedback",
+        "max_revisions": 0,
+        "solver_max_turns": 2,
+        "max_tokens": 128,
+        "refresh_attempts": 1,
+        "baseline_tasks": 1,
+        "train_steps": 1,
+        "num_generations": 4,
+        "band_low": 0.0,
+        "band_high": 1.0,
+    }
+    common = {"gguf": str(gguf), "hf": str(hf), "db": str(run_dir / "graph.sqlite"), "ctx": ctx}
+    env = {**os.environ, "HARBOR_TELEMETRY": "0", "PYTHONPATH": str(REPO)}
+    run_dir.mkdir()
+    first = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, json.dumps({**common, "resume": False})],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lineage = run_dir / "manifest.json"
+    deadline = time.monotonic() + 2400
+    swapped = None
+    while time.monotonic() < deadline and first.poll() is None:
+        if lineage.exists():
+            entries = json.loads(lineage.read_text()).get("policy_lineage") or []
+            if entries:
+                swapped = entries[-1]["checkpoint"]
+                # Round 2 has begun (its baseline/inspect) once round 1's report exists.
+                if (run_dir / "reports" / "round-01.md").exists():
+                    break
+        time.sleep(2)
+    assert swapped, "round 1 never published and swapped a checkpoint"
+    os.killpg(first.pid, signal.SIGKILL)  # the run and its llama.cpp server, like an OOM kill
+    first.wait()
+    second = subprocess.run(
+        [sys.executable, "-c", DRIVER, json.dumps({**common, "resume": True})],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2400,
+    )
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    lines = second.stdout.splitlines()
+    assert f"REBOUND {swapped}" in lines or any(line.startswith("REBOUND ") for line in lines), (
+        second.stdout[-2000:]
+    )
+    final = json.loads(next(line for line in lines if line.startswith("FINAL "))[6:])
+    assert final["rounds"][-1] == 2
+    checkpoint = final["policy"]["checkpoint_id"]
+    assert checkpoint and checkpoint in final["served"]
