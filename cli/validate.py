@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,25 +17,38 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autoenvscaling.tools.progress import TaskProgress
+
 validate_app = typer.Typer(no_args_is_help=True)
 console = Console(stderr=True)
 
 
-def _progress(event: dict[str, Any]) -> None:
-    name = escape(Path(event["task"]).name)
-    if event["event"] == "stage":
-        if event["skipped"]:
-            mark = "[dim]skipped[/]"
-        elif event["passed"]:
-            mark = "[green]ok[/]"
-        else:
-            mark = "[yellow]infra[/]" if event["infrastructure_error"] else "[red]failed[/]"
-        console.print(f"  {name}: {event['stage']} {mark} ({event['duration_sec']:.1f} s)")
-    elif event["event"] == "verdict":
-        verdict = (
-            "[green]admitted[/]" if event["admitted"] else f"[red]rejected[/] ({event['stage']})"
-        )
-        console.print(f"\\[{event['index'] + 1}/{event['total']}] {name}: {verdict}")
+def _progress(bar: TaskProgress, quiet: bool) -> Callable[[dict[str, Any]], None]:
+    def on_event(event: dict[str, Any]) -> None:
+        name = escape(Path(event["task"]).name)
+        if event["event"] == "stage":
+            bar.status(f"{name}: {event['stage']}")
+            if quiet:
+                return
+            if event["skipped"]:
+                mark = "[dim]skipped[/]"
+            elif event["passed"]:
+                mark = "[green]ok[/]"
+            else:
+                mark = "[yellow]infra[/]" if event["infrastructure_error"] else "[red]failed[/]"
+            bar.print(f"  {name}: {event['stage']} {mark} ({event['duration_sec']:.1f} s)")
+        elif event["event"] == "verdict":
+            bar.advance()
+            if quiet:
+                return
+            verdict = (
+                "[green]admitted[/]"
+                if event["admitted"]
+                else f"[red]rejected[/] ({event['stage']})"
+            )
+            bar.print(f"\\[{event['index'] + 1}/{event['total']}] {name}: {verdict}")
+
+    return on_event
 
 
 @validate_app.command("validate")
@@ -83,7 +97,8 @@ def validate(
         ).with_skip(*(skip or []))
     except (ValidationError, ValueError) as exc:
         raise typer.BadParameter(str(exc)) from None
-    verdicts = asyncio.run(validate_batch(tasks, config, on_event=_progress))
+    with TaskProgress("validate", total=len(tasks), quiet=as_json, console=console) as bar:
+        verdicts = asyncio.run(validate_batch(tasks, config, on_event=_progress(bar, as_json)))
     if as_json:
         rows = [
             {

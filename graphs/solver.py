@@ -203,6 +203,7 @@ async def solve_task(
                     "trial_dir": trial.trial_dir,
                     "stop_reason": meta.get("stop_reason"),
                     "backend": backend,
+                    "model": settings.model.model,  # which model answered
                     "verifier_output": trial.verifier_output[-1500:],
                 },
             )
