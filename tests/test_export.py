@@ -40,7 +40,7 @@ async def _scripted_run(tmp_path: Path) -> Path:
         seed_dir=str(seed),
         train=False,
         max_revisions=1,
-        refresh_attempts=1,
+        refresh_attempts=2,
         calibration_rollouts=4,
         solver_max_turns=3,
         proposer_max_turns=4,
@@ -99,7 +99,10 @@ async def test_exported_pool_runs_under_harbor_and_cards_match_verdicts(bwrap_re
 
     run = await _scripted_run(tmp_path)
     out = tmp_path / "dataset"
-    result = CliRunner().invoke(app, ["export", "pool", str(run), "--out", str(out), "--json"])
+    # Refresh may retire a task the scripted solver finds too easy; export the whole pool.
+    result = CliRunner().invoke(
+        app, ["export", "pool", str(run), "--out", str(out), "--include-retired", "--json"]
+    )
     assert result.exit_code == 0, result.output
     exported = json.loads(result.stdout)
 
@@ -137,7 +140,11 @@ async def test_exported_pool_runs_under_harbor_and_cards_match_verdicts(bwrap_re
     assert card.oracle_reward == details["oracle"]["reward"] == 1.0
     assert card.nop_reward == details["nop"]["reward"] == 0.0
     assert card.determinism_rewards == details["repeat"]["rewards"]
-    assert card.anti_cheat and all(r is None or r < 0.5 for r in card.anti_cheat.values())
+    probes = card.anti_cheat
+    assert probes["leak"].leaks == 0 and probes["leak"].files_scanned
+    assert probes["forge"].reward == details["anti_cheat"]["forge"]["reward"] == 0.0
+    tampers = [p for name, p in probes.items() if name != "leak"]
+    assert tampers and all(p.reward is not None and p.reward < 0.5 for p in tampers)
     assert card.calibration is not None
     assert card.calibration.pass_rate == details["calibrate"]["mean"] == 0.5
     assert card.nearest is not None and card.nearest.task == "word-count"

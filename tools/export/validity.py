@@ -43,6 +43,15 @@ class Proposal(BaseModel):
     revisions: int | None = None
 
 
+class Probe(BaseModel):
+    """One anti-cheat probe: a tamper probe's reward (must stay below the nop threshold), or
+    what the leak scan found (must be nothing)."""
+
+    reward: float | None = Field(None, description="The probe trial's reward.")
+    leaks: int | None = Field(None, description="Answers found readable (leak scan only).")
+    files_scanned: int | None = None
+
+
 class Calibration(BaseModel):
     pass_rate: float | None = Field(description="Mean solver reward over the rollouts.")
     rewards: list[float] = Field(default_factory=list)
@@ -85,8 +94,8 @@ class ValidityCard(BaseModel):
     determinism_rewards: list[float | None] = Field(
         default_factory=list, description="Every oracle reward (first run and reruns)."
     )
-    anti_cheat: dict[str, float | None] = Field(
-        default_factory=dict, description="Probe name -> reward it scored (below nop threshold)."
+    anti_cheat: dict[str, Probe] = Field(
+        default_factory=dict, description="Every anti-cheat probe the gate ran, by name."
     )
     calibration: Calibration | None = None
     decontamination: Decontamination | None = None
@@ -113,7 +122,7 @@ def merged_stages(admission: Verdict, precheck: Verdict | None) -> list[StageLin
     lines = []
     for result in admission.stages:
         where: Literal["proposer", "admission"] = "admission"
-        if result.skipped and result.stage in early and not early[result.stage].skipped:
+        if result.skipped and result.stage in early:  # skipped at admission: proposer's
             result, where = early[result.stage], "proposer"
         lines.append(
             StageLine(
@@ -182,7 +191,11 @@ def build_card(
     card.nop_reward = (_details(admission, precheck, "nop") or {}).get("reward")
     cheat = _details(admission, precheck, "anti_cheat") or {}
     card.anti_cheat = {
-        probe: value.get("reward")
+        probe: Probe(
+            reward=value.get("reward"),
+            leaks=len(value["leaks"]) if isinstance(value.get("leaks"), list) else None,
+            files_scanned=value.get("files_scanned"),
+        )
         for probe, value in cheat.items()
         if isinstance(value, dict) and "reward" in value
     }
