@@ -23,6 +23,7 @@ class ResolvedModel(BaseModel):
     base_url: str | None = None
     tool_choice: str | None = None
     embedded: bool = Field(False, description="The embedded default, started for this command.")
+    label: str = Field("", description="What answered, for people and --json output.")
 
 
 @contextmanager
@@ -31,7 +32,8 @@ def model_or_embedded(
 ) -> Iterator[ResolvedModel]:
     """The user's model, or the embedded default running for the duration of the block."""
     if model is not None or base_url is not None:
-        yield ResolvedModel(model=model or REMOTE_DEFAULT, base_url=base_url)
+        name = model or REMOTE_DEFAULT
+        yield ResolvedModel(model=name, base_url=base_url, label=name)
         return
     from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
     from autoenvscaling.training.embedded_setup import ensure_embedded_assets
@@ -49,6 +51,7 @@ def model_or_embedded(
             base_url=ref.base_url,
             tool_choice="auto",  # llama.cpp then constrains replies to a parseable tool call
             embedded=True,
+            label=f"embedded {assets.model_path.name} (served as openai:{ref.model})",
         )
     finally:
         server.stop()

@@ -175,11 +175,11 @@ def solve(
             run_id="cli",
         )
         if not as_json:
-            console.print(f"solver model: {resolved.model}")
+            console.print(f"solver model: {resolved.label}")
         with TaskProgress("solve", total=total, quiet=as_json, console=console) as bar:
             results = asyncio.run(run_all(bar))
     if as_json:
-        rows = [r.model_dump(mode="json") | {"model": resolved.model} for r in results]
+        rows = [r.model_dump(mode="json") | {"model": resolved.label} for r in results]
         typer.echo(json.dumps(rows, indent=2))
 
 

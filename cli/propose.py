@@ -122,7 +122,7 @@ def propose(
     with model_or_embedded(model, base_url, console) as resolved:
         settings = settings_for(resolved)
         if not as_json:
-            console.print(f"proposer model: {resolved.model}")
+            console.print(f"proposer model: {resolved.label}")
         with TaskProgress("propose", total=n, quiet=as_json, console=console) as bar:
             results = asyncio.run(run_all(bar))
     if as_json:
@@ -131,7 +131,7 @@ def propose(
                 [
                     r.model_dump(mode="json", exclude={"verdict"})
                     | {
-                        "model": resolved.model,
+                        "model": resolved.label,
                         "stage": r.verdict.stage if r.verdict else None,
                         "reason": r.verdict.reason if r.verdict else r.error,
                     }
