@@ -190,15 +190,18 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         '"before" and "after" are measured side by side in this run (see run_all.py); '
         '"issue #18" is the figure the issue reported before the fixes.',
         "",
-        "| measure | issue #18 | before | after | goal | met |",
-        "| --- | --- | --- | --- | --- | --- |",
+        f"Load average at start and end: {meta['load_start']} / {meta['load_end']} on "
+        f"{os.cpu_count()} cpus: absolute times scale with load, the before/after ratio much less.",
+        "",
+        "| measure | issue #18 | before | after | before/after | goal | met |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
         if "error" in row:
-            lines.append(f"| {row['measure']} | failed: {row['error'][:120]} | | | | |")
+            lines.append(f"| {row['measure']} | failed: {row['error'][:120]} | | | | | |")
             continue
         if "note" in row and "after" not in row:
-            lines.append(f"| {row['measure']} | | | {row['note']} | | |")
+            lines.append(f"| {row['measure']} | | | {row['note']} | | | |")
             continue
         goal = row.get("goal")
         met = (
@@ -207,9 +210,11 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             else ("yes" if row["after"] <= goal else "no")
         )
         after = _fmt(row.get("after")) + (f" ({row['note']})" if row.get("note") else "")
+        before = row.get("before")
+        ratio = f"{before / row['after']:.1f}x" if before and row.get("after") else ""
         lines.append(
-            f"| {row['measure']} | {_fmt(row.get('issue'))} | {_fmt(row.get('before'))} | "
-            f"{after} | {_fmt(goal)} | {met} |"
+            f"| {row['measure']} | {_fmt(row.get('issue'))} | {_fmt(before)} | "
+            f"{after} | {ratio} | {_fmt(goal)} | {met} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -219,8 +224,11 @@ def main() -> None:
     parser.add_argument("--sandbox", action="store_true", help="MCP over bwrap (root needed)")
     parser.add_argument("--out", type=Path, default=HERE, help="where RESULTS.md/results.json go")
     args = parser.parse_args()
+    load_start = round(os.getloadavg()[0], 1)
     rows = [*mcp_rows(args.sandbox), *store_rows(), *dedup_rows()]
     meta = {
+        "load_start": load_start,
+        "load_end": round(os.getloadavg()[0], 1),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}",
         "mcp_transport": "bwrap sandbox" if args.sandbox else "local bash (--local)",
