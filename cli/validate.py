@@ -65,6 +65,17 @@ def validate(
         str | None,
         typer.Option("--solver", help="Solver for calibrate: oracle | nop | module:Class."),
     ] = None,
+    calibrate_policy: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate-policy",
+            help="Calibrate with our solver agent on --model (default: the embedded policy).",
+        ),
+    ] = False,
+    model: Annotated[
+        str | None, typer.Option(help="Solver model for --calibrate-policy (init_chat_model).")
+    ] = None,
+    base_url: Annotated[str | None, typer.Option(help="Its OpenAI-compatible endpoint")] = None,
     heldout: Annotated[
         list[Path] | None,
         typer.Option("--heldout", help="Held-out benchmark folder for decontam (repeatable)."),
@@ -82,23 +93,49 @@ def validate(
     """Run the admission gate on TASKS and print one verdict per task."""
     from pydantic import ValidationError
 
+    from autoenvscaling.cli.defaults import ResolvedModel, model_or_embedded
     from autoenvscaling.graphs.validation import validate_batch
     from autoenvscaling.tools.gate import GateConfig
 
-    try:
-        config = GateConfig(
-            backend=backend,
-            repeat=repeat,
-            solver=solver,
-            heldout_dirs=heldout or [],
-            pool_dir=pool,
-            concurrency=concurrency,
-            trials_dir=trials_dir,
-        ).with_skip(*(skip or []))
-    except (ValidationError, ValueError) as exc:
-        raise typer.BadParameter(str(exc)) from None
-    with TaskProgress("validate", total=len(tasks), quiet=as_json, console=console) as bar:
-        verdicts = asyncio.run(validate_batch(tasks, config, on_event=_progress(bar, as_json)))
+    if calibrate_policy and solver:
+        raise typer.BadParameter("--calibrate-policy and --solver both name the solver; pick one")
+
+    def config_for(resolved: ResolvedModel | None) -> GateConfig:
+        common: dict[str, Any] = {
+            "backend": backend,
+            "repeat": repeat,
+            "heldout_dirs": heldout or [],
+            "pool_dir": pool,
+            "concurrency": concurrency,
+            "trials_dir": trials_dir,
+        }
+        try:
+            if resolved is None:
+                return GateConfig(solver=solver, **common).with_skip(*(skip or []))
+            from autoenvscaling.graphs.models import ModelConfig
+            from autoenvscaling.graphs.proposer import gate_config
+
+            policy = ModelConfig(
+                model=resolved.model, base_url=resolved.base_url, tool_choice=resolved.tool_choice
+            )
+            return gate_config(solver=policy, **common).with_skip(*(skip or []))
+        except (ValidationError, ValueError) as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+    def run(config: GateConfig) -> list:
+        with TaskProgress("validate", total=len(tasks), quiet=as_json, console=console) as bar:
+            return asyncio.run(validate_batch(tasks, config, on_event=_progress(bar, as_json)))
+
+    answered = None
+    if calibrate_policy and "calibrate" not in (skip or []):
+        config_for(ResolvedModel(model="check:options"))  # bad options fail before a server starts
+        with model_or_embedded(model, base_url, console) as resolved:
+            answered = resolved.label
+            if not as_json:
+                console.print(f"calibration solver model: {answered}")
+            verdicts = run(config_for(resolved))
+    else:
+        verdicts = run(config_for(None))
     if as_json:
         rows = [
             {
@@ -111,6 +148,7 @@ def validate(
                 "excerpt": v.excerpt,
                 "timings": v.timings,
                 "skipped": v.skipped,
+                "calibration_model": answered,
             }
             for v in verdicts
         ]
