@@ -75,9 +75,17 @@ def train(
     threads: Annotated[int | None, typer.Option(help="torch CPU threads in the trainer.")] = None,
     sandbox: Annotated[str, typer.Option("--sandbox", help="Engine: podman | docker.")] = "podman",
     timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
+    accelerate_config: Annotated[
+        str | None,
+        typer.Option(
+            help="Run the worker under `accelerate launch` with this config: deepspeed_zero2 | "
+            "deepspeed_zero3 | fsdp (training/configs/) or a path"
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Train the policy with GRPO on TASKS and publish a new checkpoint (if anything was learned)."""
+    from autoenvscaling.tools.progress import TaskProgress
     from autoenvscaling.training.backend import (
         TrainHyperParams,
         TrainingError,
@@ -85,7 +93,7 @@ def train(
         TrainProgress,
     )
     from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.trl_grpo import TRLGRPOBackend
+    from autoenvscaling.training.trl_grpo import AccelerateLauncher, TRLGRPOBackend
 
     reg = CheckpointRegistry(registry)
     if parent == "base":
@@ -133,13 +141,22 @@ def train(
         if event.stage == "step":
             reward = event.metrics.get("reward")
             loss = event.metrics.get("loss")
-            console.print(f"  step {event.step}/{event.total_steps}  loss={loss}  reward={reward}")
+            if event.total_steps and bar.total != event.total_steps:
+                bar.set_total(event.total_steps)
+            bar.advance(status=f"loss={loss} reward={reward}")
+            bar.print(f"  step {event.step}/{event.total_steps}  loss={loss}  reward={reward}")
         elif event.stage != "rewards":
-            console.print(f"  [{event.stage}] {event.message}")
+            bar.status(event.stage)
+            bar.print(f"  [{event.stage}] {event.message}")
 
-    backend = TRLGRPOBackend(reg, timeout_sec=timeout)
     try:
-        result = asyncio.run(backend.train(job, progress))
+        launcher = AccelerateLauncher.named(accelerate_config) if accelerate_config else None
+    except TrainingError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    backend = TRLGRPOBackend(reg, timeout_sec=timeout, launcher=launcher)
+    try:
+        with TaskProgress("train steps", total=None, quiet=as_json, console=console) as bar:
+            result = asyncio.run(backend.train(job, progress))
     except TrainingError as exc:
         console.print(f"[red]training failed[/]: {exc}")
         raise typer.Exit(1) from None

@@ -79,6 +79,12 @@ class TaskProgress:
             fields = {} if status is None else {"status": status}
             self._progress.update(self._task, advance=n, **fields)
 
+    def set_total(self, total: int) -> None:
+        """For work whose size is known only once it starts (training steps)."""
+        self.total = total
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, total=total)
+
     def status(self, text: str) -> None:
         """What is running now (a task and its stage), shown next to the count."""
         if self._progress is not None and self._task is not None:
