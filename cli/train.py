@@ -41,7 +41,12 @@ def train(
         list[Path],
         typer.Option("--tasks", "-t", exists=True, help="Task folder or pool folder (repeatable)."),
     ],
-    base: Annotated[str, typer.Option("--base", help="Base model: a local HF model folder.")],
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base", help="Base model: a local HF model folder (default: the embedded policy's)."
+        ),
+    ] = None,
     replay: Annotated[
         list[Path], typer.Option("--replay", exists=True, help="Replay tasks (folder or pool).")
     ] = [],  # noqa: B006
@@ -95,6 +100,14 @@ def train(
     from autoenvscaling.training.checkpoints import CheckpointRegistry
     from autoenvscaling.training.trl_grpo import AccelerateLauncher, TRLGRPOBackend
 
+    if base is None:  # the same embedded default as `run`, as HF weights for the trainer
+        from autoenvscaling.training.embedded_setup import (
+            ensure_embedded_assets,
+            ensure_hf_base_model,
+        )
+
+        console.print("no --base given: training the embedded default policy (SmolLM2-135M)")
+        base = str(ensure_hf_base_model(ensure_embedded_assets(with_converter=False)))
     reg = CheckpointRegistry(registry)
     if parent == "base":
         parent_ckpt = None
