@@ -141,7 +141,7 @@ def rollouts(
         fmt=fmt,  # type: ignore[arg-type]
         where=where,
         task_dirs=[run.pool, *sorted((run.root / "candidates").glob("r*"))],
-        tools=role_tool_schemas(run.rollouts) if fmt != "atif" else None,
+        tools=role_tool_schemas(run.rollouts),
     )
     if as_json:
         typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))

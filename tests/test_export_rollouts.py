@@ -79,7 +79,12 @@ def test_atif_files_validate_against_harbors_trajectory_model(tmp_path):
     from harbor.models.trajectories.trajectory import Trajectory
 
     run = _run_dir(tmp_path)
-    result = export_rollouts(run.rollouts, tmp_path / "atif", fmt="atif", task_dirs=[run.pool])
+    from autoenvscaling.cli.export import role_tool_schemas
+
+    tools = role_tool_schemas(run.rollouts)
+    result = export_rollouts(
+        run.rollouts, tmp_path / "atif", fmt="atif", task_dirs=[run.pool], tools=tools
+    )
     files = sorted((tmp_path / "atif").glob("*.trajectory.json"))
     assert result.attempts == len(files) == 4
     atif = Trajectory.model_validate_json((tmp_path / "atif" / "a1.trajectory.json").read_text())
@@ -89,6 +94,7 @@ def test_atif_files_validate_against_harbors_trajectory_model(tmp_path):
     assert call.function_name == "run" and "awk" in call.arguments["command"]
     assert atif.steps[1].observation.results[0].content == "139\n"  # type: ignore[union-attr]
     assert atif.extra and atif.extra["reward"] == 1.0
+    assert atif.agent.tool_definitions == tools["solver"]
 
 
 @pytest.mark.timeout(180)

@@ -90,7 +90,12 @@ def chat_messages(trajectory: Trajectory, instruction: str | None) -> list[dict[
     return messages
 
 
-def atif_trajectory(trajectory: Trajectory, instruction: str | None, model: str | None) -> Any:
+def atif_trajectory(
+    trajectory: Trajectory,
+    instruction: str | None,
+    model: str | None,
+    tools: Sequence[dict[str, Any]] = (),
+) -> Any:
     """The attempt as Harbor's ATIF `Trajectory` (validated on construction)."""
     from harbor.models.trajectories.agent import Agent
     from harbor.models.trajectories.final_metrics import FinalMetrics
@@ -141,7 +146,12 @@ def atif_trajectory(trajectory: Trajectory, instruction: str | None, model: str 
     return Atif(
         session_id=attempt.run_id or attempt.id,
         trajectory_id=attempt.id,
-        agent=Agent(name=AGENT_NAME, version=attempt.policy_version or "base", model_name=model),
+        agent=Agent(
+            name=AGENT_NAME,
+            version=attempt.policy_version or "base",
+            model_name=model,
+            tool_definitions=list(tools) or None,
+        ),
         steps=steps,
         final_metrics=FinalMetrics(
             total_prompt_tokens=attempt.prompt_tokens,
@@ -217,6 +227,7 @@ def export_rollouts(
                     trajectory,
                     _instruction(task_dirs, attempt.task_id),
                     attempt.metadata.get("model"),
+                    tools.get(attempt.role, ()),
                 )
                 path = out / f"{attempt.id}.trajectory.json"
                 path.write_text(json.dumps(atif.to_json_dict(), indent=2, ensure_ascii=False))
