@@ -216,7 +216,28 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"| {row['measure']} | {_fmt(row.get('issue'))} | {_fmt(before)} | "
             f"{after} | {ratio} | {_fmt(goal)} | {met} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + CAUSES
+
+
+#: What the profiles showed (issue #18); the table above re-measures the effect of each fix.
+CAUSES = """
+## Causes found by profiling, and the fixes
+
+- **MCP call overhead**: cProfile over 100 in-memory `run("true")` calls: `jsonschema.validate`
+  took 88% of the time (19 of 22 ms a call), 97% of it in `check_schema` — mcp 1.x re-checks the
+  tool's schema against the JSON-Schema metaschema and builds a new validator on every call
+  (server output, client output). Fix: mcp_servers/schema_cache.py, one checked validator per
+  schema (same verdicts; mcp 2 does this itself). Not the transport: stdio and HTTP paid it too.
+- **Store search**: timing query variants on 110k steps: bm25 ranking of all 50k matches of a
+  common phrase took ~120 ms, snippets and the join almost nothing (`LIMIT 20` alone: <1 ms).
+  Fix: rank only the newest 5,000 matches per table (a rowid range FTS5 applies inside its
+  cursor); rare terms are still ranked over every match.
+- **Dedup memory**: `MinHash.update_batch` over every shingle of the text at once allocates a
+  shingles x 128 uint64 matrix (+ the shingle set): 3.2 GB for 21 MB. Fix: shingles streamed in
+  batches of 2,048 (a minimum ignores repeats, so the hash values are identical).
+- Not done: GRPO worker memory, set-up time (pip caches, prebuilt wheels) and the gate-vs-Harbor
+  ratio (benchmarks/bench_gate.py, not part of this run).
+"""
 
 
 def main() -> None:
