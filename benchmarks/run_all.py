@@ -1,7 +1,7 @@
 """Run the project's benchmarks and write one table: benchmarks/RESULTS.md and results.json.
 
     .venv/bin/python benchmarks/run_all.py            # (make bench) ~2-4 min on 2 cores
-    .venv/bin/python benchmarks/run_all.py --sandbox  # MCP over a bwrap sandbox: + stdio, HTTP
+    .venv/bin/python benchmarks/run_all.py --sandbox  # MCP over a container sandbox: + stdio, HTTP
 
 Every "before" and "after" in the table is measured in the same run on the same machine: the MCP
 benchmark runs once with mcp's own per-call schema validation (AUTOENVSCALING_MCP_SCHEMA_CACHE=0)
@@ -242,7 +242,9 @@ CAUSES = """
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sandbox", action="store_true", help="MCP over bwrap (root needed)")
+    parser.add_argument(
+        "--sandbox", action="store_true", help="MCP over a podman sandbox (make bases first)"
+    )
     parser.add_argument("--out", type=Path, default=HERE, help="where RESULTS.md/results.json go")
     args = parser.parse_args()
     load_start = round(os.getloadavg()[0], 1)
@@ -252,7 +254,7 @@ def main() -> None:
         "load_end": round(os.getloadavg()[0], 1),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}",
-        "mcp_transport": "bwrap sandbox" if args.sandbox else "local bash (--local)",
+        "mcp_transport": "podman sandbox" if args.sandbox else "local bash (--local)",
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))

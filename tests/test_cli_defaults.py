@@ -16,7 +16,7 @@ from .flywheel_policy import shared_policy
 
 
 @pytest.mark.timeout(600)
-def test_validate_calibrates_with_the_policy_and_names_it(bwrap_ready):
+def test_validate_calibrates_with_the_policy_and_names_it(engine_ready):
     model = register("calibration-policy", shared_policy())
     skips = [a for s in ("repeat", "anti_cheat", "decontam", "dedup") for a in ("--skip", s)]
     result = CliRunner().invoke(

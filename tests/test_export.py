@@ -24,7 +24,7 @@ from autoenvscaling.tools.trials import ENVIRONMENTS
 from .conftest import FIXTURES
 from .flywheel_policy import shared_policy
 
-BACKEND = "bwrap"
+BACKEND = "podman"  # the default engine
 
 
 async def _scripted_run(tmp_path: Path) -> Path:
@@ -91,7 +91,7 @@ def _harbor_rewards(dataset: Path, jobs: Path) -> dict[str, float | None]:
 
 
 @pytest.mark.timeout(900)
-async def test_exported_pool_runs_under_harbor_and_cards_match_verdicts(bwrap_ready, tmp_path):
+async def test_exported_pool_runs_under_harbor_and_cards_match_verdicts(engine_ready, tmp_path):
     from harbor.models.dataset.manifest import DatasetManifest
     from harbor.publisher.packager import Packager
 

@@ -43,8 +43,8 @@ def test_cloud_type_config_passes_harbors_options_through(kind, tmp_path):
 
 
 def test_our_backends_keep_their_import_path_and_bad_names_explain():
-    ours = environment_config("bwrap", {"override_memory_mb": 512}, ours=ENVIRONMENTS)
-    assert ours.import_path == ENVIRONMENTS["bwrap"]["import_path"] and ours.type is None
+    ours = environment_config("podman", {"override_memory_mb": 512}, ours=ENVIRONMENTS)
+    assert ours.import_path == ENVIRONMENTS["podman"]["import_path"] and ours.type is None
     assert ours.override_memory_mb == 512
     with pytest.raises(HarborBackendError, match="daytona"):
         environment_config("harbor:dayton", ours=ENVIRONMENTS)
