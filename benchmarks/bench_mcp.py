@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import socket
 import statistics
@@ -19,6 +20,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -101,6 +103,7 @@ async def main() -> None:
     parser.add_argument(
         "--local", action="store_true", help="local bash instead of a podman sandbox"
     )
+    parser.add_argument("--json", type=Path, help="also write the p50s here (benchmarks/run_all)")
     args = parser.parse_args()
     n = args.calls
     results: dict[str, list[float]] = {}
@@ -180,6 +183,9 @@ async def main() -> None:
         overhead = "" if name.startswith("filesystem") else f"+{p50 - base:.2f} ms"
         table.add_row(name, f"{p50:.2f}", f"{p95:.2f}", f"{statistics.fmean(times):.2f}", overhead)
     Console().print(table)
+    if args.json:
+        rows = {name: round(statistics.median(times), 3) for name, times in results.items()}
+        args.json.write_text(json.dumps({"p50_ms": rows, "direct_ms": round(base, 3)}, indent=2))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import random
 import statistics
@@ -118,6 +119,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000, help="attempts per bulk transaction")
     parser.add_argument("--writers", type=int, default=4, help="processes in the concurrent test")
     parser.add_argument("--db", type=Path, help="database file (default: a temporary one)")
+    parser.add_argument("--json", type=Path, help="also write the timings here (run_all)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -219,6 +221,10 @@ def main() -> None:
                 "search('undefined reference'): in most steps",
                 lambda: store.search("undefined reference"),
             ),
+            (
+                "  same search, ranking every match (the query before #18)",
+                lambda: _old_search(store, '"undefined" "reference"'),
+            ),
             ("trajectory(one attempt)", lambda: store.trajectory("a0")),
             ("list_attempts(task_id=..., limit=50)", lambda: store.list_attempts(task_id="task7")),
         ):
@@ -232,6 +238,35 @@ def main() -> None:
     for row in rows:
         table.add_row(*row)
     Console().print(table)
+    if args.json:
+        args.json.write_text(json.dumps({label: value for label, value, _ in rows}, indent=2))
+
+
+def _old_search(store: RolloutStore, query: str, limit: int = 20) -> list:
+    """The search query before #18: bm25 and snippet computed for every match."""
+    with store._read() as conn:
+        return conn.execute(
+            """
+            SELECT * FROM (
+                SELECT s.attempt_id, s.idx AS step_index, 'tool_output' AS kind,
+                       snippet(steps_fts, 0, '[', ']', ' … ', 24) AS snippet,
+                       bm25(steps_fts) AS rank
+                FROM steps_fts JOIN steps s ON s.seq = steps_fts.rowid
+                WHERE steps_fts MATCH ?
+                ORDER BY rank LIMIT ?
+            )
+            UNION ALL
+            SELECT * FROM (
+                SELECT a.id, NULL, 'error',
+                       snippet(attempts_fts, 0, '[', ']', ' … ', 24), bm25(attempts_fts)
+                FROM attempts_fts JOIN attempts a ON a.seq = attempts_fts.rowid
+                WHERE attempts_fts MATCH ?
+                ORDER BY bm25(attempts_fts) LIMIT ?
+            )
+            ORDER BY rank LIMIT ?
+            """,
+            (query, limit, query, limit, limit),
+        ).fetchall()
 
 
 if __name__ == "__main__":

@@ -28,7 +28,14 @@ app = typer.Typer(
 )
 console = Console(stderr=True)
 
-BackendOpt = Annotated[str, typer.Option("--backend", "-b", help="podman | docker | harbor-docker")]
+BackendOpt = Annotated[
+    str,
+    typer.Option(
+        "--backend",
+        "-b",
+        help="podman | docker | harbor-docker | harbor:<type> (e.g. harbor:modal)",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
@@ -39,6 +46,7 @@ def _mount_subapps() -> None:
     for module, attr, name in (
         ("autoenvscaling.cli.run", "run_app", None),
         ("autoenvscaling.cli.mcp", "mcp_app", "mcp"),
+        ("autoenvscaling.cli.export", "export_app", "export"),
         ("autoenvscaling.cli.train", "train_app", None),
         ("autoenvscaling.cli.validate", "validate_app", None),
         ("autoenvscaling.cli.propose", "propose_app", None),
@@ -63,6 +71,15 @@ def trial(
     ] = "oracle",
     backend: BackendOpt = "podman",
     concurrency: Annotated[int, typer.Option("--concurrency", "-n")] = 2,
+    harbor_env: Annotated[
+        Path | None,
+        typer.Option(
+            "--harbor-env",
+            help="JSON file of Harbor EnvironmentConfig fields passed through "
+            '(e.g. {"kwargs": {...}, "override_cpus": 2}) for a harbor:<type> backend',
+            exists=True,
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run real Harbor trials of TASKS and print one result per task."""
@@ -75,13 +92,26 @@ def trial(
     if not tasks:
         raise typer.BadParameter("no Harbor task folders given")
 
-    def progress(outcome) -> None:  # noqa: ANN001
-        mark = "[red]error[/]" if outcome.error else f"reward {outcome.reward}"
-        console.print(f"  {outcome.task_name}: {mark} ({outcome.duration_sec:.1f} s)")
+    from autoenvscaling.tools.progress import TaskProgress
 
-    outcomes = asyncio.run(
-        run_trials(tasks, agent=agent, backend=backend, concurrency=concurrency, on_done=progress)
-    )
+    with TaskProgress("trials", total=len(tasks), quiet=as_json, console=console) as bar:
+
+        def progress(outcome) -> None:  # noqa: ANN001
+            mark = "[red]error[/]" if outcome.error else f"reward {outcome.reward}"
+            bar.advance(status=outcome.task_name)
+            if not as_json:
+                bar.print(f"  {outcome.task_name}: {mark} ({outcome.duration_sec:.1f} s)")
+
+        outcomes = asyncio.run(
+            run_trials(
+                tasks,
+                agent=agent,
+                backend=backend,
+                concurrency=concurrency,
+                on_done=progress,
+                environment_options=json.loads(harbor_env.read_text()) if harbor_env else None,
+            )
+        )
     if as_json:
         typer.echo(json.dumps([o.model_dump(mode="json") for o in outcomes], indent=2))
         return
@@ -100,8 +130,11 @@ def trial(
 def solve(
     tasks: Annotated[list[Path], typer.Argument(help="Harbor task folders.", exists=True)],
     model: Annotated[
-        str, typer.Option(help="init_chat_model string (openai:NAME for vLLM)")
-    ] = "openai:policy",
+        str | None,
+        typer.Option(
+            help="init_chat_model string (openai:NAME for vLLM); default: the embedded policy"
+        ),
+    ] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
     attempts: Annotated[int, typer.Option("--attempts", "-k")] = 1,
     max_turns: Annotated[int, typer.Option()] = 20,
@@ -110,32 +143,44 @@ def solve(
     as_json: JsonOpt = False,
 ) -> None:
     """Let the solver attempt TASKS in real Harbor trials; every attempt goes to the store."""
+    from autoenvscaling.cli.defaults import model_or_embedded
     from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.models import ModelConfig
     from autoenvscaling.graphs.solver import SolverSettings, solve_task
+    from autoenvscaling.tools.progress import TaskProgress
 
-    settings = SolverSettings(
-        model=ModelConfig(model=model, base_url=base_url),
-        budget=LoopBudget(max_turns=max_turns),
-        store_path=str(store),
-        run_id="cli",
-    )
-
-    async def run_all():  # noqa: ANN202
+    async def run_all(bar: TaskProgress):  # noqa: ANN202
         results = []
         for task in tasks:
             for sample in range(attempts):
+                bar.status(f"{task.name} #{sample}")
                 result = await solve_task(task, settings, sample=sample, backend=backend)
-                console.print(
-                    f"  {task.name} #{sample}: reward {result.reward} "
-                    f"({result.outcome}, {result.steps} tool calls)"
-                )
+                bar.advance()
+                if not as_json:
+                    bar.print(
+                        f"  {task.name} #{sample}: reward {result.reward} "
+                        f"({result.outcome}, {result.steps} tool calls)"
+                    )
                 results.append(result)
         return results
 
-    results = asyncio.run(run_all())
+    total = len(tasks) * attempts
+    with model_or_embedded(model, base_url, console) as resolved:
+        settings = SolverSettings(
+            model=ModelConfig(
+                model=resolved.model, base_url=resolved.base_url, tool_choice=resolved.tool_choice
+            ),
+            budget=LoopBudget(max_turns=max_turns),
+            store_path=str(store),
+            run_id="cli",
+        )
+        if not as_json:
+            console.print(f"solver model: {resolved.label}")
+        with TaskProgress("solve", total=total, quiet=as_json, console=console) as bar:
+            results = asyncio.run(run_all(bar))
     if as_json:
-        typer.echo(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
+        rows = [r.model_dump(mode="json") | {"model": resolved.label} for r in results]
+        typer.echo(json.dumps(rows, indent=2))
 
 
 @app.command()
@@ -162,8 +207,25 @@ def doctor(
     Console().print(table)
 
 
-def _harbor_below_warning(record: logging.LogRecord) -> bool:
-    return not record.name.startswith("harbor") or record.levelno >= logging.WARNING
+#: Harbor logs this at ERROR for every trial whose agent has no web tools to switch off (ours,
+#: oracle and nop never have any; the sandbox has no network anyway): noise, not an error.
+_HARBOR_NOISE = ("exposes no native web search or fetch tools",)
+
+
+class HarborLogFilter(logging.Filter):
+    """The one place Harbor's console output is filtered: its known noise always, and (unless
+    --verbose) its below-WARNING chatter from the per-trial loggers it pins at DEBUG."""
+
+    def __init__(self, verbose: bool) -> None:
+        super().__init__()
+        self.verbose = verbose
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("harbor"):
+            return True
+        if any(noise in str(record.msg) for noise in _HARBOR_NOISE):
+            return False
+        return self.verbose or record.levelno >= logging.WARNING
 
 
 @app.callback()
@@ -172,10 +234,9 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> N
         level=logging.INFO if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    if not verbose:
-        # Harbor pins its per-trial loggers at DEBUG; keep its chatter off the console.
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(_harbor_below_warning)
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, HarborLogFilter) for f in handler.filters):
+            handler.addFilter(HarborLogFilter(verbose))
 
 
 _mount_subapps()

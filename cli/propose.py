@@ -20,8 +20,11 @@ console = Console(stderr=True)
 def propose(
     n: Annotated[int, typer.Option("--n", "-n", help="Proposer attempts (one candidate each)")] = 1,
     model: Annotated[
-        str, typer.Option(help="init_chat_model string (openai:NAME for vLLM)")
-    ] = "openai:policy",
+        str | None,
+        typer.Option(
+            help="init_chat_model string (openai:NAME for vLLM); default: the embedded policy"
+        ),
+    ] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
     arm: Annotated[str, typer.Option(help="terminal | error_feedback | prompt_only")] = "terminal",
     solver_feedback: Annotated[
@@ -65,23 +68,34 @@ def propose(
         raise typer.BadParameter(f"--arm must be one of {', '.join(ARMS)}, not {arm!r}")
     if not pool.is_dir():
         raise typer.BadParameter(f"--pool {pool} is not a folder of Harbor tasks")
-    proposer = ModelConfig(model=model, base_url=base_url, max_tokens=max_tokens)
-    solver = None
-    if calibrate:
-        solver = ModelConfig(model=solver_model, base_url=base_url) if solver_model else proposer
-    settings = ProposerSettings(
-        model=proposer,
-        arm=arm,
-        solver_feedback=solver_feedback,  # type: ignore[arg-type]
-        budget=LoopBudget(max_turns=max_turns, max_total_tokens=400_000),
-        max_revisions=max_revisions,
-        store_path=str(store),
-        policy_version=policy_version,
-        run_id=f"cli-{int(time.time())}",
-        gate=gate_config(backend=backend, pool_dir=pool, solver=solver),
-    )
+    from autoenvscaling.cli.defaults import model_or_embedded
+    from autoenvscaling.tools.progress import TaskProgress
 
-    async def run_all() -> list:
+    def settings_for(resolved) -> ProposerSettings:  # noqa: ANN001
+        proposer = ModelConfig(
+            model=resolved.model,
+            base_url=resolved.base_url,
+            tool_choice=resolved.tool_choice,
+            max_tokens=max_tokens,
+        )
+        solver = None
+        if calibrate:
+            solver = (
+                ModelConfig(model=solver_model, base_url=base_url) if solver_model else proposer
+            )
+        return ProposerSettings(
+            model=proposer,
+            arm=arm,
+            solver_feedback=solver_feedback,  # type: ignore[arg-type]
+            budget=LoopBudget(max_turns=max_turns, max_total_tokens=400_000),
+            max_revisions=max_revisions,
+            store_path=str(store),
+            policy_version=policy_version,
+            run_id=f"cli-{int(time.time())}",
+            gate=gate_config(backend=backend, pool_dir=pool, solver=solver),
+        )
+
+    async def run_all(bar: TaskProgress) -> list:
         with RolloutStore(store) as opened:
             briefs = [
                 build_brief(opened, pool, variant=i, solver_feedback=solver_feedback)
@@ -89,26 +103,35 @@ def propose(
             ]
         results = []
         for i, brief in enumerate(briefs):
+            bar.status(f"proposal {i + 1} of {n}")
             result = await propose(brief, settings, out_dir=out, index=i)
+            bar.advance()
             where = (
                 "admitted"
                 if result.admitted
                 else (f"rejected at {result.verdict.stage}" if result.verdict else result.outcome)
             )
-            console.print(
-                f"  #{i} {Path(result.candidate).name}: {where}, reward {result.reward} "
-                f"({result.revisions} revisions, {result.tool_calls} tool calls)"
-            )
+            if not as_json:
+                bar.print(
+                    f"  #{i} {Path(result.candidate).name}: {where}, reward {result.reward} "
+                    f"({result.revisions} revisions, {result.tool_calls} tool calls)"
+                )
             results.append(result)
         return results
 
-    results = asyncio.run(run_all())
+    with model_or_embedded(model, base_url, console) as resolved:
+        settings = settings_for(resolved)
+        if not as_json:
+            console.print(f"proposer model: {resolved.label}")
+        with TaskProgress("propose", total=n, quiet=as_json, console=console) as bar:
+            results = asyncio.run(run_all(bar))
     if as_json:
         typer.echo(
             json.dumps(
                 [
                     r.model_dump(mode="json", exclude={"verdict"})
                     | {
+                        "model": resolved.label,
                         "stage": r.verdict.stage if r.verdict else None,
                         "reason": r.verdict.reason if r.verdict else r.error,
                     }

@@ -17,6 +17,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from autoenvscaling.tools.progress import TaskProgress
+
 run_app = typer.Typer()
 console = Console(stderr=True)
 THREAD = "flywheel"
@@ -30,7 +32,7 @@ def _context(**values: Any) -> Any:
 
 
 async def _stream(
-    graph: Any, payload: Any, config: dict[str, Any], ctx: Any, auto_yes: bool
+    graph: Any, payload: Any, config: dict[str, Any], ctx: Any, auto_yes: bool, bar: Any
 ) -> None:
     from langgraph.types import Command
 
@@ -61,7 +63,10 @@ async def _stream(
                 elif node == "train" and isinstance(update, dict):
                     t = update.get("training", {})
                     detail = t.get("checkpoint") or t.get("reason") or t.get("error") or ""
-                console.print(f"[{elapsed:7.1f}s] {node} {detail}")
+                bar.print(f"[{elapsed:7.1f}s] {node} {detail}")
+                bar.status(node)
+                if node == "refresh":  # the last node of a round
+                    bar.advance()
         if interrupted is None:
             return
         console.print_json(json.dumps(interrupted))
@@ -196,7 +201,10 @@ def run(
                     if name:
                         console.print(f"resume: the policy server loaded {name} again")
                 payload = None if resume else {"rounds": rounds}
-                await _stream(graph, payload, config, ctx, yes)
+                # A review prompt cannot share the terminal with a live bar: no bar then.
+                quiet = human_review and not yes
+                with TaskProgress("rounds", total=rounds, quiet=quiet, console=console) as bar:
+                    await _stream(graph, payload, config, ctx, yes, bar)
         finally:
             await shutdown_servers()
 

@@ -41,7 +41,12 @@ def train(
         list[Path],
         typer.Option("--tasks", "-t", exists=True, help="Task folder or pool folder (repeatable)."),
     ],
-    base: Annotated[str, typer.Option("--base", help="Base model: a local HF model folder.")],
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base", help="Base model: a local HF model folder (default: the embedded policy's)."
+        ),
+    ] = None,
     replay: Annotated[
         list[Path], typer.Option("--replay", exists=True, help="Replay tasks (folder or pool).")
     ] = [],  # noqa: B006
@@ -75,9 +80,17 @@ def train(
     threads: Annotated[int | None, typer.Option(help="torch CPU threads in the trainer.")] = None,
     sandbox: Annotated[str, typer.Option("--sandbox", help="Engine: podman | docker.")] = "podman",
     timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
+    accelerate_config: Annotated[
+        str | None,
+        typer.Option(
+            help="Run the worker under `accelerate launch` with this config: deepspeed_zero2 | "
+            "deepspeed_zero3 | fsdp (training/configs/) or a path"
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Train the policy with GRPO on TASKS and publish a new checkpoint (if anything was learned)."""
+    from autoenvscaling.tools.progress import TaskProgress
     from autoenvscaling.training.backend import (
         TrainHyperParams,
         TrainingError,
@@ -85,8 +98,16 @@ def train(
         TrainProgress,
     )
     from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.trl_grpo import TRLGRPOBackend
+    from autoenvscaling.training.trl_grpo import AccelerateLauncher, TRLGRPOBackend
 
+    if base is None:  # the same embedded default as `run`, as HF weights for the trainer
+        from autoenvscaling.training.embedded_setup import (
+            ensure_embedded_assets,
+            ensure_hf_base_model,
+        )
+
+        console.print("no --base given: training the embedded default policy (SmolLM2-135M)")
+        base = str(ensure_hf_base_model(ensure_embedded_assets(with_converter=False)))
     reg = CheckpointRegistry(registry)
     if parent == "base":
         parent_ckpt = None
@@ -133,13 +154,22 @@ def train(
         if event.stage == "step":
             reward = event.metrics.get("reward")
             loss = event.metrics.get("loss")
-            console.print(f"  step {event.step}/{event.total_steps}  loss={loss}  reward={reward}")
+            if event.total_steps and bar.total != event.total_steps:
+                bar.set_total(event.total_steps)
+            bar.advance(status=f"loss={loss} reward={reward}")
+            bar.print(f"  step {event.step}/{event.total_steps}  loss={loss}  reward={reward}")
         elif event.stage != "rewards":
-            console.print(f"  [{event.stage}] {event.message}")
+            bar.status(event.stage)
+            bar.print(f"  [{event.stage}] {event.message}")
 
-    backend = TRLGRPOBackend(reg, timeout_sec=timeout)
     try:
-        result = asyncio.run(backend.train(job, progress))
+        launcher = AccelerateLauncher.named(accelerate_config) if accelerate_config else None
+    except TrainingError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    backend = TRLGRPOBackend(reg, timeout_sec=timeout, launcher=launcher)
+    try:
+        with TaskProgress("train steps", total=None, quiet=as_json, console=console) as bar:
+            result = asyncio.run(backend.train(job, progress))
     except TrainingError as exc:
         console.print(f"[red]training failed[/]: {exc}")
         raise typer.Exit(1) from None

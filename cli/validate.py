@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,25 +17,38 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autoenvscaling.tools.progress import TaskProgress
+
 validate_app = typer.Typer(no_args_is_help=True)
 console = Console(stderr=True)
 
 
-def _progress(event: dict[str, Any]) -> None:
-    name = escape(Path(event["task"]).name)
-    if event["event"] == "stage":
-        if event["skipped"]:
-            mark = "[dim]skipped[/]"
-        elif event["passed"]:
-            mark = "[green]ok[/]"
-        else:
-            mark = "[yellow]infra[/]" if event["infrastructure_error"] else "[red]failed[/]"
-        console.print(f"  {name}: {event['stage']} {mark} ({event['duration_sec']:.1f} s)")
-    elif event["event"] == "verdict":
-        verdict = (
-            "[green]admitted[/]" if event["admitted"] else f"[red]rejected[/] ({event['stage']})"
-        )
-        console.print(f"\\[{event['index'] + 1}/{event['total']}] {name}: {verdict}")
+def _progress(bar: TaskProgress, quiet: bool) -> Callable[[dict[str, Any]], None]:
+    def on_event(event: dict[str, Any]) -> None:
+        name = escape(Path(event["task"]).name)
+        if event["event"] == "stage":
+            bar.status(f"{name}: {event['stage']}")
+            if quiet:
+                return
+            if event["skipped"]:
+                mark = "[dim]skipped[/]"
+            elif event["passed"]:
+                mark = "[green]ok[/]"
+            else:
+                mark = "[yellow]infra[/]" if event["infrastructure_error"] else "[red]failed[/]"
+            bar.print(f"  {name}: {event['stage']} {mark} ({event['duration_sec']:.1f} s)")
+        elif event["event"] == "verdict":
+            bar.advance()
+            if quiet:
+                return
+            verdict = (
+                "[green]admitted[/]"
+                if event["admitted"]
+                else f"[red]rejected[/] ({event['stage']})"
+            )
+            bar.print(f"\\[{event['index'] + 1}/{event['total']}] {name}: {verdict}")
+
+    return on_event
 
 
 @validate_app.command("validate")
@@ -51,6 +65,17 @@ def validate(
         str | None,
         typer.Option("--solver", help="Solver for calibrate: oracle | nop | module:Class."),
     ] = None,
+    calibrate_policy: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate-policy",
+            help="Calibrate with our solver agent on --model (default: the embedded policy).",
+        ),
+    ] = False,
+    model: Annotated[
+        str | None, typer.Option(help="Solver model for --calibrate-policy (init_chat_model).")
+    ] = None,
+    base_url: Annotated[str | None, typer.Option(help="Its OpenAI-compatible endpoint")] = None,
     heldout: Annotated[
         list[Path] | None,
         typer.Option("--heldout", help="Held-out benchmark folder for decontam (repeatable)."),
@@ -68,22 +93,49 @@ def validate(
     """Run the admission gate on TASKS and print one verdict per task."""
     from pydantic import ValidationError
 
+    from autoenvscaling.cli.defaults import ResolvedModel, model_or_embedded
     from autoenvscaling.graphs.validation import validate_batch
     from autoenvscaling.tools.gate import GateConfig
 
-    try:
-        config = GateConfig(
-            backend=backend,
-            repeat=repeat,
-            solver=solver,
-            heldout_dirs=heldout or [],
-            pool_dir=pool,
-            concurrency=concurrency,
-            trials_dir=trials_dir,
-        ).with_skip(*(skip or []))
-    except (ValidationError, ValueError) as exc:
-        raise typer.BadParameter(str(exc)) from None
-    verdicts = asyncio.run(validate_batch(tasks, config, on_event=_progress))
+    if calibrate_policy and solver:
+        raise typer.BadParameter("--calibrate-policy and --solver both name the solver; pick one")
+
+    def config_for(resolved: ResolvedModel | None) -> GateConfig:
+        common: dict[str, Any] = {
+            "backend": backend,
+            "repeat": repeat,
+            "heldout_dirs": heldout or [],
+            "pool_dir": pool,
+            "concurrency": concurrency,
+            "trials_dir": trials_dir,
+        }
+        try:
+            if resolved is None:
+                return GateConfig(solver=solver, **common).with_skip(*(skip or []))
+            from autoenvscaling.graphs.models import ModelConfig
+            from autoenvscaling.graphs.proposer import gate_config
+
+            policy = ModelConfig(
+                model=resolved.model, base_url=resolved.base_url, tool_choice=resolved.tool_choice
+            )
+            return gate_config(solver=policy, **common).with_skip(*(skip or []))
+        except (ValidationError, ValueError) as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+    def run(config: GateConfig) -> list:
+        with TaskProgress("validate", total=len(tasks), quiet=as_json, console=console) as bar:
+            return asyncio.run(validate_batch(tasks, config, on_event=_progress(bar, as_json)))
+
+    answered = None
+    if calibrate_policy and "calibrate" not in (skip or []):
+        config_for(ResolvedModel(model="check:options"))  # bad options fail before a server starts
+        with model_or_embedded(model, base_url, console) as resolved:
+            answered = resolved.label
+            if not as_json:
+                console.print(f"calibration solver model: {answered}")
+            verdicts = run(config_for(resolved))
+    else:
+        verdicts = run(config_for(None))
     if as_json:
         rows = [
             {
@@ -96,6 +148,7 @@ def validate(
                 "excerpt": v.excerpt,
                 "timings": v.timings,
                 "skipped": v.skipped,
+                "calibration_model": answered,
             }
             for v in verdicts
         ]

@@ -380,6 +380,12 @@ async def run_gate(
         (candidate.parent / f"{candidate.name}.verdict.json").write_text(
             verdict.model_dump_json(indent=2)
         )
+    if last is not None and last is not verdict:
+        # The stages the proposer's own gate run checked (skipped at admission): the export's
+        # validity card reads both files.
+        (candidate.parent / f"{candidate.name}.precheck.json").write_text(
+            last.model_dump_json(indent=2)
+        )
     return record
 
 

@@ -20,6 +20,8 @@ from mcp import ClientSession
 from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 
+import autoenvscaling.mcp_servers  # noqa: F401 - installs the cached schema validators
+
 
 @asynccontextmanager
 async def open_mcp_sessions(

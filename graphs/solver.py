@@ -227,6 +227,7 @@ async def solve_task(
                     "model_retries": int(meta.get("model_retries", 0)),
                     "retry_errors": meta.get("retry_errors", []),
                     "backend": backend,
+                    "model": settings.model.model,  # which model answered
                     "verifier_output": trial.verifier_output[-1500:],
                 },
             )

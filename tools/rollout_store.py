@@ -38,6 +38,8 @@ Outcome = Literal["solved", "failed", "timeout", "error"]
 FAILED_OUTCOMES: tuple[Outcome, ...] = ("failed", "timeout", "error")
 
 DEFAULT_OUTPUT_CAP = 16 * 1024
+#: Matches ranked per search and table, newest first (see RolloutStore.search).
+SEARCH_WINDOW = 5000
 
 
 class RolloutStoreError(RuntimeError):
@@ -666,7 +668,9 @@ class RolloutStore:
         """Full-text search over tool outputs and attempt errors, best matches first.
 
         `text` is matched as words that must all appear (any order); `raw=True` passes it to
-        FTS5 unchanged (phrases, OR, NEAR, prefix*).
+        FTS5 unchanged (phrases, OR, NEAR, prefix*). Ranking (bm25) covers the newest
+        `SEARCH_WINDOW` matches of each table: every match of a rare term, the recent ones of a
+        common phrase.
         """
         query = text if raw else _fts_words(text)
         if not query:
@@ -675,25 +679,39 @@ class RolloutStore:
             with self._read() as conn:
                 rows = conn.execute(
                     """
+                    -- bm25 over every match of a common word costs ~2.5 us a match (120 ms
+                    -- for 50k of 110k steps): rank only the newest SEARCH_WINDOW matches (a
+                    -- rowid range FTS5 applies inside its cursor; finding it is ~1 ms), and
+                    -- build snippets only for the rows returned.
                     SELECT * FROM (
                         SELECT s.attempt_id, s.idx AS step_index, 'tool_output' AS kind,
-                               snippet(steps_fts, 0, '[', ']', ' … ', 24) AS snippet,
-                               bm25(steps_fts) AS rank
-                        FROM steps_fts JOIN steps s ON s.seq = steps_fts.rowid
-                        WHERE steps_fts MATCH ?
-                        ORDER BY rank LIMIT ?
+                               f.snippet, f.rank
+                        FROM (
+                            SELECT rowid, rank,
+                                   snippet(steps_fts, 0, '[', ']', ' … ', 24) AS snippet
+                            FROM steps_fts WHERE steps_fts MATCH :q AND rowid >= coalesce((
+                                SELECT min(rowid) FROM (
+                                    SELECT rowid FROM steps_fts WHERE steps_fts MATCH :q
+                                    ORDER BY rowid DESC LIMIT :window)), 0)
+                            ORDER BY rank LIMIT :limit
+                        ) f JOIN steps s ON s.seq = f.rowid
                     )
                     UNION ALL
                     SELECT * FROM (
-                        SELECT a.id, NULL, 'error',
-                               snippet(attempts_fts, 0, '[', ']', ' … ', 24), bm25(attempts_fts)
-                        FROM attempts_fts JOIN attempts a ON a.seq = attempts_fts.rowid
-                        WHERE attempts_fts MATCH ?
-                        ORDER BY bm25(attempts_fts) LIMIT ?
+                        SELECT a.id, NULL, 'error', f.snippet, f.rank
+                        FROM (
+                            SELECT rowid, rank,
+                                   snippet(attempts_fts, 0, '[', ']', ' … ', 24) AS snippet
+                            FROM attempts_fts WHERE attempts_fts MATCH :q AND rowid >= coalesce((
+                                SELECT min(rowid) FROM (
+                                    SELECT rowid FROM attempts_fts WHERE attempts_fts MATCH :q
+                                    ORDER BY rowid DESC LIMIT :window)), 0)
+                            ORDER BY rank LIMIT :limit
+                        ) f JOIN attempts a ON a.seq = f.rowid
                     )
-                    ORDER BY rank LIMIT ?
+                    ORDER BY rank LIMIT :limit
                     """,
-                    (query, limit, query, limit, limit),
+                    {"q": query, "limit": limit, "window": SEARCH_WINDOW},
                 ).fetchall()
                 attempts = (
                     {

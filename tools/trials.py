@@ -76,16 +76,22 @@ async def run_trial(
     agent_kwargs: dict[str, Any] | None = None,
     agent_env: dict[str, str] | None = None,
     timeout_multiplier: float = 1.0,
+    environment_options: dict[str, Any] | None = None,
 ) -> TrialOutcome:
-    """One Harbor trial. `agent` is `oracle`, `nop` or an import path `module:Class`."""
+    """One Harbor trial. `agent` is `oracle`, `nop` or an import path `module:Class`.
+
+    `backend` is one of ours or `harbor:<type>` (Harbor's own, e.g. harbor:daytona);
+    `environment_options` pass through to Harbor's `EnvironmentConfig` (tools/harbor_backends.py).
+    """
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
     from harbor.models.trial.config import (
         AgentConfig,
-        EnvironmentConfig,
         TaskConfig,
         TrialConfig,
     )
     from harbor.trial.trial import Trial
+
+    from autoenvscaling.tools.harbor_backends import environment_config
 
     task_dir = Path(task_dir).resolve()
     started = time.monotonic()
@@ -103,7 +109,7 @@ async def run_trial(
             task=TaskConfig(path=task_dir),
             trials_dir=trials_dir,
             agent=agent_config,
-            environment=EnvironmentConfig(**ENVIRONMENTS[backend]),
+            environment=environment_config(backend, environment_options, ours=ENVIRONMENTS),
             timeout_multiplier=timeout_multiplier,
         )
         trial = await Trial.create(config)

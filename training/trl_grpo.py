@@ -20,6 +20,8 @@ from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
 from autoenvscaling.training.backend import (
     ProgressCallback,
     TrainingError,
@@ -81,6 +83,48 @@ def plan_steps(
     return plan
 
 
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+
+class AccelerateLauncher(BaseModel):
+    """Run the worker under `accelerate launch` (multi-GPU / multi-node) instead of plain Python.
+
+    `config_file` is an accelerate config such as training/configs/deepspeed_zero2.yaml; the
+    command is built here and parsed by accelerate itself (tests/test_training_launch.py).
+    """
+
+    config_file: Path = Field(description="accelerate config (DeepSpeed / FSDP / multi-GPU).")
+    num_processes: int | None = Field(None, ge=1, description="Overrides the config's count.")
+    num_machines: int | None = Field(None, ge=1)
+    machine_rank: int | None = Field(None, ge=0)
+    main_process_ip: str | None = None
+    main_process_port: int | None = None
+
+    @classmethod
+    def named(cls, name: str, **overrides: object) -> AccelerateLauncher:
+        """A config shipped under training/configs/ by name (e.g. "fsdp") or a path."""
+        path = Path(name)
+        if not path.suffix:
+            path = CONFIG_DIR / f"{name}.yaml"
+        if not path.is_file():
+            shipped = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
+            raise TrainingError(f"no accelerate config {name!r}; shipped: {shipped}")
+        return cls(config_file=path, **overrides)  # type: ignore[arg-type]
+
+    def args(self) -> list[str]:
+        out = ["--config_file", str(self.config_file)]
+        for flag, value in (
+            ("--num_processes", self.num_processes),
+            ("--num_machines", self.num_machines),
+            ("--machine_rank", self.machine_rank),
+            ("--main_process_ip", self.main_process_ip),
+            ("--main_process_port", self.main_process_port),
+        ):
+            if value is not None:
+                out += [flag, str(value)]
+        return out
+
+
 class TRLGRPOBackend:
     """`RLBackend` over TRL's GRPOTrainer in a child Python (which must have the `train` extra)."""
 
@@ -92,13 +136,29 @@ class TRLGRPOBackend:
         timeout_sec: float | None = None,
         make_current: bool = True,
         env: dict[str, str] | None = None,
+        launcher: AccelerateLauncher | None = None,
     ) -> None:
         self.registry = registry
+        self.launcher = launcher
         self.python = python or sys.executable
         self.timeout_sec = timeout_sec
         self.make_current = make_current
         self.env = env or {}
         self.worker_pid: int | None = None  # the running worker, for callers that watch it
+
+    def worker_command(self, job_path: Path) -> list[str]:
+        """`python -m grpo_worker JOB`, or the same module under `accelerate launch`."""
+        if self.launcher is None:
+            return [self.python, "-m", WORKER_MODULE, str(job_path)]
+        return [
+            self.python,
+            "-m",
+            "accelerate.commands.launch",
+            *self.launcher.args(),
+            "--module",
+            WORKER_MODULE,
+            str(job_path),
+        ]
 
     async def train(self, job: TrainJob, progress: ProgressCallback | None = None) -> TrainResult:
         started = time.monotonic()
@@ -113,10 +173,7 @@ class TRLGRPOBackend:
         tail: deque[str] = deque(maxlen=60)
         last_error: str | None = None
         proc = await asyncio.create_subprocess_exec(
-            self.python,
-            "-m",
-            WORKER_MODULE,
-            str(job_path),
+            *self.worker_command(job_path),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             stdin=asyncio.subprocess.DEVNULL,
