@@ -35,7 +35,8 @@ from autoenvscaling.tools.settings import get_settings
 
 PODMAN = "/usr/bin/podman"
 FIXED_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-SERVICE_START_SEC = 30.0
+# A loaded machine (many trials starting at once) has taken ~30 s to answer: be generous.
+SERVICE_START_SEC = 120.0
 PR_SET_PDEATHSIG = 1
 
 # podman's defaults exceed this kind of host's hard limits (setrlimit fails) and crun refuses a
