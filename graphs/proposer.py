@@ -60,6 +60,7 @@ from autoenvscaling.tools.rollout_store import (
 )
 from autoenvscaling.tools.sandbox import PersistentShell, SandboxLimits
 from autoenvscaling.tools.task_format import TaskFormatError, load_task, write_task
+from autoenvscaling.tools.verifier_protocol import default_to_separate
 
 Arm = Literal["terminal", "error_feedback", "prompt_only"]
 ARMS: tuple[Arm, ...] = ("terminal", "error_feedback", "prompt_only")
@@ -331,6 +332,8 @@ async def _episodes(
             return
         result.submitted = True
         problem = None if terminal else _write_reply(_last_reply(conversation.messages), candidate)
+        if problem is None:  # a task that states no verifier mode gets the separate verifier
+            default_to_separate(candidate)
         verdict = (
             _format_verdict(candidate, problem)
             if problem is not None

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.gate.config import STAGES, StageName
+from autoenvscaling.tools.verifier_protocol import VerifierMode, verifier_mode
 
 #: Proposer rewards (ARCHITECTURE.md): admitted, failed calibration only, failed validation.
 REWARD_ADMITTED = 1.0
@@ -77,6 +78,12 @@ class Verdict(BaseModel):
     )
     duration_sec: float = 0.0
     backend: str = ""
+    verifier_mode: VerifierMode | None = Field(
+        None,
+        description="Where the task's tests run: 'separate' (a fresh container with the agent's "
+        "work copied in) or 'shared' (the agent's container, its processes killed first: the "
+        "task opted in to check system state, and relies on the anti-cheat probes).",
+    )
 
     @property
     def timings(self) -> dict[str, float]:
@@ -102,6 +109,7 @@ def make_verdict(task: Path | str, results: Sequence[StageResult], *, backend: s
         ],
         "duration_sec": round(sum(r.duration_sec for r in ordered), 3),
         "backend": backend,
+        "verifier_mode": verifier_mode(task),
     }
     failed = next((r for r in ordered if not r.passed), None)
     if failed is None:

@@ -10,7 +10,8 @@ the live sandbox through `environment.sandbox_ref` (see graphs/solver.py).
 from __future__ import annotations
 
 import abc
-from pathlib import Path
+import asyncio
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, override
 
 from harbor.environments.base import BaseEnvironment, ExecResult
@@ -119,6 +120,10 @@ class SandboxEnvironment(BaseEnvironment, abc.ABC):
 
     @override
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
+        if PurePosixPath(target_dir) == EnvironmentPaths.for_os(self.os).tests_dir:
+            # Harbor uploads the tests only when the agent is done: in a shared verifier no
+            # agent process may be alive to meet them (tools/verifier_protocol.py).
+            await self.end_agent_processes()
         await self.sandbox.upload(Path(source_dir), target_dir)
 
     @override
@@ -127,7 +132,19 @@ class SandboxEnvironment(BaseEnvironment, abc.ABC):
 
     @override
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
+        if PurePosixPath(source_dir) == EnvironmentPaths.for_os(self.os).agent_dir:
+            # Harbor fetches the agent's logs once its phase has ended: from here on nothing the
+            # agent started may run (a writer that would wait for the reward files, a watcher
+            # for /tests, one that edits the work while it is copied to a separate verifier).
+            await self.end_agent_processes()
         await self.sandbox.download(source_dir, Path(target_dir))
+
+    async def end_agent_processes(self) -> int:
+        """Kill every process the agent left in the sandbox; return how many. See quiesce.py."""
+        self.logger.warning(
+            f"{self.type()}: cannot end the agent's processes before a shared verifier"
+        )
+        return 0
 
 
 class EngineEnvironment(SandboxEnvironment):
@@ -185,6 +202,21 @@ class EngineEnvironment(SandboxEnvironment):
             env=dict(self._startup_env()),
             workdir=self.task_env_config.workdir,
         )
+
+    @override
+    async def end_agent_processes(self) -> int:
+        from autoenvscaling.tools.sandbox.engine import call, client
+        from autoenvscaling.tools.sandbox.quiesce import kill_container_processes
+
+        handle = self.sandbox.ref.handle
+        api = client(self.engine).api
+        state = (await call(api.inspect_container, handle["container_id"]))["State"]
+        killed = await asyncio.to_thread(
+            kill_container_processes, handle.get("pidns"), int(state.get("Pid") or 0)
+        )
+        if killed:
+            self.logger.info(f"killed {killed} agent processes before the verifier")
+        return killed
 
 
 class PodmanEnvironment(EngineEnvironment):

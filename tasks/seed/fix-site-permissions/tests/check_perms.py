@@ -1,10 +1,12 @@
-"""Rebuild the original tree for reference, then check /app/site against the policy."""
+"""Build two fresh copies of the broken tree: one for reference, one that the agent's
+/app/fix_perms.sh must fix; then check the fixed copy against the policy."""
 import os
 import stat
 import subprocess
 import tempfile
 
-SITE = "/app/site"
+SCRIPT = "/app/fix_perms.sh"
+SITE = os.path.join(tempfile.mkdtemp(), "site")
 
 
 def is_leftover(name):
@@ -60,6 +62,15 @@ def check_modes(label, paths, want):
 def main():
     ref = os.path.join(tempfile.mkdtemp(), "site")
     subprocess.run(["bash", "/tests/make_site.sh", ref], check=True)
+    subprocess.run(["bash", "/tests/make_site.sh", SITE], check=True)
+    if not os.path.isfile(SCRIPT):
+        print(f"FAIL: {SCRIPT} does not exist")
+    else:
+        try:
+            run = subprocess.run(["bash", SCRIPT, SITE], timeout=60)
+            print(f"{SCRIPT} {SITE}: exit code {run.returncode}")
+        except subprocess.TimeoutExpired:
+            print(f"FAIL: {SCRIPT} did not finish within 60 s")
     dirs, files, links = walk(ref)
     keep = {p: c for p, c in files.items() if not is_leftover(os.path.basename(p))}
     special = [p for p in keep if p.startswith("private/") or os.path.dirname(p) == "bin"]
