@@ -3,14 +3,15 @@
 `task_starter(backend)` returns `async (task_dir) -> LiveHarborTask`: the task's environment started
 with our Harbor custom environment for that backend (the same classes `harbor run` and our trials
 use: image built and cached, no network, /logs folders), so the episode's shell is a persistent
-shell in that sandbox. `verify()` then runs Harbor's `Verifier` exactly as a Harbor trial does:
+shell in that sandbox. `verify()` then runs the task's verifier by the same protocol as a Harbor
+trial (`tools/verifier_protocol.run_verifier`): separate mode (the default) copies the agent's
+work into a fresh container of the task's image, shared mode kills the agent's processes first;
 tests uploaded to /tests only now, stale reward files removed, test.sh run as the verifier user
 under its timeout, reward.json read before reward.txt.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import tempfile
@@ -33,35 +34,34 @@ class VerifierError(RuntimeError):
 class LiveHarborTask:
     """One started task environment: `sandbox` for the agent, `verify()` once, `close()`."""
 
-    def __init__(self, task: Any, environment: Any, trial_dir: Path) -> None:
+    def __init__(
+        self, task: Any, environment: Any, trial_dir: Path, environment_config: Any
+    ) -> None:
         self.task = task
         self.environment = environment
         self.trial_dir = trial_dir
+        self.environment_config = environment_config
 
     @property
     def sandbox(self) -> Sandbox:
         return self.environment.sandbox
 
     async def verify(self) -> float:
-        from harbor.models.trial.config import VerifierConfig
+        """The task's verifier by the trial protocol (tools/verifier_protocol.py): by default a
+        fresh container of the task's image with the agent's work copied in."""
         from harbor.models.trial.paths import TrialPaths
-        from harbor.verifier.factory import VerifierFactory
 
-        vcfg = self.task.config.verifier
-        with self.environment.with_default_user(vcfg.user):
-            verifier = VerifierFactory.create_verifier_from_config(
-                VerifierConfig(),
-                task=self.task,
-                trial_paths=TrialPaths(trial_dir=self.trial_dir),
-                environment=self.environment,
-                override_env=vcfg.env or None,
+        from autoenvscaling.tools.verifier_protocol import VerifierRunError, run_verifier
+
+        try:
+            result = await run_verifier(
+                self.task,
+                self.environment,
+                TrialPaths(trial_dir=self.trial_dir),
+                environment_config=self.environment_config,
             )
-            try:
-                result = await asyncio.wait_for(verifier.verify(), vcfg.timeout_sec)
-            except TimeoutError:
-                raise VerifierError(f"verifier timed out after {vcfg.timeout_sec:.0f}s") from None
-            except Exception as exc:
-                raise VerifierError(f"{type(exc).__name__}: {exc}") from exc
+        except VerifierRunError as exc:
+            raise VerifierError(str(exc)) from exc
         rewards = result.rewards or {}
         if not rewards:
             raise VerifierError("the verifier reported no rewards")
@@ -94,15 +94,16 @@ def task_starter(backend: str) -> StartTask:
         trial_dir = Path(tempfile.mkdtemp(prefix=f"aes-episode-{task.short_name}-"))
         paths = TrialPaths(trial_dir=trial_dir)
         paths.mkdir()
+        environment_config = EnvironmentConfig(import_path=import_path)
         environment = EnvironmentFactory.create_environment_from_config(
-            config=EnvironmentConfig(import_path=import_path),
+            config=environment_config,
             environment_dir=task.paths.environment_dir,
             environment_name=task.short_name,
             session_id=f"train-{uuid.uuid4().hex[:12]}",
             trial_paths=paths,
             task_env_config=task.config.environment,
         )
-        live = LiveHarborTask(task, environment, trial_dir)
+        live = LiveHarborTask(task, environment, trial_dir, environment_config)
         try:
             await environment.start(force_build=False)
             await environment.run_healthcheck()
