@@ -1,7 +1,6 @@
 """Real Harbor trials (the `harbor` library's Trial on our container environment): the reward
 comes from a separate verifier — a fresh container of the task's image holding only the agent's
 `/app` — by Harbor 0.25's own `environment_mode = "separate"` and `artifacts` mechanism."""
-# ruff: noqa: F811  (the engine fixture is imported from the security suite's conftest)
 
 from __future__ import annotations
 
@@ -13,9 +12,9 @@ import pytest
 
 from autoenvscaling.tools.trials import run_trial
 from tests.conftest import SEED_DIR
-from tests.security.conftest import BACKEND, describe, engine, write_task  # noqa: F401
+from tests.security.conftest import BACKEND, describe, write_task
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.timeout(600)]
 
 SOLVE = """\
     #!/bin/bash
@@ -62,7 +61,7 @@ def _task(root: Path, mode: str) -> Path:
     )
 
 
-async def test_reward_comes_from_a_fresh_container_with_the_work_copied_in(engine, tmp_path):
+async def test_reward_comes_from_a_fresh_container_with_the_work_copied_in(engine_ready, tmp_path):
     separate, shared = _task(tmp_path, "separate"), _task(tmp_path, "shared")
     seed = SEED_DIR / "fix-site-permissions"
     runs = {

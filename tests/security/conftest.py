@@ -1,5 +1,6 @@
-"""The red-team suite's set-up: the default engine (a failure to start it FAILS the suite), attack
-task folders, and trials run concurrently so the whole suite stays short.
+"""The red-team suite's set-up: the default engine (a failure to start it FAILS the suite: it is
+`engine_ready` of tests/conftest.py), attack task folders, and trials run concurrently so the
+whole suite stays short.
 
 Every attack is a real Harbor task whose `solution/solve.sh` (run by Harbor's oracle agent) or
 `environment/Dockerfile` IS the attack; the verdict is read from Harbor's own trial result.
@@ -8,99 +9,26 @@ Every attack is a real Harbor task whose `solution/solve.sh` (run by Harbor's or
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-import subprocess
 import tempfile
 import textwrap
-import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from autoenvscaling.tools.trials import ENVIRONMENTS, TrialOutcome, run_trial
 from tests.security.naive_env import IMPORT_PATH as NAIVE_IMPORT_PATH
 
 #: The backend the project runs trials on by default (tools/trials.py).
-BACKEND = "docker"
+BACKEND = "podman"
 #: The controls' environment: a shared verifier that does not end the agent's processes.
 NAIVE = "naive-shared"
 ENVIRONMENTS.setdefault(NAIVE, {"import_path": NAIVE_IMPORT_PATH})
 #: Trials in flight at once (each separate-verifier trial runs two containers).
 CONCURRENCY = 4
-PODMAN_CONF = """\
-[containers]
-default_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]
-init_path = "/usr/bin/catatonit"
-
-[engine]
-runtime = "runc"
-"""
-
-
-def _engine_answers() -> str | None:
-    try:
-        import docker
-
-        docker.from_env(timeout=5).ping()
-    except Exception as exc:  # noqa: BLE001 - the reason is reported if nothing else works
-        return str(exc)
-    return None
-
-
-@pytest.fixture(scope="session")
-def engine() -> Iterator[None]:
-    """A container engine with the seed bases. Without DOCKER_HOST, a podman API service of
-    our own (the project's default engine). Any failure here fails the suite: never a skip."""
-    started: subprocess.Popen[bytes] | None = None
-    state: Path | None = None
-    previous = os.environ.get("DOCKER_HOST")
-    if _engine_answers() is not None:
-        podman = shutil.which("podman")
-        if podman is None:
-            pytest.fail("the default engine (podman) is not installed: run `make setup`")
-        state = Path(tempfile.mkdtemp(prefix="aes-security-podman-"))
-        (state / "containers.conf").write_text(PODMAN_CONF)
-        sock = state / "podman.sock"
-        started = subprocess.Popen(
-            [podman, "system", "service", "--time=0", f"unix://{sock}"],
-            env={**os.environ, "CONTAINERS_CONF": str(state / "containers.conf")},
-            stdout=subprocess.DEVNULL,
-            stderr=open(state / "service.log", "wb"),  # noqa: SIM115 - lives with the service
-        )
-        os.environ["DOCKER_HOST"] = f"unix://{sock}"
-        deadline = time.monotonic() + 30
-        while (why := _engine_answers()) is not None:
-            if started.poll() is not None or time.monotonic() > deadline:
-                log = (state / "service.log").read_text(errors="replace")[-2000:]
-                pytest.fail(f"podman's API service did not start: {why}\n{log}")
-            time.sleep(0.3)
-    try:
-        from autoenvscaling.tools.sandbox.docker import SEED_BASE_TAGS, client, ensure_base_image
-
-        present = {t for i in client().api.images() for t in i.get("RepoTags") or []}
-        if not any(t.endswith("debian:bookworm-slim") for t in present):
-            ensure_base_image(SEED_BASE_TAGS)  # once per machine: the debootstrap base, imported
-        yield
-    finally:
-        if started is not None:
-            started.terminate()
-            try:
-                started.wait(10)
-            except subprocess.TimeoutExpired:
-                started.kill()
-            if previous is None:
-                os.environ.pop("DOCKER_HOST", None)
-            else:
-                os.environ["DOCKER_HOST"] = previous
-            if state is not None:
-                shutil.rmtree(state, ignore_errors=True)
 
 
 def build_image(name: str, dockerfile: str, files: dict[str, str] | None = None) -> str:
     """Build one image for a family of attack tasks (they name it as `docker_image`)."""
-    from autoenvscaling.tools.sandbox.docker import build_image as build
+    from autoenvscaling.tools.sandbox.images import build_image as build
 
     context = Path(tempfile.mkdtemp(prefix=f"aes-security-{name}-")) / "environment"
     context.mkdir()
@@ -108,7 +36,9 @@ def build_image(name: str, dockerfile: str, files: dict[str, str] | None = None)
     for rel, text in (files or {}).items():
         (context / rel).write_text(text)
     try:
-        image = asyncio.run(build(context, task_name=f"security-{name}", timeout_sec=300))
+        image = asyncio.run(
+            build(context, backend=BACKEND, task_name=f"security-{name}", timeout_sec=300)
+        )
     finally:
         shutil.rmtree(context.parent, ignore_errors=True)
     return image.tag
@@ -127,6 +57,7 @@ def write_task(
     environment_files: dict[str, str] | None = None,
     cpus: float = 1,
     memory_mb: int = 512,
+    environment_toml: str = "",
     instruction: str = "Do the task.\n",
 ) -> Path:
     """A Harbor task folder: `solve` is the oracle's script, i.e. the attack."""
@@ -140,7 +71,7 @@ def write_task(
         "[agent]\ntimeout_sec = 120\n\n"
         f'[verifier]\nenvironment_mode = "{mode}"\ntimeout_sec = 60\n\n'
         f'[environment]\n{image_line}network_mode = "no-network"\ncpus = {cpus}\n'
-        f"memory_mb = {memory_mb}\nbuild_timeout_sec = 300\n"
+        f"memory_mb = {memory_mb}\nbuild_timeout_sec = 300\n{environment_toml}"
     )
     (task / "instruction.md").write_text(instruction)
     if dockerfile is not None:

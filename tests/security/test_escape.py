@@ -20,7 +20,7 @@ import pytest
 
 from tests.security.conftest import BACKEND, agent_log, describe, run_all, write_task
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.timeout(900)]
 
 TEST_SH = """\
     #!/bin/bash
@@ -97,7 +97,7 @@ def _probe_connect(port: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def outcomes(engine, host, tmp_path_factory):
+def outcomes(engine_ready, host, tmp_path_factory):
     root: Path = tmp_path_factory.mktemp("escape")
     marker, escape = host["marker"], host["escape_file"]
     port = host["loopback"].port

@@ -22,7 +22,7 @@ import pytest
 
 from tests.security.conftest import BACKEND, NAIVE, build_image, describe, run_all, write_task
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.timeout(900)]
 
 DOCKERFILE = "FROM debian:bookworm-slim\nWORKDIR /app\nRUN seq 1 100 > /app/numbers.txt\n"
 TEST_SH = """\
@@ -125,7 +125,7 @@ def _fix(script: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def outcomes(engine, tmp_path_factory):
+def outcomes(engine_ready, tmp_path_factory):
     """Every forgery trial of this module, run concurrently once."""
     root: Path = tmp_path_factory.mktemp("forgery")
     image = build_image("forgery", DOCKERFILE)

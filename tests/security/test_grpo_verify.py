@@ -11,7 +11,7 @@ from autoenvscaling.training.sandboxes import task_starter
 from tests.security.conftest import BACKEND, build_image, write_task
 from tests.security.test_forgery import CHECK_PY, DOCKERFILE, TEST_SH
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.timeout(600)]
 
 FORGE = [
     # A python3 wrapper that writes the reward, and a writer that keeps reward.json at 1.0.
@@ -24,7 +24,7 @@ FORGE = [
 HONEST = ["awk '{s += $1} END {print s}' /app/numbers.txt > /app/sum.txt"]
 
 
-def test_episode_reward_comes_from_the_separate_verifier(engine, tmp_path):
+def test_episode_reward_comes_from_the_separate_verifier(engine_ready, tmp_path):
     image = build_image("forgery", DOCKERFILE)
 
     def task(mode: str):
