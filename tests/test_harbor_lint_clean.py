@@ -24,6 +24,7 @@ from harbor.lint import lint_task
 from harbor.lint.models import DEFAULT_RULES, LintRule
 
 from autoenvscaling.tools.brief import parse_file_blocks
+from autoenvscaling.tools.gate.results import StageResult, make_verdict
 from autoenvscaling.tools.task_format import write_task
 from autoenvscaling.tools.verifier_protocol import default_to_separate, verifier_mode
 
@@ -92,6 +93,10 @@ def test_a_stated_mode_is_kept(tmp_path):
     assert [f.rule for f in lint_task(task, selected_rules=set(DEFAULT_RULES))] == [
         LintRule.SHARED_VERIFIER
     ]
+    # The gate's verdict says which tasks rely on a shared verifier.
+    lint_stage = StageResult(stage="lint", passed=True, reason="ok")
+    assert make_verdict(task, [lint_stage]).verifier_mode == "shared"
+    assert make_verdict(seed_tasks()[0], [lint_stage]).verifier_mode == "separate"
 
 
 def test_default_added_without_a_verifier_table(tmp_path):
