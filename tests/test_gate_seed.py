@@ -14,6 +14,8 @@ from .conftest import FIXTURES, SEED_DIR, seed_tasks
 
 
 @pytest.mark.slow
+# ~130 trials, each with a second container for the separate verifier: > 10 min under load.
+@pytest.mark.timeout(1800)
 async def test_every_seed_task_passes_the_gate_up_to_calibrate(engine_ready):
     tasks = seed_tasks()
     assert tasks, "tasks/seed/ holds no task"
