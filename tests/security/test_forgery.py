@@ -112,7 +112,7 @@ PROCESS_ATTACKS = ("background_writer", "tests_race")
 # Kill the sandbox's own processes (init's keep-alive, every helper) after the agent returns.
 KILL_HELPER = r"""
     #!/bin/bash
-    setsid bash -c 'sleep 1; kill -KILL -1' </dev/null >/dev/null 2>&1 &
+    setsid bash -c 'sleep 0.2; kill -KILL -1' </dev/null >/dev/null 2>&1 &
     echo "helper killer armed"
     """
 
