@@ -46,7 +46,7 @@ def test_episode_reward_comes_from_the_separate_verifier(engine_ready, tmp_path)
         def run(task_dir, commands) -> float:
             episode.reset(task_dir=str(task_dir))
             for command in commands:
-                assert episode.bash(command).endswith("[exit code 0]"), command
+                assert episode.run(command).endswith("[exit code 0]"), command
             return loop.run(episode._finish()).reward
 
         assert run(separate, HONEST) == 1.0
