@@ -49,6 +49,10 @@ init_path = "/usr/bin/catatonit"
 
 [engine]
 runtime = "runc"
+# Each API exec leaves a conmon waiting this long (default 300 s, Docker's behaviour) so a client
+# can still inspect the session; we inspect at once, and thousands of execs a run otherwise leave
+# thousands of conmon processes behind.
+exit_command_delay = 10
 """
 
 
