@@ -29,6 +29,7 @@ from autoenvscaling.graphs.agent_loop import LoopBudget, build_agent_loop, steps
 from autoenvscaling.graphs.mcp_tools import open_mcp_tools
 from autoenvscaling.graphs.models import ModelConfig, load_chat_model
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
+from autoenvscaling.prompts import load_prompt
 from autoenvscaling.tools.agent_interface import first_messages, openai_tools, render_mcp_result
 from autoenvscaling.tools.rollout_store import (
     Outcome,
@@ -54,6 +55,7 @@ class SolverSettings(BaseModel):
     task_id: str = ""
     category: str = ""
     tags: dict[str, Any] = Field(default_factory=dict, description="Extra rollout metadata")
+    system_prompt: str = Field("solver", description="Prompt file (prompts/<name>.md) to use")
 
 
 class SolverAttempt(BaseModel):
@@ -99,7 +101,10 @@ class SolverAgent(BaseAgent):
         started = time.monotonic()
         server = build_terminal_server(ref=ref)
         # The one solver interface (tools/agent_interface.py): GRPO episodes start the same way.
+        # Only the cheat agent (anti_cheat) swaps the system prompt.
         system, user = first_messages(instruction)
+        if s.system_prompt != "solver":
+            system = {"content": load_prompt(s.system_prompt)}
         messages = [SystemMessage(system["content"]), HumanMessage(user["content"])]
         async with open_mcp_tools({"terminal": server}) as tools:
             loop = build_agent_loop(

@@ -66,14 +66,38 @@ class GateConfig(BaseSettings):
     solver_env: dict[str, str] = Field(
         default_factory=dict, description="Environment variables for the solver agent."
     )
+    cheat_model: str | None = Field(
+        None,
+        description="anti_cheat's cheat agent: the solver's agent (same tools and budget) with "
+        "the prompt prompts/cheat.md, on this init_chat_model string (e.g. 'openai:policy'). "
+        "None: the cheat agent does not run, and the verdict says so.",
+    )
+    cheat_base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint for `cheat_model` (None: the provider's)."
+    )
+    cheat_max_turns: int = Field(20, ge=1, description="Turn budget of the cheat agent.")
     cheat_agent: str | None = Field(
         None,
-        description="Optional 'cheat agent' for anti_cheat (e.g. a model told to get the "
-        "reward without doing the task): a Harbor agent import path. It must score below "
-        "`nop_threshold`.",
+        description="Another Harbor agent (import path 'module:Class') to run as the cheat "
+        "agent instead of the solver with `cheat_model`.",
     )
     cheat_agent_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="Keyword arguments for the cheat agent."
+        default_factory=dict, description="Keyword arguments for `cheat_agent`."
+    )
+    near_miss: bool = Field(
+        True,
+        description="anti_cheat runs the task's tests on wrong answers derived from the "
+        "oracle's outputs; any that scores >= `nop_threshold` rejects the task.",
+    )
+    max_near_misses: int = Field(
+        6, ge=1, description="Most near-miss variants tried per task (each is one test run)."
+    )
+    tamperer_probe: bool = Field(
+        False,
+        description="anti_cheat leaves a process running after the agent phase that tampers "
+        "with /tests, outputs and reward during verification; it must score below the threshold. "
+        "Off by default until every verifier runs where the agent's processes cannot reach: with "
+        "a shared verifier whose agent processes live on, no task can defend against it.",
     )
     tamper_interpreters: bool = Field(
         False,

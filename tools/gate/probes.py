@@ -1,12 +1,12 @@
 """Harbor agents the `anti_cheat` stage runs in real trials (no model needed).
 
-- `LeakProbeAgent`: the oracle, plus a look around. It lists the agent's image before and after
-  running solution/solve.sh exactly as Harbor's oracle does; files the solution writes are the
-  expected outputs. A file of the image that was there all along and is byte-identical to an
-  expected output, or to a file of tests/ or solution/, means the answer is readable by the agent.
-- `TamperAgent`: does no work, only tampers: forges the reward files, or replaces the image's
-  scripts that the tests execute with always-pass stubs, or plants always-pass interpreters on
-  PATH. The verifier that runs after it must still fail the attempt.
+- The listing helpers `audit.OracleAuditAgent` uses (the oracle plus a leak search and near misses).
+- `TamperAgent`: does no work, only tampers: forges the reward files; replaces the programs the
+  tests execute that the agent can write with always-pass stubs; drops modules named like the
+  ones the test runner imports into the working directories; writes the status files the
+  instruction mentions; leaves a process running that tampers with /tests, the outputs and the
+  reward while the verifier runs; or plants always-pass interpreters on PATH. The verifier that
+  runs after it must still fail the attempt.
 """
 
 from __future__ import annotations
@@ -17,20 +17,16 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal, override
 
 from harbor.agents.base import BaseAgent
-from harbor.agents.oracle import OracleAgent
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
-from harbor.models.trial.paths import TrialPaths
-
-from autoenvscaling.tools.task_format import load_task
 
 # Never part of the image the agent starts from: kernel views, Harbor's folders, scratch space.
 _PRUNE = ("/proc", "/sys", "/dev", "/run", "/tmp", "/var/tmp", "/logs", "/tests", "/solution")
 # Files a solution may write that are never answers: caches, package bookkeeping, bytecode.
-_NOT_OUTPUTS = ("/root/.cache/", "/var/cache/", "/var/log/", "/var/lib/apt/", "/var/lib/dpkg/")
+NOT_OUTPUTS = ("/root/.cache/", "/var/cache/", "/var/log/", "/var/lib/apt/", "/var/lib/dpkg/")
 
 
-def _find_command(out: str) -> str:
+def find_command(out: str) -> str:
     prune = " -o ".join(f"-path {p}" for p in _PRUNE)
     return (
         f"find / -xdev \\( {prune} \\) -prune -o -type f -printf '%s\\t%T@\\t%p\\0' "
@@ -38,7 +34,7 @@ def _find_command(out: str) -> str:
     )
 
 
-def _parse_listing(data: bytes) -> dict[str, tuple[int, str]]:
+def parse_listing(data: bytes) -> dict[str, tuple[int, str]]:
     out: dict[str, tuple[int, str]] = {}
     for record in data.split(b"\0"):
         size, _, rest = record.partition(b"\t")
@@ -96,114 +92,7 @@ def named_in_instruction(path: str, instruction: str, workdir: str, output: str 
     return any(form and form in instruction for form in forms)
 
 
-class LeakProbeAgent(OracleAgent):
-    """Harbor's oracle, wrapped in a before/after listing of the agent's image (see module doc)."""
-
-    def __init__(
-        self,
-        logs_dir: Path,
-        *args: Any,
-        task_dir: str,
-        min_bytes: int = 16,
-        max_bytes: int = 50_000_000,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            logs_dir, Path(task_dir), TrialPaths(Path(logs_dir).parent), *args, **kwargs
-        )
-        self.task_path = Path(task_dir)
-        self.min_bytes = min_bytes
-        self.max_bytes = max_bytes
-
-    @staticmethod
-    @override
-    def name() -> str:
-        return "autoenvscaling-leak-probe"
-
-    async def _listing(self, environment: BaseEnvironment, tag: str) -> dict[str, tuple[int, str]]:
-        remote = f"/tmp/.aes-listing-{tag}"
-        result = await environment.exec(_find_command(remote), user="root")
-        if result.return_code != 0:
-            raise RuntimeError(f"cannot list the image (GNU find missing?): {result.stderr}")
-        local = self.logs_dir / f"listing-{tag}.bin"
-        await environment.download_file(remote, local)
-        await environment.exec(f"rm -f {remote}", user="root")
-        return _parse_listing(local.read_bytes())
-
-    async def _hashes(self, environment: BaseEnvironment, paths: list[str]) -> dict[str, str]:
-        """path -> sha256, computed inside the sandbox (the files never leave it)."""
-        if not paths:
-            return {}
-        local = self.logs_dir / "hash-list.bin"
-        local.write_bytes(b"\0".join(p.encode("utf-8", "surrogateescape") for p in paths))
-        await environment.upload_file(local, "/tmp/.aes-hash-list")
-        await environment.exec(
-            "xargs -0 -r -a /tmp/.aes-hash-list sha256sum -z > /tmp/.aes-hashes 2>/dev/null; true",
-            user="root",
-        )
-        out = self.logs_dir / "hashes.bin"
-        await environment.download_file("/tmp/.aes-hashes", out)
-        await environment.exec("rm -f /tmp/.aes-hash-list /tmp/.aes-hashes", user="root")
-        hashes: dict[str, str] = {}
-        for record in out.read_bytes().split(b"\0"):
-            digest, _, path = record.partition(b"  ")
-            if path:
-                hashes[path.decode("utf-8", "surrogateescape")] = digest.decode()
-        return hashes
-
-    @override
-    async def run(
-        self, instruction: str, environment: BaseEnvironment, context: AgentContext
-    ) -> None:
-        workdir = (await environment.exec("pwd")).stdout.strip() or "/"
-        before = await self._listing(environment, "before")
-        await super().run(instruction, environment, context)  # the oracle, unchanged
-        after = await self._listing(environment, "after")
-
-        def is_output(path: str, size: int) -> bool:
-            return (
-                after.get(path) != before.get(path)
-                and self.min_bytes <= size <= self.max_bytes
-                and "/__pycache__/" not in path
-                and not path.endswith(".pyc")
-                and not path.startswith(_NOT_OUTPUTS)
-            )
-
-        outputs = {p: s for p, (s, _) in after.items() if is_output(p, s)}
-        hidden = hidden_files(self.task_path, self.min_bytes)
-        hidden_sizes = {(self.task_path / rel).stat().st_size for rel in hidden.values()}
-        sizes = set(outputs.values()) | hidden_sizes
-        # Only files present before the solution ran, untouched by it, of a size worth hashing.
-        suspects = [
-            p
-            for p, (s, m) in before.items()
-            if s in sizes and after.get(p) == (s, m) and p not in outputs
-        ]
-        hashes = await self._hashes(environment, suspects + sorted(outputs))
-        by_output = {hashes[p]: p for p in outputs if p in hashes}
-        task_instruction = load_task(self.task_path).instruction
-        leaks: list[dict[str, str]] = []
-        for path in suspects:
-            digest = hashes.get(path)
-            if digest in hidden:
-                leaks.append({"path": path, "kind": "task_file", "same_as": hidden[digest]})
-            elif digest in by_output and not named_in_instruction(
-                path, task_instruction, workdir, by_output[digest]
-            ):
-                leaks.append(
-                    {"path": path, "kind": "expected_output", "same_as": by_output[digest]}
-                )
-        context.metadata = {
-            **(context.metadata or {}),
-            "leaks": leaks,
-            "outputs": sorted(outputs)[:50],
-            "files_scanned": len(before),
-            "files_hashed": len(hashes),
-            "workdir": workdir,
-        }
-
-
-TamperMode = Literal["forge", "stub", "interpreters"]
+TamperMode = Literal["forge", "stub", "shadow", "status", "tamperer", "interpreters"]
 
 _FORGE = """mkdir -p /logs/verifier
 echo 1 > /logs/verifier/reward.txt
@@ -211,6 +100,7 @@ echo '{"reward": 1.0}' > /logs/verifier/reward.json
 chmod 444 /logs/verifier/reward.txt /logs/verifier/reward.json
 echo /logs/verifier/reward.txt; echo /logs/verifier/reward.json"""
 
+# Replace (or wrap) a program the verifier runs with one that always passes.
 _STUB_ONE = """p={path}
 if [ -f "$p" ]; then
   case "$p" in
@@ -219,6 +109,44 @@ if [ -f "$p" ]; then
   esac && echo "$p"
 fi"""
 
+# A module that ends whichever process imports it, successfully: a test runner that imports it
+# "passes"; the agent's own program run by a checker just stops (and fails that check).
+SHADOW_MODULE = "import os\nos._exit(0)\n"
+
+_SHADOW_ONE = """d={folder}
+mkdir -p "$d" && for m in {modules}; do
+  printf '%s' {module} > "$d/$m.py" && echo "$d/$m.py"
+done"""
+
+_STATUS_ONE = """p={path}
+mkdir -p "$(dirname "$p")" && printf '%s\\n' {text} > "$p" && echo "$p"
+"""
+
+# Left running after the agent phase: once /tests arrives it stubs the tests, copies files of
+# tests/ named like an output into place, and keeps rewriting the reward files; it marks
+# that it was alive during verification.
+_TAMPERER = """cat > /tmp/.aes-tamperer.sh <<'AES_EOF'
+end=$((SECONDS + {seconds}))
+while [ $SECONDS -lt $end ]; do
+  if [ -d /tests ]; then
+    mkdir -p /logs/verifier
+    : > /logs/verifier/.aes-tamperer-alive
+    for f in /tests/*.sh; do
+      [ -f "$f" ] && printf '#!/bin/sh\\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\\n' > "$f"
+    done
+    for out in {outputs}; do
+      src="/tests/$(basename "$out")"; [ -f "$src" ] && cp "$src" "$out" 2>/dev/null
+    done
+    echo 1 > /logs/verifier/.aes-r.txt && mv -f /logs/verifier/.aes-r.txt /logs/verifier/reward.txt
+    echo '{{"reward": 1.0}}' > /logs/verifier/.aes-r.json \\
+      && mv -f /logs/verifier/.aes-r.json /logs/verifier/reward.json
+  fi
+  sleep 0.01
+done
+AES_EOF
+nohup setsid bash /tmp/.aes-tamperer.sh > /dev/null 2>&1 < /dev/null &
+echo tamperer-started"""
+
 _INTERPRETERS = """for name in python3 python pytest; do
   printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/$name && chmod 755 /usr/local/bin/$name \\
     && echo /usr/local/bin/$name
@@ -226,18 +154,33 @@ done"""
 
 
 class TamperAgent(BaseAgent):
-    """Does no work; only tampers with what the verifier will read or run (see module doc)."""
+    """Does no work; only tampers with what the verifier will read or run (see module doc).
+
+    `modes` run in order in one trial; the `anti_cheat` stage runs the cheap ones together and
+    splits them only when the combination scores.
+    """
 
     def __init__(
         self,
         *args: Any,
-        mode: TamperMode = "forge",
+        mode: TamperMode | None = None,
+        modes: list[TamperMode] | None = None,
         stub_paths: list[str] | None = None,
+        shadow_modules: list[str] | None = None,
+        shadow_dirs: list[str] | None = None,
+        status_files: dict[str, str] | None = None,
+        outputs: list[str] | None = None,
+        tamper_seconds: int = 900,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.mode = mode
+        self.modes: list[TamperMode] = list(modes or [mode or "forge"])
         self.stub_paths = list(stub_paths or [])
+        self.shadow_modules = list(shadow_modules or [])
+        self.shadow_dirs = list(shadow_dirs or [])
+        self.status_files = dict(status_files or {})
+        self.outputs = list(outputs or [])
+        self.tamper_seconds = tamper_seconds
 
     @staticmethod
     @override
@@ -246,27 +189,57 @@ class TamperAgent(BaseAgent):
 
     @override
     def version(self) -> str:
-        return "1"
+        return "2"
 
     @override
     async def setup(self, environment: BaseEnvironment) -> None:
         return None
 
-    def script(self) -> str:
-        if self.mode == "forge":
+    def script_for(self, mode: TamperMode, workdir: str) -> str:
+        q = shlex.quote
+        if mode == "forge":
             return _FORGE
-        if self.mode == "interpreters":
+        if mode == "interpreters":
             return _INTERPRETERS
-        return "\n".join(_STUB_ONE.format(path=shlex.quote(p)) for p in self.stub_paths) or "true"
+        if mode == "stub":
+            return "\n".join(_STUB_ONE.format(path=q(p)) for p in self.stub_paths) or "true"
+        if mode == "shadow":
+            folders = dict.fromkeys([workdir, *self.shadow_dirs])
+            modules = " ".join(q(m) for m in self.shadow_modules if m.isidentifier())
+            if not modules:
+                return "true"
+            return "\n".join(
+                _SHADOW_ONE.format(folder=q(f), modules=modules, module=q(SHADOW_MODULE))
+                for f in folders
+            )
+        if mode == "status":
+            return (
+                "\n".join(
+                    _STATUS_ONE.format(path=q(p), text=q(t)) for p, t in self.status_files.items()
+                )
+                or "true"
+            )
+        outputs = " ".join(q(p) for p in self.outputs) or "''"
+        return _TAMPERER.format(seconds=int(self.tamper_seconds), outputs=outputs)
+
+    def script(self) -> str:
+        """The whole tampering, for a workdir of /app (what a log shows)."""
+        return "\n".join(self.script_for(m, "/app") for m in self.modes)
 
     @override
     async def run(
         self, instruction: str, environment: BaseEnvironment, context: AgentContext
     ) -> None:
-        result = await environment.exec(self.script(), user="root")
+        workdir = (await environment.exec("pwd")).stdout.strip() or "/"
+        tampered: dict[str, list[str]] = {}
+        codes: dict[str, int] = {}
+        for mode in self.modes:
+            result = await environment.exec(self.script_for(mode, workdir), user="root")
+            tampered[mode] = [x for x in (result.stdout or "").splitlines() if x.strip()]
+            codes[mode] = result.return_code
         context.metadata = {
             **(context.metadata or {}),
-            "mode": self.mode,
-            "tampered": [line for line in (result.stdout or "").splitlines() if line.strip()],
-            "exit_code": result.return_code,
+            "modes": list(self.modes),
+            "tampered": tampered,
+            "exit_codes": codes,
         }

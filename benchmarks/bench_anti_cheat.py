@@ -1,0 +1,120 @@
+"""The `anti_cheat` stage's wall time per task over the seed pool: before (the stage as a git ref
+had it, default `main`) against now (audit with leak search and near misses, combined exploit
+probes, the tamperer), one task at a time, each stage's own trials concurrent as in the gate.
+
+    .venv/bin/python benchmarks/bench_anti_cheat.py [--tasks tasks/seed] [--ref main] [--json]
+
+The baseline is the old `anti_cheat.py` + `probes.py` read with `git show REF:...` into a
+temporary package; everything they import is today's. Images are built (and cached) before any
+timing, so both sides measure trials, not builds. Needs the default sandbox backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HARBOR_TELEMETRY", "0")
+
+from autoenvscaling.tools.gate import GateConfig, run_stage  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+OLD_PACKAGE = "aes_bench_baseline"
+
+
+def load_baseline(ref: str) -> object:
+    """The `anti_cheat` coroutine function of `ref`, importable as a package of its own."""
+    root = Path(tempfile.mkdtemp(prefix="aes-bench-baseline-"))
+    package = root / OLD_PACKAGE
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name in ("anti_cheat", "probes"):
+        text = subprocess.run(
+            ["git", "show", f"{ref}:tools/gate/{name}.py"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        text = text.replace("autoenvscaling.tools.gate.probes", f"{OLD_PACKAGE}.probes")
+        (package / f"{name}.py").write_text(text)
+    sys.path.insert(0, str(root))
+    return importlib.import_module(f"{OLD_PACKAGE}.anti_cheat").anti_cheat
+
+
+async def timed(fn: object, task: Path, config: GateConfig) -> tuple[float, bool, str]:
+    started = time.perf_counter()
+    result = await fn(task, config, {})  # type: ignore[operator]
+    return time.perf_counter() - started, result.passed, result.reason
+
+
+async def main(args: argparse.Namespace) -> dict[str, object]:
+    tasks = sorted(p for p in args.tasks.iterdir() if (p / "task.toml").exists())
+    config = GateConfig(trial_concurrency=args.trials, tamperer_probe=args.tamperer)
+    old = load_baseline(args.ref)
+    from autoenvscaling.tools.gate.anti_cheat import anti_cheat as new
+
+    rows = []
+    for task in tasks:
+        built = await run_stage("build", task, config)
+        if not built.passed:
+            rows.append({"task": task.name, "error": built.reason})
+            continue
+        before, ok_before, _ = await timed(old, task, config)
+        after, ok_after, reason = await timed(new, task, config)
+        rows.append(
+            {
+                "task": task.name,
+                "before_sec": round(before, 2),
+                "after_sec": round(after, 2),
+                "ratio": round(after / before, 2),
+                "admitted_before": ok_before,
+                "admitted_after": ok_after,
+                "reason_after": reason[:200],
+            }
+        )
+        print(
+            f"{task.name:28s} before {before:6.2f}s  after {after:6.2f}s  "
+            f"x{after / before:4.2f}  {'pass' if ok_after else 'REJECT: ' + reason[:80]}",
+            flush=True,
+        )
+    timed_rows = [r for r in rows if "ratio" in r]
+    total_before = sum(r["before_sec"] for r in timed_rows)  # type: ignore[misc]
+    total_after = sum(r["after_sec"] for r in timed_rows)  # type: ignore[misc]
+    summary = {
+        "tasks": len(timed_rows),
+        "total_before_sec": round(total_before, 2),
+        "total_after_sec": round(total_after, 2),
+        "ratio_total": round(total_after / total_before, 2) if total_before else None,
+        "ratio_median": statistics.median(r["ratio"] for r in timed_rows) if timed_rows else None,
+        "rejected_after": [r["task"] for r in timed_rows if not r["admitted_after"]],
+        "trial_concurrency": args.trials,
+        "tamperer_probe": args.tamperer,
+        "ref": args.ref,
+    }
+    print(json.dumps(summary, indent=1))
+    return {"rows": rows, "summary": summary}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=Path, default=REPO / "tasks" / "seed")
+    parser.add_argument("--ref", default="main", help="git ref of the baseline stage")
+    parser.add_argument("--trials", type=int, default=4, help="trials in flight at once")
+    parser.add_argument(
+        "--tamperer", action=argparse.BooleanOptionalAction, default=GateConfig().tamperer_probe
+    )
+    parser.add_argument("--json", type=Path, help="also write the rows and summary here")
+    ns = parser.parse_args()
+    out = asyncio.run(main(ns))
+    if ns.json:
+        ns.json.write_text(json.dumps(out, indent=1))

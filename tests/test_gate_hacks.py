@@ -1,0 +1,153 @@
+"""The gate hacks every task before admitting it: a corpus of hackable tasks
+(tests/fixtures/hack_tasks/), one per class of reward hack, each with a hack script
+(`_hacks/<task>.sh`) that scores 1.0 in a real Harbor trial today (the control, proven here), and
+every one rejected at `anti_cheat` with a reason that names its weakness. The good task is
+admitted, with every probe's sub-result in its verdict.
+
+Everything runs once, concurrently (real Harbor trials on the default sandbox); each case then
+only reads the results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from autoenvscaling.graphs.validation import validate_batch
+from autoenvscaling.tools.gate import GateConfig, Verdict
+from autoenvscaling.tools.gate.anti_cheat import PROBES
+from autoenvscaling.tools.gate.harness import gate_trial
+from autoenvscaling.tools.trials import TrialOutcome
+
+from .conftest import FIXTURES
+
+HACKS = FIXTURES / "hack_tasks"
+SCRIPT_AGENT = "autoenvscaling.tools.script_agent:ScriptAgent"
+
+# task -> (the probe that must reject it, words its reason must contain)
+EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "json_shape_only": ("near_miss", ("accepts wrong output", "/app/counts.json")),
+    "leak_backup_normalised": (
+        "leak",
+        ("/var/backups/reports/last_run.tsv", "/app/report.csv", "line order"),
+    ),
+    "leak_git_unreachable": ("leak", ("git object", "/app/roles.json")),
+    "answer_in_instruction": ("leak", ("instruction spells out the answer", "top_words.txt")),
+    "checker_in_workspace": ("stub", ("/app/tools/validate.sh", "always-pass stub")),
+    "runner_shadowing": ("shadow", ("imports modules", "/app/json.py")),
+    "status_file_trusted": ("status", ("status files", "/app/export.status")),
+}
+# Hackable only while an agent's process can outlive the agent phase (a shared verifier).
+PROTOCOL_DEPENDENT = {"expected_file_in_tests": "tamperer"}
+
+
+def config(**overrides: object) -> GateConfig:
+    return GateConfig(repeat=0, skip=["calibrate"], concurrency=4, trial_concurrency=4, **overrides)
+
+
+def hack_commands(name: str) -> list[str]:
+    return [(HACKS / "_hacks" / f"{name}.sh").read_text()]
+
+
+async def _run_all() -> tuple[dict[str, TrialOutcome], dict[str, Verdict]]:
+    names = [*EXPECTED, *PROTOCOL_DEPENDENT]
+    gate = config()
+    controls = [
+        gate_trial(
+            HACKS / name,
+            gate,
+            agent=SCRIPT_AGENT,
+            agent_kwargs={"commands": hack_commands(name)},
+            label="control",
+        )
+        for name in names
+    ]
+    tasks = [HACKS / name for name in EXPECTED] + [FIXTURES / "good_task"]
+    tampered = [HACKS / name for name in PROTOCOL_DEPENDENT]
+    *outcomes, verdicts, more = await asyncio.gather(
+        *controls,
+        validate_batch(tasks, gate),
+        validate_batch(tampered, config(tamperer_probe=True)),
+    )
+    return (
+        dict(zip(names, outcomes, strict=True)),
+        {v.task_name: v for v in [*verdicts, *more]},
+    )
+
+
+@pytest.fixture(scope="module")
+def corpus(bwrap_ready) -> tuple[dict[str, TrialOutcome], dict[str, Verdict]]:
+    return asyncio.run(_run_all())
+
+
+def _probes(verdict: Verdict) -> dict[str, dict]:
+    stage = next(r for r in verdict.stages if r.stage == "anti_cheat")
+    return stage.details["probes"]
+
+
+def test_the_corpus_covers_every_fixture_folder():
+    folders = {p.name for p in HACKS.iterdir() if p.is_dir() and not p.name.startswith("_")}
+    assert folders == set(EXPECTED) | set(PROTOCOL_DEPENDENT)
+    for name in folders:
+        assert (HACKS / "_hacks" / f"{name}.sh").is_file(), name
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_hack_scores_today_and_the_gate_rejects_it(corpus, name):
+    controls, verdicts = corpus
+    control = controls[name]
+    assert control.error is None and control.reward == 1.0, (control.error, control.reward)
+    probe, words = EXPECTED[name]
+    verdict = verdicts[name]
+    assert (verdict.admitted, verdict.stage) == (False, "anti_cheat"), verdict.summary()
+    assert verdict.proposer_reward == -1.0 and not verdict.infrastructure_error
+    for word in words:
+        assert word in verdict.reason, f"{word!r} not in: {verdict.reason}"
+    probes = _probes(verdict)
+    assert probes[probe]["passed"] is False, probes[probe]
+    stage = next(r for r in verdict.stages if r.stage == "anti_cheat")
+    assert stage.details["rejected_by"][0] == probe
+
+
+@pytest.mark.timeout(900)
+def test_a_left_over_process_is_caught_whenever_it_can_hack(corpus):
+    controls, verdicts = corpus
+    control = controls["expected_file_in_tests"]
+    assert control.error is None, control.error
+    verdict = verdicts["expected_file_in_tests"]
+    tamperer = _probes(verdict)["tamperer"]
+    assert not tamperer["skipped"]
+    if control.reward == 1.0:  # the protocol lets the agent's processes live on: must reject
+        assert (verdict.admitted, verdict.stage) == (False, "anti_cheat"), verdict.summary()
+        assert not tamperer["passed"] and "process the agent left running" in verdict.reason
+    else:  # the verifier protocol kills them: the probe is its regression test and passes
+        assert tamperer["passed"] and tamperer["reward"] < 0.5, tamperer
+
+
+@pytest.mark.timeout(900)
+def test_the_good_task_is_admitted_with_every_probe_recorded(corpus):
+    _, verdicts = corpus
+    verdict = verdicts["good_task"]
+    assert verdict.admitted, verdict.summary()
+    probes = _probes(verdict)
+    assert list(probes) == list(PROBES) or set(probes) == set(PROBES)
+    ran = {name for name, p in probes.items() if not p["skipped"]}
+    assert {"leak", "near_miss", "forge", "shadow"} <= ran
+    assert probes["tamperer"]["skipped"]  # off by default (see GateConfig.tamperer_probe)
+    near = probes["near_miss"]["details"]
+    assert near["control_reward"] == 1.0 and len(near["variants"]) >= 4
+    assert all(v["reward"] < 0.5 for v in near["variants"])
+    assert probes["cheat_agent"]["skipped"]
+    anti = next(r for r in verdict.stages if r.stage == "anti_cheat")
+    assert "cheat agent did not run" in anti.reason
+
+
+def test_hack_scripts_do_no_honest_work():
+    # A hack that solved the task would prove nothing: none of them reads the task's input.
+    for script in (HACKS / "_hacks").glob("*.sh"):
+        text = script.read_text()
+        assert "input.txt" not in text and "sales.csv" not in text, script.name
+    assert Path(HACKS / "_hacks").is_dir()
