@@ -145,10 +145,13 @@ def _judge_near_miss(audit: TrialOutcome, threshold: float) -> ProbeResult:
         return ProbeResult(
             probe="near_miss", passed=True, skipped=True, reason=report["skipped"], details=report
         )
+    # Accepted: it passes, and the tests took nothing off for it. (A partial-credit verifier that
+    # scores a dropped record 0.8 instead of 1.0 noticed it; one that still gives 1.0 did not.)
+    control = report.get("control_reward") or 1.0
     accepted = [
         v
         for v in report.get("variants", [])
-        if v["reward"] is not None and v["reward"] >= threshold
+        if v["reward"] is not None and v["reward"] >= threshold and v["reward"] >= control
     ]
     tried = len(report.get("variants", []))
     if not accepted:
@@ -156,7 +159,7 @@ def _judge_near_miss(audit: TrialOutcome, threshold: float) -> ProbeResult:
             probe="near_miss",
             passed=True,
             reason=f"all {tried} wrong answers derived from the oracle's outputs scored below "
-            f"{threshold:g}",
+            f"{threshold:g} or below the right answer's {control:g}",
             details=report,
         )
     first = accepted[0]
@@ -166,7 +169,7 @@ def _judge_near_miss(audit: TrialOutcome, threshold: float) -> ProbeResult:
         passed=False,
         reward=first["reward"],
         reason=f"the verifier accepts wrong output: {first['description']} scored "
-        f"{first['reward']:g} >= {threshold:g} ({len(accepted)} of {tried} near misses "
+        f"{first['reward']:g}, as much as the right answer ({len(accepted)} of {tried} near misses "
         f"accepted: {kinds}). The tests must check the values the instruction asks for, not "
         "only that the outputs exist or parse",
         details=report,

@@ -57,6 +57,7 @@ MAX_DOWNLOAD_BYTES = 40_000_000
 MAX_ARCHIVE_BYTES = 20_000_000
 MAX_GIT_BYTES = 50_000_000
 MAX_REPOS = 5
+MAX_SCOPE = 20_000  # workspace files hashed before the oracle runs
 # Instructions about git make the object store the task's input (e.g. "recover the lost commit").
 _ABOUT_GIT = re.compile(r"\b(git|commits?|branch(?:es)?|reflogs?|repositor(?:y|ies))\b", re.I)
 
@@ -199,6 +200,11 @@ class OracleAuditAgent(OracleAgent):
         env = environment
         workdir = (await env.exec("pwd")).stdout.strip() or "/"
         before = await self._listing(env, "before")
+        # Contents of the workspace before, so a file the oracle only touched (a checkout that
+        # restored it, a rewrite with the same bytes) does not count as an output.
+        prefix = workdir.rstrip("/") + "/"
+        scope = [p for p in before if p.startswith(prefix)][:MAX_SCOPE] if prefix != "/" else []
+        before_hashes = await self._hashes(env, scope)
         await super().run(instruction, env, context)  # the oracle, unchanged
         after = await self._listing(env, "after")
 
@@ -212,6 +218,12 @@ class OracleAuditAgent(OracleAgent):
             )
 
         changed = {p: s for p, (s, _) in after.items() if is_output(p, s)}
+        rehashed = await self._hashes(env, [p for p in changed if p in before_hashes])
+        changed = {
+            p: s
+            for p, s in changed.items()
+            if p not in before_hashes or rehashed.get(p) != before_hashes[p]
+        }
         # Tiny files match by chance: the leak search compares only outputs of min_bytes or more.
         outputs = {p: s for p, s in changed.items() if s >= self.min_bytes}
         task = load_task(self.task_path)
