@@ -17,7 +17,7 @@ import pytest
 
 from autoenvscaling.graphs.validation import validate_batch
 from autoenvscaling.tools.gate import GateConfig, Verdict
-from autoenvscaling.tools.gate.anti_cheat import PROBES
+from autoenvscaling.tools.gate.anti_cheat import PROBES, probe_rejections
 from autoenvscaling.tools.gate.harness import gate_trial
 from autoenvscaling.tools.trials import TrialOutcome
 
@@ -138,11 +138,19 @@ def test_the_good_task_is_admitted_with_every_probe_recorded(corpus):
     assert {"leak", "near_miss", "forge", "shadow"} <= ran
     assert probes["tamperer"]["skipped"]  # off by default (see GateConfig.tamperer_probe)
     near = probes["near_miss"]["details"]
-    assert near["control_reward"] == 1.0 and len(near["variants"]) >= 4
-    assert all(v["reward"] < 0.5 for v in near["variants"])
+    assert len(near["variants"]) == 4 and all(v["reward"] < 0.5 for v in near["variants"])
+    assert "control_reward" not in near  # the control runs only when a near miss passes
     assert probes["cheat_agent"]["skipped"]
     anti = next(r for r in verdict.stages if r.stage == "anti_cheat")
     assert "cheat agent did not run" in anti.reason
+
+
+def test_reports_can_count_which_probes_reject_most(corpus):
+    _, verdicts = corpus
+    counts = probe_rejections(v for name, v in verdicts.items() if name in EXPECTED)
+    assert counts["leak"] == 3 and counts["stub"] == counts["shadow"] == 1
+    assert counts["near_miss"] >= 2  # json_shape_only, and status_file_trusted's totals.csv
+    assert list(counts) == [p for p in PROBES if p in counts]
 
 
 def test_hack_scripts_do_no_honest_work():

@@ -22,7 +22,8 @@ rejects most; the stage's reason is the first rejecting probe's.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping
+from collections import Counter
+from collections.abc import Coroutine, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +33,11 @@ from autoenvscaling.tools.gate.cheat_agent import judge, solver_cheat_kwargs, su
 from autoenvscaling.tools.gate.config import GateConfig, StageName
 from autoenvscaling.tools.gate.exploits import executed_image_files, plan
 from autoenvscaling.tools.gate.harness import failure, failure_excerpt, gate_trial
-from autoenvscaling.tools.gate.results import StageResult
+from autoenvscaling.tools.gate.results import StageResult, Verdict
 from autoenvscaling.tools.task_format import load_task
 from autoenvscaling.tools.trials import TrialOutcome
 
-__all__ = ["PROBES", "ProbeResult", "anti_cheat", "executed_image_files"]
+__all__ = ["PROBES", "ProbeResult", "anti_cheat", "executed_image_files", "probe_rejections"]
 
 Prior = Mapping[StageName, StageResult]
 
@@ -317,6 +318,7 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
                 "min_bytes": config.leak_min_bytes,
                 "near_miss": config.near_miss,
                 "max_variants": config.max_near_misses,
+                "threshold": threshold,
             },
         ),
         "exploits": tamper("exploits", *modes),
@@ -438,3 +440,14 @@ def _cheat_agent(config: GateConfig) -> dict[str, Any] | None:
             config.cheat_model, config.cheat_base_url, config.cheat_max_turns
         )
     return None
+
+
+def probe_rejections(verdicts: Iterable[Verdict]) -> Counter[str]:
+    """How often each probe rejected a task over `verdicts` (every probe that rejected counts,
+    not only the one the reason names), in `PROBES` order: which hacks the proposer falls for."""
+    counts: Counter[str] = Counter()
+    for verdict in verdicts:
+        for stage in verdict.stages:
+            if stage.stage == "anti_cheat":
+                counts.update(stage.details.get("rejected_by") or [])
+    return Counter({p: counts[p] for p in PROBES if counts[p]})

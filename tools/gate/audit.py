@@ -6,9 +6,9 @@
    bytes), the files no Debian package owns (also after normalisation, see `leaks`), members of
    archives, every blob in the object store of every git repository (reachable or not), and the
    instruction text. A hit is a leak with its location.
-3. Near misses: the task's own tests/test.sh is run in this sandbox on the oracle's state (the
-   control, which must pass) and on each wrong answer `near_miss` derives from the outputs; the
-   rewards are reported. The oracle's outputs are put back afterwards, so Harbor's own verifier
+3. Near misses: the task's own tests/test.sh is run in this sandbox on each wrong answer
+   `near_miss` derives from the outputs, and, when one of them passes, on the oracle's own state
+   (the control, which must score 1.0 for the result to count); the rewards are reported. The oracle's outputs are put back afterwards, so Harbor's own verifier
    then judges the oracle's state as usual.
 
 Everything it measured goes to the agent context's metadata; `anti_cheat` judges it.
@@ -21,6 +21,7 @@ import json
 import math
 import re
 import tarfile
+import time
 from pathlib import Path
 from typing import Any, override
 
@@ -118,7 +119,8 @@ class OracleAuditAgent(OracleAgent):
         min_bytes: int = 16,
         max_bytes: int = 50_000_000,
         near_miss: bool = True,
-        max_variants: int = 6,
+        max_variants: int = 4,
+        threshold: float = 0.5,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -129,6 +131,7 @@ class OracleAuditAgent(OracleAgent):
         self.max_bytes = max_bytes
         self.near_miss = near_miss
         self.max_variants = max_variants
+        self.threshold = threshold
 
     @staticmethod
     @override
@@ -198,6 +201,7 @@ class OracleAuditAgent(OracleAgent):
         self, instruction: str, environment: BaseEnvironment, context: AgentContext
     ) -> None:
         env = environment
+        clock = _Laps()
         workdir = (await env.exec("pwd")).stdout.strip() or "/"
         before = await self._listing(env, "before")
         # Contents of the workspace before, so a file the oracle only touched (a checkout that
@@ -205,7 +209,9 @@ class OracleAuditAgent(OracleAgent):
         prefix = workdir.rstrip("/") + "/"
         scope = [p for p in before if p.startswith(prefix)][:MAX_SCOPE] if prefix != "/" else []
         before_hashes = await self._hashes(env, scope)
+        clock.lap("before")
         await super().run(instruction, env, context)  # the oracle, unchanged
+        clock.lap("oracle")
         after = await self._listing(env, "after")
 
         def is_output(path: str, size: int) -> bool:
@@ -276,6 +282,7 @@ class OracleAuditAgent(OracleAgent):
             seen.add(location)
             leaks.append(Leak(location=location, kind="expected_output", same_as=output, match=how))
 
+        clock.lap("outputs_and_exact_leaks")
         # 2. normalised copies among the files no package owns
         ours = [p for p in unchanged if p not in packaged]
         low, high = index.size_window()
@@ -297,6 +304,7 @@ class OracleAuditAgent(OracleAgent):
         for path, data in (await _fetch(env, picked, self.logs_dir / "cands.tar")).items():
             record(path, data, named_ok=path)
 
+        clock.lap("normalised_leaks")
         # 3. archive members
         archives = [p for p in ours if is_archive(p) and before[p][0] <= MAX_ARCHIVE_BYTES]
         if index and archives:
@@ -312,6 +320,7 @@ class OracleAuditAgent(OracleAgent):
                 for member, content in archive_members(path, data):
                     record(f"{path}!{member}", content)
 
+        clock.lap("archives")
         # 4. git object stores (every blob, reachable or not)
         repos = sorted(
             {p.split("/objects/", 1)[0] for p in ours if "/objects/" in p and _is_object(p)}
@@ -336,6 +345,7 @@ class OracleAuditAgent(OracleAgent):
                 for sha, blob in git_blobs(buffer.getvalue()):
                     record(f"git object {sha} in {repo}", blob)
 
+        clock.lap("git")
         # 5. the instruction
         for output in in_instruction(contents, task_instruction):
             leaks.append(
@@ -364,6 +374,8 @@ class OracleAuditAgent(OracleAgent):
         }
         if self.near_miss:
             metadata["near_miss"] = await self._near_misses(env, task, named, task_instruction)
+            clock.lap("near_miss")
+        metadata["phase_seconds"] = clock.laps
         context.metadata = {**(context.metadata or {}), **metadata}
 
     # ------------------------------------------------------------------ near misses
@@ -416,15 +428,6 @@ class OracleAuditAgent(OracleAgent):
             return report
         await env.upload_dir(self.task_path / "tests", "/tests")
         try:
-            control, tail = await self._verify_here(env, task)
-            report["control_reward"] = control
-            if control is None or control < 1.0:
-                report["skipped"] = (
-                    f"the tests re-run in place on the oracle's own state gave {control}, "
-                    "not 1.0: the near misses could not be judged"
-                )
-                report["control_output"] = tail[-600:]
-                return report
             for variant in variants:
                 await self._write(env, variant.files)
                 try:
@@ -439,9 +442,32 @@ class OracleAuditAgent(OracleAgent):
                         "output": tail[-400:],
                     }
                 )
+            if any((v["reward"] or 0.0) >= self.threshold for v in report["variants"]):
+                # Only now the control: do the tests re-run in place give the oracle 1.0?
+                control, tail = await self._verify_here(env, task)
+                report["control_reward"] = control
+                if control is None or control < 1.0:
+                    report["skipped"] = (
+                        f"the tests re-run in place on the oracle's own state gave {control}, "
+                        "not 1.0: the near misses could not be judged"
+                    )
+                    report["control_output"] = tail[-600:]
         finally:
             await _sh(env, "rm -rf /tests; rm -f /logs/verifier/reward.* /tmp/.aes-nm-out")
         return report
+
+
+class _Laps:
+    """Seconds spent in each phase of the audit (reported, to see where its time goes)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(now - self._last, 3)
+        self._last = now
 
 
 def _is_object(path: str) -> bool:

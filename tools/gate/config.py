@@ -90,7 +90,7 @@ class GateConfig(BaseSettings):
         "oracle's outputs; any that scores >= `nop_threshold` rejects the task.",
     )
     max_near_misses: int = Field(
-        6, ge=1, description="Most near-miss variants tried per task (each is one test run)."
+        4, ge=1, description="Most near-miss variants tried per task (each is one test run)."
     )
     tamperer_probe: bool = Field(
         False,

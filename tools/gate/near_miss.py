@@ -3,7 +3,7 @@
 The oracle's outputs (files it created or changed, measured by listing the image before and after
 it ran, and named in the instruction) are perturbed in ways that keep them plausible: values
 changed, a record dropped or duplicated, records reordered (only where the instruction fixes an
-order), the right shape with placeholder values, the file emptied. Every variant is wrong, so a
+order), the right shape with placeholder values. Every variant is wrong, so a
 verifier that still scores one of them >= the threshold does not check what the task asks for.
 
 Pure functions over bytes: the probe agent (`probes.OracleAuditAgent`) applies each variant in the
@@ -30,6 +30,9 @@ CODE_SUFFIXES = frozenset(
 )  # fmt: skip
 CODE_NAMES = frozenset({"Makefile", "makefile", "GNUmakefile", "Dockerfile"})
 MAX_VARIANT_BYTES = 1_000_000
+#: Near-miss kinds, most telling first: a verifier that checks any value fails `perturbed`; one
+#: that checks every record fails `dropped`; `placeholder` is mostly covered by `perturbed`.
+KINDS = ("perturbed", "dropped", "reordered", "duplicated", "placeholder")
 
 # Words that mean the instruction fixes the order of records.
 _ORDER_WORDS = re.compile(
@@ -223,11 +226,12 @@ def _text_variants(text: str, ordered: bool) -> dict[str, tuple[str, str]]:
 
 
 def derive_near_misses(
-    outputs: dict[str, bytes], instruction: str, *, max_variants: int = 6
+    outputs: dict[str, bytes], instruction: str, *, max_variants: int = 4
 ) -> list[NearMiss]:
     """Wrong answers from the oracle's `outputs` (path -> content). Each variant applies one kind
     of change to every data output at once, so side files nobody checks cannot make it look right;
-    variants equal to the oracle's answer are left out. Empties every output as the last one."""
+    variants equal to the oracle's answer are left out. The most telling kinds come first
+    (`KINDS`); at most `max_variants` are returned (each costs one run of the tests)."""
     ordered = fixes_order(instruction)
     per_kind: dict[str, tuple[list[str], dict[str, bytes]]] = {}
     data = {p: b for p, b in sorted(outputs.items()) if is_data_output(p, b) and b.strip()}
@@ -252,16 +256,8 @@ def derive_near_misses(
             descs, files = per_kind.setdefault(kind, ([], {}))
             descs.append(f"{path}: {desc}")
             files[path] = new
-    out = [
+    ranked = sorted(per_kind.items(), key=lambda item: KINDS.index(item[0]))
+    return [
         NearMiss(kind=kind, description="; ".join(descs), files=files)
-        for kind, (descs, files) in per_kind.items()
-    ][: max(max_variants - 1, 0)]
-    if data:
-        out.append(
-            NearMiss(
-                kind="emptied",
-                description="; ".join(f"{p}: emptied (exists, no content)" for p in data),
-                files=dict.fromkeys(data, b""),
-            )
-        )
-    return out
+        for kind, (descs, files) in ranked
+    ][:max_variants]
