@@ -78,7 +78,7 @@ async def _run_all() -> tuple[dict[str, TrialOutcome], dict[str, Verdict]]:
 
 
 @pytest.fixture(scope="module")
-def corpus(bwrap_ready) -> tuple[dict[str, TrialOutcome], dict[str, Verdict]]:
+def corpus(engine_ready) -> tuple[dict[str, TrialOutcome], dict[str, Verdict]]:
     return asyncio.run(_run_all())
 
 

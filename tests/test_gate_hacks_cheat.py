@@ -29,7 +29,7 @@ def _config(model: str) -> GateConfig:
 
 
 @pytest.mark.timeout(600)
-async def test_a_cheat_agent_hack_rejects_the_task_and_is_fed_back(bwrap_ready):
+async def test_a_cheat_agent_hack_rejects_the_task_and_is_fed_back(engine_ready):
     hack = register(
         "cheat-json",
         [
