@@ -1,10 +1,11 @@
 """The gate hacks every task before admitting it: a corpus of hackable tasks
 (tests/fixtures/hack_tasks/), one per class of reward hack, each with a hack script
 (`_hacks/<task>.sh`) that scores 1.0 in a real Harbor trial today (the control, proven here), and
-every one rejected at `anti_cheat` with a reason that names its weakness. The good task is
-admitted, with every probe's sub-result in its verdict.
+every one rejected at `anti_cheat` with a reason that names its weakness. The good task passes,
+with every probe's sub-result recorded. (That the earlier stages admit these tasks, and that
+the seed pool passes the whole gate with these probes, test_gate_corpus/test_gate_seed show.)
 
-Everything runs once, concurrently (real Harbor trials on the default sandbox); each case then
+Everything runs once, concurrently (real Harbor trials on the default engine); each case then
 only reads the results.
 """
 
@@ -15,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.graphs.validation import validate_batch
-from autoenvscaling.tools.gate import GateConfig, Verdict
+from autoenvscaling.tools.gate import GateConfig, Verdict, make_verdict, run_stage
 from autoenvscaling.tools.gate.anti_cheat import PROBES, probe_rejections
 from autoenvscaling.tools.gate.harness import gate_trial
 from autoenvscaling.tools.trials import TrialOutcome
@@ -65,15 +65,16 @@ async def _run_all() -> tuple[dict[str, TrialOutcome], dict[str, Verdict]]:
         for name in names
     ]
     tasks = [HACKS / name for name in EXPECTED] + [FIXTURES / "good_task"]
-    tampered = [HACKS / name for name in PROTOCOL_DEPENDENT]
-    *outcomes, verdicts, more = await asyncio.gather(
-        *controls,
-        validate_batch(tasks, gate),
-        validate_batch(tampered, config(tamperer_probe=True)),
-    )
+    stages = [run_stage("anti_cheat", task, gate) for task in tasks] + [
+        run_stage("anti_cheat", HACKS / name, config(tamperer_probe=True))
+        for name in PROTOCOL_DEPENDENT
+    ]
+    outcomes = await asyncio.gather(*controls, *stages)
+    results = outcomes[len(names) :]
+    paths = [*tasks, *(HACKS / name for name in PROTOCOL_DEPENDENT)]
     return (
-        dict(zip(names, outcomes, strict=True)),
-        {v.task_name: v for v in [*verdicts, *more]},
+        dict(zip(names, outcomes[: len(names)], strict=True)),
+        {p.name: make_verdict(p, [r]) for p, r in zip(paths, results, strict=True)},
     )
 
 
@@ -128,10 +129,11 @@ def test_a_left_over_process_is_caught_whenever_it_can_hack(corpus):
 
 
 @pytest.mark.timeout(900)
-def test_the_good_task_is_admitted_with_every_probe_recorded(corpus):
+def test_the_good_task_passes_with_every_probe_recorded(corpus):
     _, verdicts = corpus
     verdict = verdicts["good_task"]
-    assert verdict.admitted, verdict.summary()
+    anti = next(r for r in verdict.stages if r.stage == "anti_cheat")
+    assert anti.passed, anti.reason
     probes = _probes(verdict)
     assert list(probes) == list(PROBES) or set(probes) == set(PROBES)
     ran = {name for name, p in probes.items() if not p["skipped"]}
@@ -141,7 +143,6 @@ def test_the_good_task_is_admitted_with_every_probe_recorded(corpus):
     assert len(near["variants"]) == 4 and all(v["reward"] < 0.5 for v in near["variants"])
     assert "control_reward" not in near  # the control runs only when a near miss passes
     assert probes["cheat_agent"]["skipped"]
-    anti = next(r for r in verdict.stages if r.stage == "anti_cheat")
     assert "cheat agent did not run" in anti.reason
 
 
