@@ -125,7 +125,8 @@ async def repeat(
 async def anti_cheat(
     state: ValidationState, runtime: Runtime[GateConfig]
 ) -> Command[Literal["decontam", "verdict"]]:
-    """No answer in the image; tampering agents (and an optional cheat agent) fail."""
+    """The gate hacks the task: no answer readable at the start, wrong answers fail, exploit
+    probes and the optional cheat agent score below the threshold (sub-results per probe)."""
     return await _stage("anti_cheat", "decontam", state, runtime)
 
 
