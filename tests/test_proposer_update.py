@@ -229,3 +229,33 @@ def test_varying_rewards_change_the_weights(tiny_model: Path, tmp_path: Path) ->
     worker = json.loads((tmp_path / "work" / "result.json").read_text())
     used = {e["attempt_id"]: e["reward"] for e in worker["episodes"]}
     assert used == {"a1": 1.0, "a2": -1.0, "b1": -0.25, "b2": 1.0}  # a3 never entered
+
+
+def test_a_real_proposer_attempt_leaves_its_transcript(tmp_path: Path) -> None:
+    """`propose()` saves what the model saw (system prompt, brief) and said, next to the store."""
+    from autoenvscaling.graphs.models import ModelConfig
+    from autoenvscaling.graphs.proposer import ProposerSettings, brief_prompt, propose
+    from autoenvscaling.graphs.scripted_model import register
+    from autoenvscaling.tools.brief import build_brief
+    from autoenvscaling.tools.transcripts import load_transcript
+    from tests.conftest import SEED_DIR
+
+    store = tmp_path / "rollouts.db"
+    brief = build_brief(None, SEED_DIR)
+    settings = ProposerSettings(
+        model=ModelConfig(model=register("junk-proposer", ["no task here, sorry"])),
+        arm="prompt_only",
+        store_path=str(store),
+        run_id="run",
+        round=1,
+    )
+    result = asyncio.run(propose(brief, settings, out_dir=tmp_path / "cand"))
+    assert result.reward == -1.0 and result.outcome == "failed"
+    transcript = load_transcript(store, result.attempt_id)
+    assert transcript is not None
+    assert [m["role"] for m in transcript.messages] == ["system", "user", "assistant"]
+    assert transcript.messages[1]["content"] == brief_prompt(brief)
+    assert transcript.messages[2]["content"] == "no task here, sorry"
+    # One attempt of its brief: the planner says why it cannot form a group.
+    plan = plan_proposer_update(store, rounds=[1])
+    assert "single valid proposal" in plan.dropped[0].reason and plan.reason

@@ -68,14 +68,21 @@ def test_solution_files_are_written_by_the_solver() -> None:
     assert not first.comment.lower().startswith("reference solution")
 
 
-@pytest.mark.timeout(420)
-def test_sft_data_replays_seed_tasks(bwrap_ready, tmp_path: Path) -> None:
-    out = tmp_path / "sft"
+@pytest.fixture(scope="module")
+def replayed(bwrap_ready, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`autoenvscaling sft-data` over 3 seed tasks (real trials); its output folder."""
+    out = tmp_path_factory.mktemp("replay") / "sft"
     args = ["sft-data", str(out), "--seed", str(SEED_DIR), "--json"]
     for name in REPLAYED:
         args += ["--task", name]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.mark.timeout(420)
+def test_sft_data_replays_seed_tasks(replayed: Path) -> None:
+    out = replayed
     report = json.loads((out / "report.json").read_text())
     assert [(r["task_id"], r["reward"], r["kept"]) for r in report["replays"]] == [
         (name, 1.0, True) for name in sorted(REPLAYED)
@@ -109,6 +116,58 @@ def test_sft_data_replays_seed_tasks(bwrap_ready, tmp_path: Path) -> None:
     for example in examples:
         row = by_task[example.task_id]
         assert row["messages"] == example.messages and row["tools"] == example.tools
+
+
+@pytest.mark.timeout(120)
+def test_run_folders_are_harvested_and_deduplicated(replayed: Path, tmp_path: Path) -> None:
+    """A run folder's solved solver attempts (rebuilt from its store, tasks from its pool) and
+    admitted proposer attempts (from transcripts); the same conversations twice count once."""
+    import shutil
+
+    from autoenvscaling.tools.rollout_store import Attempt, RolloutStore
+    from autoenvscaling.tools.transcripts import Transcript, save_transcript
+
+    run = tmp_path / "run"
+    shutil.copytree(replayed / "trials", run / "trials")
+    shutil.copy(replayed / "rollouts.db", run / "rollouts.db")
+    for name in REPLAYED:
+        shutil.copytree(SEED_DIR / name, run / "pool" / name)
+    conversation = [
+        {"role": "system", "content": "You write Harbor tasks."},
+        {"role": "user", "content": "Round 1 brief."},
+        {"role": "assistant", "content": "", "tool_calls": [_call("submit", {})]},
+        {"role": "tool", "tool_call_id": "c", "content": "admitted"},
+    ]
+    with RolloutStore(run / "rollouts.db") as store:
+        for attempt_id, reward in (("p-admitted", 1.0), ("p-rejected", -1.0)):
+            store.record_attempt(
+                Attempt(id=attempt_id, role="proposer", task_id=attempt_id, reward=reward)
+            )
+            save_transcript(
+                run / "rollouts.db",
+                Transcript(attempt_id=attempt_id, messages=conversation, tools=[]),
+            )
+    out = tmp_path / "harvest"
+    args = ["sft-data", str(out), "--run", str(run), "--run", str(run)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+    # 3 solved + 1 admitted per copy of the run; the second copy is all duplicates.
+    assert report["runs"][str(run)]["examples"] == 4
+    assert (report["examples"], report["duplicates_dropped"]) == (4, 4), report
+    examples = read_jsonl(out / "sft.jsonl")
+    proposer = [e for e in examples if e.role == "proposer"]
+    assert [e.attempt_id for e in proposer] == ["p-admitted"]
+    assert proposer[0].messages == conversation[:3]  # ends on its own last reply
+    # A run's solved attempt renders exactly like the replay that recorded it.
+    replays = {e.attempt_id: e for e in read_jsonl(replayed / "sft.jsonl")}
+    for example in (e for e in examples if e.role == "solver"):
+        assert example.messages == replays[example.attempt_id].messages
+        assert example.tools == replays[example.attempt_id].tools
+
+
+def _call(name: str, arguments: dict) -> dict:
+    return {"id": "c", "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 # -- the rendering is the served one ---------------------------------------------------------------
