@@ -87,7 +87,7 @@ def sft_data(
         for run in runs:
             harvest = harvest_run(
                 run,
-                solver_system_prompt=interface.system_prompt,
+                first_messages=interface.first_messages,
                 solver_tools=interface.tools,
             )
             examples += harvest.examples

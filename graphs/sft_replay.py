@@ -41,15 +41,36 @@ class SolverInterface(BaseModel):
 
     system_prompt: str
     tools: list[dict[str, Any]] = Field(description="OpenAI function schemas, as bound")
+    strip_instruction: bool = Field(False, description="The served user turn is stripped")
+
+    def first_messages(self, instruction: str) -> list[dict[str, str]]:
+        """The conversation a served attempt starts from."""
+        text = instruction.strip() if self.strip_instruction else instruction
+        return [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": text},
+        ]
 
 
 async def served_solver_interface() -> SolverInterface:
-    """The solver's system prompt and the terminal tools exactly as the served solver binds
-    them (MCP server -> langchain-mcp-adapters -> `convert_to_openai_tool`, which is what
-    `ChatOpenAI.bind_tools` sends). Listing tools starts no sandbox.
+    """The solver's system prompt and tools exactly as the served solver gives them to its model.
 
-    The one place SFT rendering takes the interface from (swap for tools/agent_interface.py
-    when that module defines it)."""
+    The one place SFT rendering takes the interface from. With the shared solver interface
+    (tools/agent_interface.py) it is that module's definition; without it, the terminal tools as
+    the served solver binds them (MCP server -> langchain-mcp-adapters -> `convert_to_openai_tool`,
+    what `ChatOpenAI.bind_tools` sends; listing tools starts no sandbox) and prompts/solver.md.
+    tests/test_sft_data.py checks the result against what a served attempt really sends.
+    """
+    try:
+        from autoenvscaling.tools import agent_interface
+    except ImportError:
+        agent_interface = None  # type: ignore[assignment]
+    if agent_interface is not None:
+        return SolverInterface(
+            system_prompt=agent_interface.system_prompt(),
+            tools=agent_interface.openai_tools(),
+            strip_instruction=True,
+        )
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     from autoenvscaling.graphs.mcp_tools import open_mcp_tools
@@ -127,8 +148,7 @@ async def replay_task(
         example = solver_example(
             store,
             attempt.rollout_id,
-            system_prompt=interface.system_prompt,
-            instruction=task.instruction,
+            first=interface.first_messages(task.instruction),
             tools=interface.tools,
             source="seed-replay",
         )

@@ -277,8 +277,7 @@ async def test_example_renders_exactly_like_a_served_attempt(bwrap_ready, tmp_pa
         example = solver_example(
             db,
             attempt.rollout_id,
-            system_prompt=interface.system_prompt,
-            instruction=load_task(task).instruction,
+            first=interface.first_messages(load_task(task).instruction),
             tools=interface.tools,
             source="run",
         )

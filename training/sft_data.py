@@ -20,7 +20,7 @@ import hashlib
 import json
 import re
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -200,19 +200,15 @@ def _inline_solution_files(
 # -- rendering: rollout-store steps -> chat messages ----------------------------------------------
 
 
-def solver_messages(
-    system_prompt: str, instruction: str, steps: Sequence[Step]
-) -> list[dict[str, Any]]:
-    """A solver attempt as chat messages, rebuilt from its stored steps.
+def solver_messages(first: Sequence[dict[str, Any]], steps: Sequence[Step]) -> list[dict[str, Any]]:
+    """A solver attempt as chat messages: its first messages (system prompt and task, as the
+    served solver starts), then its stored steps.
 
     One assistant turn per step (the served loop's replays and small models make one call a
     turn); a step without a tool call is a closing reply. Tool results are the stored text the
     model was shown.
     """
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt},
-        {"role": "user", "content": instruction},
-    ]
+    messages: list[dict[str, Any]] = [dict(m) for m in first]
     for step in steps:
         if step.tool_name is None:
             messages.append({"role": "assistant", "content": step.message or ""})
@@ -246,8 +242,7 @@ def solver_example(
     store: RolloutStore,
     attempt_id: str,
     *,
-    system_prompt: str,
-    instruction: str,
+    first: Sequence[dict[str, Any]],
     tools: list[dict[str, Any]],
     source: str,
 ) -> SFTExample | None:
@@ -256,7 +251,7 @@ def solver_example(
     attempt = trajectory.attempt
     if attempt.reward is None or attempt.reward < 1.0:
         return None
-    messages = solver_messages(system_prompt, instruction, trajectory.steps)
+    messages = solver_messages(first, trajectory.steps)
     if messages[-1]["role"] != "assistant":
         return None  # ended on a tool result (budget): no closing reply to learn
     return SFTExample(
@@ -281,7 +276,7 @@ class RunHarvest(BaseModel):
 def harvest_run(
     run_dir: Path,
     *,
-    solver_system_prompt: str,
+    first_messages: Callable[[str], list[dict[str, Any]]],
     solver_tools: list[dict[str, Any]],
 ) -> RunHarvest:
     """Solved solver attempts and admitted proposer attempts of one run folder."""
@@ -328,8 +323,7 @@ def harvest_run(
             example = solver_example(
                 store,
                 attempt.id,
-                system_prompt=solver_system_prompt,
-                instruction=instruction,
+                first=first_messages(instruction),
                 tools=solver_tools,
                 source="run",
             )
