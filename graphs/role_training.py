@@ -68,6 +68,9 @@ async def train_proposer(
     if plan.reason:
         summary["reason"] = plan.reason
         return summary, None
+    work = run.root / "train" / f"r{round_:02d}-proposer"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "plan.json").write_text(plan.model_dump_json(indent=2))
 
     from autoenvscaling.graphs.flywheel_roles import _policy_server
     from autoenvscaling.training.backend import TrainHyperParams, TrainingError
@@ -84,7 +87,7 @@ async def train_proposer(
         groups=plan.groups,
         group_size=plan.group_size,
         hyper=TrainHyperParams(steps=ctx.proposer_train_steps),
-        work_dir=run.root / "train" / f"r{round_:02d}-proposer",
+        work_dir=work,
     )
     try:
         result = await TRLProposerBackend(registry).train(job)

@@ -259,3 +259,24 @@ def test_a_real_proposer_attempt_leaves_its_transcript(tmp_path: Path) -> None:
     # One attempt of its brief: the planner says why it cannot form a group.
     plan = plan_proposer_update(store, rounds=[1])
     assert "single valid proposal" in plan.dropped[0].reason and plan.reason
+
+
+def test_run_modes_are_in_the_manifest_and_the_round_report(tmp_path: Path) -> None:
+    from dataclasses import asdict
+
+    from autoenvscaling.graphs.flywheel import FlywheelContext
+    from autoenvscaling.graphs.role_training import run_modes
+    from autoenvscaling.tools.metrics import RoundMetrics
+    from autoenvscaling.tools.report import round_markdown
+    from autoenvscaling.tools.run_dir import RunDir
+
+    ctx = FlywheelContext(run_dir=str(tmp_path / "run"), proposer_group_size=2)
+    manifest = RunDir(tmp_path / "run").create(asdict(ctx))
+    assert (manifest.config["proposer_training"], manifest.config["cold_start"]) == (True, False)
+    assert manifest.config["proposer_update_every"] == 1
+    modes = run_modes(ctx)
+    assert modes == "proposer training on (every 1 round(s), groups of 2); cold start off"
+    off = FlywheelContext(proposer_training=False, cold_start=True, policy_checkpoint_id="ck-1")
+    assert run_modes(off) == "proposer training off; cold start on (ck-1)"
+    report = round_markdown(RoundMetrics(round=1, training={"run_modes": modes}))
+    assert f"- run_modes: {modes}" in report

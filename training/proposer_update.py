@@ -82,13 +82,14 @@ class ProposerPlan(BaseModel):
         return f"no proposer group with reward variance ({why}): the policy is unchanged"
 
     def summary(self) -> dict[str, Any]:
+        """Compact, for the round report (the plan itself goes next to the training job)."""
         return {
             "groups": len(self.groups),
             "group_size": self.group_size,
-            "groups_dropped": [d.model_dump() for d in self.dropped],
+            "rewards": [g.rewards for g in self.groups],
+            "groups_dropped": [f"{len(d.attempts)} proposals: {d.reason}" for d in self.dropped],
             "excluded": self.excluded,
             "trimmed": self.trimmed,
-            "rewards": [g.rewards for g in self.groups],
         }
 
 
