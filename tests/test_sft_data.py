@@ -69,7 +69,7 @@ def test_solution_files_are_written_by_the_solver() -> None:
 
 
 @pytest.fixture(scope="module")
-def replayed(bwrap_ready, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def replayed(engine_ready, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`autoenvscaling sft-data` over 3 seed tasks (real trials); its output folder."""
     out = tmp_path_factory.mktemp("replay") / "sft"
     args = ["sft-data", str(out), "--seed", str(SEED_DIR), "--json"]
@@ -248,7 +248,7 @@ def _templated(messages: list[dict]) -> list[dict]:
 
 
 @pytest.mark.timeout(240)
-async def test_example_renders_exactly_like_a_served_attempt(bwrap_ready, tmp_path: Path) -> None:
+async def test_example_renders_exactly_like_a_served_attempt(engine_ready, tmp_path: Path) -> None:
     from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.models import ModelConfig
     from autoenvscaling.graphs.sft_replay import served_solver_interface
