@@ -53,33 +53,16 @@ class SolverInterface(BaseModel):
 
 
 async def served_solver_interface() -> SolverInterface:
-    """The solver's system prompt and tools exactly as the served solver gives them to its model.
+    """The solver's system prompt and tools exactly as the served solver gives them to its model:
+    the one solver interface (tools/agent_interface.py). tests/test_sft_data.py checks the
+    rendering against what a served attempt really sends to its endpoint."""
+    from autoenvscaling.tools import agent_interface
 
-    The one place SFT rendering takes the interface from. With the shared solver interface
-    (tools/agent_interface.py) it is that module's definition; without it, the terminal tools as
-    the served solver binds them (MCP server -> langchain-mcp-adapters -> `convert_to_openai_tool`,
-    what `ChatOpenAI.bind_tools` sends; listing tools starts no sandbox) and prompts/solver.md.
-    tests/test_sft_data.py checks the result against what a served attempt really sends.
-    """
-    try:
-        from autoenvscaling.tools import agent_interface
-    except ImportError:
-        agent_interface = None  # type: ignore[assignment]
-    if agent_interface is not None:
-        return SolverInterface(
-            system_prompt=agent_interface.system_prompt(),
-            tools=agent_interface.openai_tools(),
-            strip_instruction=True,
-        )
-    from langchain_core.utils.function_calling import convert_to_openai_tool
-
-    from autoenvscaling.graphs.mcp_tools import open_mcp_tools
-    from autoenvscaling.mcp_servers.terminal import build_terminal_server
-    from autoenvscaling.prompts import load_prompt
-
-    async with open_mcp_tools({"terminal": build_terminal_server()}) as tools:
-        schemas = [convert_to_openai_tool(tool) for tool in tools]
-    return SolverInterface(system_prompt=load_prompt("solver"), tools=schemas)
+    return SolverInterface(
+        system_prompt=agent_interface.system_prompt(),
+        tools=agent_interface.openai_tools(),
+        strip_instruction=True,
+    )
 
 
 class ReplayResult(BaseModel):
