@@ -48,6 +48,7 @@ def _mount_subapps() -> None:
         ("autoenvscaling.cli.mcp", "mcp_app", "mcp"),
         ("autoenvscaling.cli.export", "export_app", "export"),
         ("autoenvscaling.cli.train", "train_app", None),
+        ("autoenvscaling.cli.sft", "sft_app", None),
         ("autoenvscaling.cli.validate", "validate_app", None),
         ("autoenvscaling.cli.propose", "propose_app", None),
     ):

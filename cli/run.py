@@ -131,6 +131,22 @@ def run(
     refresh_limit: Annotated[
         int | None, typer.Option(help="Pool tasks re-measured per round")
     ] = None,
+    proposer_training: Annotated[
+        bool, typer.Option(help="Train the proposer on the gate's reward (run mode)")
+    ] = True,
+    proposer_update_every: Annotated[
+        int | None, typer.Option(help="Proposer GRPO update every N rounds")
+    ] = None,
+    proposer_group_size: Annotated[
+        int | None, typer.Option(help="Proposers sharing a brief (proposer GRPO group; >= 2)")
+    ] = None,
+    cold_start: Annotated[
+        bool,
+        typer.Option(
+            help="Start from a cold-start checkpoint: SFT on the seed pool's replayed reference "
+            "solutions, built once per machine (run mode; slow the first time)"
+        ),
+    ] = False,
 ) -> None:
     """Run the flywheel: propose, admit, train, swap, refresh. Resumable with --resume."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -178,6 +194,10 @@ def run(
         calibrate=calibrate,
         max_tokens=max_tokens,
         train_steps=train_steps,
+        proposer_training=proposer_training,
+        proposer_update_every=proposer_update_every,
+        proposer_group_size=proposer_group_size,
+        cold_start=cold_start,
     )
 
     async def main() -> None:
@@ -188,6 +208,8 @@ def run(
                 for key, value in (await embedded_defaults(console)).items():
                     if values.get(key) is None:  # the command line wins over the defaults
                         values[key] = value
+            if cold_start:
+                values.update(await _cold_start(values, run_dir, embedded))
             ctx = _context(**values)
             async with AsyncSqliteSaver.from_conn_string(str(graph_db)) as saver:
                 graph = build_flywheel(checkpointer=saver)
@@ -217,6 +239,45 @@ def run(
         console.print((run_dir / "reports").joinpath(path.name).read_text()[:3000])
     except FileNotFoundError as exc:
         console.print(f"[yellow]{exc}[/]")
+
+
+async def _cold_start(values: dict[str, Any], run_dir: Path, embedded: bool) -> dict[str, Any]:
+    """Build (once) and serve the cold-start checkpoint; the values that name it for both roles."""
+    from autoenvscaling.graphs.flywheel import REPO_SEED
+    from autoenvscaling.graphs.flywheel_roles import _policy_server
+    from autoenvscaling.graphs.models import Policy
+    from autoenvscaling.graphs.role_training import adopt_cold_start, cold_start_checkpoint
+
+    if not values.get("base_model"):
+        raise typer.BadParameter("--cold-start needs the policy's HF weights (--base-model)")
+    server = _policy_server(_context(**values))
+    if server is None:
+        raise typer.BadParameter("--cold-start needs a policy server that swaps checkpoints")
+    if embedded:
+        from autoenvscaling.training.embedded_setup import embedded_cache_dir
+
+        cache = embedded_cache_dir() / "cold-start"
+    else:
+        cache = run_dir / "cold-start"
+    checkpoint = await cold_start_checkpoint(
+        cache,
+        base_model=values["base_model"],
+        seed_dir=Path(values.get("seed_dir") or REPO_SEED),
+        backend=values.get("backend"),
+        progress=console.print,
+    )
+    current = Policy(
+        model=values.get("policy_model") or "openai:policy",
+        base_url=values.get("policy_base_url"),
+        tool_choice=values.get("policy_tool_choice"),
+    )
+    policy = await adopt_cold_start(checkpoint, run_dir / "checkpoints", server, current)
+    console.print(f"  cold start: serving {checkpoint.id} to both roles")
+    return {
+        "policy_model": policy.model,
+        "policy_base_url": policy.base_url,
+        "policy_checkpoint_id": checkpoint.id,
+    }
 
 
 @run_app.command()

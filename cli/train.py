@@ -1,4 +1,5 @@
-"""`autoenvscaling train`: run the training node alone (GRPO on Harbor tasks -> a new checkpoint).
+"""`autoenvscaling train`: run the training node alone (GRPO on Harbor tasks -> a new checkpoint),
+or a supervised cold start (`--sft DATASET`, TRL SFTTrainer) published the same way.
 
 Mounted by cli/main.py. Imports no torch: training runs in the TRL worker subprocess.
 """
@@ -40,7 +41,18 @@ def train(
     tasks: Annotated[
         list[Path],
         typer.Option("--tasks", "-t", exists=True, help="Task folder or pool folder (repeatable)."),
-    ],
+    ] = [],  # noqa: B006
+    sft: Annotated[
+        Path | None,
+        typer.Option(
+            "--sft",
+            exists=True,
+            help="Supervised cold start on this SFT dataset (sft-data's dataset/ or sft.jsonl) "
+            "instead of GRPO on tasks.",
+        ),
+    ] = None,
+    batch_size: Annotated[int, typer.Option(help="SFT: examples per step.")] = 2,
+    max_length: Annotated[int, typer.Option(help="SFT: token cap per example.")] = 2048,
     base: Annotated[
         str | None,
         typer.Option(
@@ -89,7 +101,7 @@ def train(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Train the policy with GRPO on TASKS and publish a new checkpoint (if anything was learned)."""
+    """Train the policy with GRPO on TASKS (or SFT on --sft DATASET) and publish a new checkpoint."""
     from autoenvscaling.tools.progress import TaskProgress
     from autoenvscaling.training.backend import (
         TrainHyperParams,
@@ -116,17 +128,17 @@ def train(
     else:
         parent_ckpt = reg.current()
     task_dirs, replay_dirs = _task_dirs(tasks), _task_dirs(replay)
-    if not task_dirs and not replay_dirs:
-        console.print("[red]no valid task folders found[/]")
+    if sft is None and not task_dirs and not replay_dirs:
+        console.print("[red]no valid task folders found (give --tasks, or --sft DATASET)[/]")
         raise typer.Exit(2)
-    job_id = f"train-{secrets.token_hex(4)}"
-    job = TrainJob(
+    job_id = f"{'sft' if sft else 'train'}-{secrets.token_hex(4)}"
+    job_kwargs = dict(
         job_id=job_id,
         base_model=base,
         parent=parent_ckpt,
         task_dirs=task_dirs,
         replay_task_dirs=replay_dirs,
-        sandbox_backend=sandbox,  # type: ignore[arg-type]
+        sandbox_backend=sandbox,
         work_dir=(work_dir or registry / "jobs" / job_id).resolve(),
         hyper=TrainHyperParams(
             steps=steps,
@@ -145,9 +157,19 @@ def train(
             torch_threads=threads,
         ),
     )
+    if sft is not None:
+        from autoenvscaling.training.sft import SFTJob, TRLSFTBackend
+
+        job: TrainJob = SFTJob(
+            **job_kwargs, dataset=sft.resolve(), batch_size=batch_size, max_length=max_length
+        )
+        what = f"SFT on {sft}"
+    else:
+        job = TrainJob(**job_kwargs)
+        what = f"{len(task_dirs)} tasks + {len(replay_dirs)} replay"
     console.print(
-        f"job {job_id}: {len(task_dirs)} tasks + {len(replay_dirs)} replay, "
-        f"from {parent_ckpt.id if parent_ckpt else base}; log in {job.work_dir}"
+        f"job {job_id}: {what}, from {parent_ckpt.id if parent_ckpt else base}; "
+        f"log in {job.work_dir}"
     )
 
     def progress(event: TrainProgress) -> None:
@@ -166,7 +188,8 @@ def train(
         launcher = AccelerateLauncher.named(accelerate_config) if accelerate_config else None
     except TrainingError as exc:
         raise typer.BadParameter(str(exc)) from None
-    backend = TRLGRPOBackend(reg, timeout_sec=timeout, launcher=launcher)
+    backend_type = TRLSFTBackend if sft is not None else TRLGRPOBackend
+    backend = backend_type(reg, timeout_sec=timeout, launcher=launcher)
     try:
         with TaskProgress("train steps", total=None, quiet=as_json, console=console) as bar:
             result = asyncio.run(backend.train(job, progress))
@@ -183,6 +206,13 @@ def train(
             f"[green]published[/] {result.checkpoint.id} ({result.checkpoint.kind}) "
             f"-> {result.checkpoint.path}"
         )
+    if sft is not None:
+        m = result.metrics
+        console.print(
+            f"{m.get('examples')} examples, loss {m.get('first_loss')} -> {m.get('last_loss')}; "
+            f"{result.duration_sec:.0f} s"
+        )
+        return
     console.print(
         f"groups {result.groups_total}, without reward variance "
         f"{result.groups_dropped_no_variance}; {result.duration_sec:.0f} s"

@@ -104,6 +104,23 @@ class FlywheelContext:
     human_review: bool = field(
         default=False, metadata={"description": "Pause for a human to review admissions"}
     )
+    proposer_training: bool = field(
+        default=True, metadata={"description": "Train the proposer on the gate's reward too"}
+    )
+    proposer_update_every: int = field(
+        default=1, metadata={"description": "Proposer GRPO update every N rounds"}
+    )
+    proposer_group_size: int = field(
+        default=1,
+        metadata={"description": "Proposers sharing one brief: a proposer GRPO group needs >= 2"},
+    )
+    proposer_train_steps: int = field(default=1, metadata={"description": "Proposer GRPO steps"})
+    cold_start: bool = field(
+        default=False, metadata={"description": "The policy starts from a cold-start checkpoint"}
+    )
+    policy_checkpoint_id: str | None = field(
+        default=None, metadata={"description": "Registry id of the starting checkpoint"}
+    )
     price_per_mtok: tuple[float, float] = field(
         default=(0.0, 0.0), metadata={"description": "USD per 1M prompt / completion tokens"}
     )
@@ -256,7 +273,11 @@ async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
     policy = (
         state.get("policy")
         or Policy(
-            model=ctx.policy_model, base_url=ctx.policy_base_url, tool_choice=ctx.policy_tool_choice
+            model=ctx.policy_model,
+            base_url=ctx.policy_base_url,
+            tool_choice=ctx.policy_tool_choice,
+            checkpoint_id=ctx.policy_checkpoint_id,
+            version=ctx.policy_checkpoint_id or "base",
         ).model_dump()
     )
     return {"run_id": manifest.run_id, "round": state.get("round", 1), "policy": policy}
@@ -399,6 +420,14 @@ async def train(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
     ctx = _ctx(runtime)
     started = time.monotonic()
     summary, policy = await run_training(ctx, _run(ctx), state)
+    # Then the proposer, from the solver's new checkpoint; its checkpoint serves both roles.
+    from autoenvscaling.graphs.role_training import run_modes, train_proposer
+
+    summary["proposer"], proposer_policy = await train_proposer(
+        ctx, _run(ctx), state, policy or state["policy"]
+    )
+    summary["run_modes"] = run_modes(ctx)
+    policy = proposer_policy or policy
     update: dict[str, Any] = {"training": summary, "stage_seconds": _timed(state, "train", started)}
     if policy is not None:
         update["policy"] = policy

@@ -287,7 +287,11 @@ async def run_proposer(
         round=task["round"],
         policy_version=policy.version,
     )
-    brief = ProposerBrief.model_validate(task["brief"]).for_slot(task["slot"], ctx.proposals)
+    # Slots in one group share a brief (and its focus): the proposer's GRPO group.
+    size = max(1, ctx.proposer_group_size)
+    brief = ProposerBrief.model_validate(task["brief"]).for_slot(
+        task["slot"] // size, -(-ctx.proposals // size)
+    )
     result = await propose(
         brief, settings, out_dir=run.candidates(task["round"]), index=task["slot"]
     )

@@ -31,6 +31,7 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
@@ -60,6 +61,7 @@ from autoenvscaling.tools.rollout_store import (
 )
 from autoenvscaling.tools.sandbox import PersistentShell, SandboxLimits
 from autoenvscaling.tools.task_format import TaskFormatError, load_task, write_task
+from autoenvscaling.tools.transcripts import Transcript, chat_messages, save_transcript
 from autoenvscaling.tools.verifier_protocol import default_to_separate
 
 Arm = Literal["terminal", "error_feedback", "prompt_only"]
@@ -401,12 +403,14 @@ async def propose(
     )
     started_at = datetime.now(UTC)
     conversation = _Conversation()
+    schemas: list[dict[str, Any]] = []
     try:
         conversation.start(system_prompt(settings.arm, settings.gate.band), brief_prompt(brief))
         shutil.rmtree(candidate, ignore_errors=True)  # a resumed attempt starts clean
         candidate.mkdir(parents=True)
         if settings.arm == "terminal":
             async with proposer_tools(settings, candidate) as tools:
+                schemas = [convert_to_openai_tool(tool) for tool in tools]
                 await _episodes(settings, candidate, conversation, tools, result)
         else:
             await _episodes(settings, candidate, conversation, [], result)
@@ -420,6 +424,15 @@ async def propose(
         try:
             with RolloutStore(settings.store_path) as store:
                 store.record_attempt(_attempt_row(settings, result, index, started_at), steps)
+            # The whole conversation (brief, revisions) for SFT export and proposer training.
+            save_transcript(
+                settings.store_path,
+                Transcript(
+                    attempt_id=result.attempt_id,
+                    messages=chat_messages(conversation.messages),
+                    tools=schemas,
+                ),
+            )
         except Exception as exc:  # noqa: BLE001 - the result still reaches the caller
             result.error = f"{result.error or ''}; not recorded: {type(exc).__name__}: {exc}"
     return result

@@ -128,6 +128,9 @@ class AccelerateLauncher(BaseModel):
 class TRLGRPOBackend:
     """`RLBackend` over TRL's GRPOTrainer in a child Python (which must have the `train` extra)."""
 
+    worker_module = WORKER_MODULE  # the SFT and proposer backends run their own worker module
+    worker_name = "GRPO worker"
+
     def __init__(
         self,
         registry: CheckpointRegistry,
@@ -149,14 +152,14 @@ class TRLGRPOBackend:
     def worker_command(self, job_path: Path) -> list[str]:
         """`python -m grpo_worker JOB`, or the same module under `accelerate launch`."""
         if self.launcher is None:
-            return [self.python, "-m", WORKER_MODULE, str(job_path)]
+            return [self.python, "-m", self.worker_module, str(job_path)]
         return [
             self.python,
             "-m",
             "accelerate.commands.launch",
             *self.launcher.args(),
             "--module",
-            WORKER_MODULE,
+            self.worker_module,
             str(job_path),
         ]
 
@@ -227,7 +230,7 @@ class TRLGRPOBackend:
             )
             detail = last_error or "\n".join(list(tail)[-15:])
             raise TrainingError(
-                f"training job {job.job_id}: the GRPO worker {how}; no checkpoint published, "
+                f"training job {job.job_id}: the {self.worker_name} {how}; no checkpoint published, "
                 f"the current policy stays. Last output:\n{detail}\n(full log: {log_path})"
             )
         result_path = work / "result.json"

@@ -1,0 +1,116 @@
+"""`autoenvscaling sft-data`: verified trajectories -> SFT data (JSONL + Hugging Face dataset).
+
+Mounted by cli/main.py. Imports no torch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+sft_app = typer.Typer(help="SFT data commands.")
+console = Console(stderr=True)
+
+
+@sft_app.command("sft-data")
+def sft_data(
+    out: Annotated[Path, typer.Argument(help="Output folder (sft.jsonl, dataset/, report.json).")],
+    seed: Annotated[
+        Path | None,
+        typer.Option("--seed", exists=True, help="Pool of Harbor tasks whose solve.sh to replay."),
+    ] = None,
+    runs: Annotated[
+        list[Path],
+        typer.Option("--run", exists=True, help="Run folder to harvest (repeatable)."),
+    ] = [],  # noqa: B006
+    only: Annotated[
+        list[str], typer.Option("--task", help="Replay only these seed task names (repeatable).")
+    ] = [],  # noqa: B006
+    backend: Annotated[
+        str | None, typer.Option("--backend", "-b", help="Sandbox engine; default: the default.")
+    ] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-n")] = 2,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Replay SEED's reference solutions through the served solver (kept at reward 1.0) and
+    harvest solved / admitted attempts from RUN folders; write deduplicated SFT data to OUT."""
+    from autoenvscaling.graphs.sft_replay import replay_tasks, served_solver_interface
+    from autoenvscaling.training.sft_data import (
+        deduplicate,
+        harvest_run,
+        to_hf_dataset,
+        write_jsonl,
+    )
+
+    if seed is None and not runs:
+        raise typer.BadParameter("give --seed POOL and/or --run RUN_DIR")
+    started = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    examples = []
+    report: dict = {"replays": [], "runs": {}}
+    if seed is not None:
+        tasks = sorted(p for p in seed.iterdir() if (p / "task.toml").is_file())
+        if only:
+            missing = sorted(set(only) - {t.name for t in tasks})
+            if missing:
+                raise typer.BadParameter(f"no such seed tasks: {', '.join(missing)}")
+            tasks = [t for t in tasks if t.name in only]
+
+        def progress(result) -> None:  # noqa: ANN001
+            mark = "[green]kept[/]" if result.kept else f"[yellow]dropped[/] ({result.reason})"
+            console.print(
+                f"  {result.task_id}: {result.commands} commands, reward {result.reward} "
+                f"{mark} {result.duration_sec:.0f} s"
+            )
+
+        console.print(f"replaying {len(tasks)} reference solutions through the served solver")
+        results, replayed = asyncio.run(
+            replay_tasks(
+                tasks,
+                store_path=out / "rollouts.db",
+                backend=backend,
+                trials_dir=out / "trials",
+                concurrency=concurrency,
+                on_done=progress,
+            )
+        )
+        examples += replayed
+        report["replays"] = [r.model_dump(mode="json") for r in results]
+    if runs:
+        interface = asyncio.run(served_solver_interface())
+        for run in runs:
+            harvest = harvest_run(
+                run,
+                first_messages=interface.first_messages,
+                solver_tools=interface.tools,
+            )
+            examples += harvest.examples
+            report["runs"][str(run)] = {
+                "examples": len(harvest.examples),
+                "skipped": harvest.skipped,
+            }
+            console.print(f"  {run}: {len(harvest.examples)} examples")
+    kept, duplicates = deduplicate(examples)
+    write_jsonl(kept, out / "sft.jsonl")
+    to_hf_dataset(kept).save_to_disk(str(out / "dataset"))
+    report.update(
+        examples=len(kept),
+        duplicates_dropped=duplicates,
+        by_role={r: sum(1 for e in kept if e.role == r) for r in ("solver", "proposer")},
+        seconds=round(time.monotonic() - started, 1),
+        jsonl=str(out / "sft.jsonl"),
+        dataset=str(out / "dataset"),
+    )
+    (out / "report.json").write_text(json.dumps(report, indent=2))
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    console.print(
+        f"[green]{len(kept)} examples[/] ({duplicates} duplicates dropped) -> "
+        f"{out / 'sft.jsonl'} and {out / 'dataset'} in {report['seconds']} s"
+    )

@@ -1,0 +1,282 @@
+"""Proposer training: recorded proposer attempts, grouped by brief, trained with TRL GRPO.
+
+The store and the transcripts are real (SQLite, files written by the same code the proposer uses);
+the conversations stand in for proposer episodes. The update is TRL's GRPOTrainer in the worker
+subprocess with `rollout_func` handing back the recorded conversations: varying gate rewards
+change the weights, constant rewards are skipped with the reason, and an infrastructure error
+(reward None) never enters a group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from autoenvscaling.tools.rollout_store import Attempt, RolloutStore
+from autoenvscaling.tools.transcripts import Transcript, save_transcript
+from autoenvscaling.training.proposer_update import plan_proposer_update
+
+needs_train = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None or importlib.util.find_spec("trl") is None,
+    reason="the train extra is not installed (pip install -e '.[train]'): torch/trl missing",
+)
+SYSTEM = "You write Harbor tasks. Use the tools; submit when done."
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"The {name} tool.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+            },
+        },
+    }
+    for name in ("write_file", "submit")
+]
+
+
+def _conversation(brief: str, content: str) -> list[dict]:
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": brief},
+        {
+            "role": "assistant",
+            "content": "Writing the instruction.",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {
+                        "name": "write_file",
+                        "arguments": {"path": "instruction.md", "content": content},
+                    },
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "TOOL-OUTPUT wrote 1 file"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c2", "type": "function", "function": {"name": "submit", "arguments": {}}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c2", "content": "TOOL-OUTPUT submitted"},
+    ]
+
+
+def _record(
+    store_path: Path,
+    attempts: list[tuple[str, str, float | None, str]],
+    *,
+    round_: int = 1,
+    transcripts: bool = True,
+) -> None:
+    """attempts: (id, brief, reward, outcome)."""
+    with RolloutStore(store_path) as store:
+        for attempt_id, brief, reward, outcome in attempts:
+            store.record_attempt(
+                Attempt(
+                    id=attempt_id,
+                    run_id="run",
+                    round=round_,
+                    role="proposer",
+                    task_id=f"cand-{attempt_id}",
+                    reward=reward,
+                    outcome=outcome,  # type: ignore[arg-type]
+                    error="model endpoint unreachable" if outcome == "error" else None,
+                )
+            )
+            if transcripts:
+                save_transcript(
+                    store_path,
+                    Transcript(
+                        attempt_id=attempt_id,
+                        messages=_conversation(brief, f"Task by {attempt_id}: sum numbers."),
+                        tools=TOOLS,
+                    ),
+                )
+
+
+def test_groups_by_brief_exclude_infrastructure_errors_and_flat_groups(tmp_path: Path) -> None:
+    store = tmp_path / "rollouts.db"
+    _record(
+        store,
+        [
+            ("a1", "brief A", 1.0, "solved"),
+            ("a2", "brief A", -1.0, "failed"),
+            ("a3", "brief A", None, "error"),  # infrastructure: never in a group
+            ("b1", "brief B", -1.0, "failed"),
+            ("b2", "brief B", -1.0, "failed"),
+            ("c1", "brief C", -0.25, "failed"),
+        ],
+    )
+    _record(store, [("old", "brief A", 1.0, "solved")], round_=0)
+    plan = plan_proposer_update(store, rounds=[1], run_id="run")
+    assert [[s.attempt_id for s in g.samples] for g in plan.groups] == [["a1", "a2"]]
+    assert plan.groups[0].rewards == [1.0, -1.0] and plan.group_size == 2
+    assert plan.groups[0].prompt == _conversation("brief A", "")[:2]
+    assert "infrastructure error" in plan.excluded["a3"]
+    assert all(s.attempt_id != "a3" for g in plan.groups for s in g.samples)
+    reasons = {tuple(d.attempts): d.reason for d in plan.dropped}
+    assert "zero advantage" in reasons[("b1", "b2")]
+    assert "single valid proposal" in reasons[("c1",)]
+    assert plan.reason is None
+
+
+def test_constant_rewards_are_skipped_with_the_reason(tmp_path: Path) -> None:
+    from autoenvscaling.graphs.flywheel import FlywheelContext
+    from autoenvscaling.graphs.role_training import train_proposer
+    from autoenvscaling.tools.run_dir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.create({})
+    _record(
+        run.rollouts,
+        [
+            ("x1", "brief", -1.0, "failed"),
+            ("x2", "brief", -1.0, "failed"),
+            ("x3", "brief", None, "error"),
+        ],
+    )
+    ctx = FlywheelContext(run_dir=str(run.root), base_model="unused: no worker may start")
+    summary, policy = asyncio.run(
+        train_proposer(ctx, run, {"round": 1, "run_id": "run"}, {"model": "openai:policy"})
+    )
+    assert policy is None
+    assert "all 2 proposals scored -1: zero advantage" in summary["reason"]
+    assert "infrastructure error" in summary["excluded"]["x3"]
+    assert not (run.root / "train").exists()  # no worker ran
+
+    off = FlywheelContext(run_dir=str(run.root), base_model="x", proposer_training=False)
+    summary, _ = asyncio.run(train_proposer(off, run, {"round": 1, "run_id": "run"}, {}))
+    assert summary["reason"] == "proposer training is off for this run"
+    later = FlywheelContext(run_dir=str(run.root), base_model="x", proposer_update_every=2)
+    summary, _ = asyncio.run(train_proposer(later, run, {"round": 1, "run_id": "run"}, {}))
+    assert "every 2 rounds" in summary["reason"]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import torch
+
+    from autoenvscaling.training.tiny_model import build_tiny_model
+
+    torch.set_num_threads(1)
+    return build_tiny_model(tmp_path_factory.mktemp("model") / "tiny")
+
+
+@needs_train
+def test_env_mask_covers_only_the_models_own_tokens(tiny_model: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from autoenvscaling.training.proposer_worker import tokenize_conversation
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    messages = _conversation("brief A", "MODEL-WROTE-THIS")
+    prompt_ids, completion, mask = tokenize_conversation(tokenizer, messages, TOOLS, 2)
+    whole = tokenizer.apply_chat_template(messages, tools=TOOLS, tokenize=False)
+    assert tokenizer.decode(prompt_ids + completion) == whole
+    mine = tokenizer.decode([t for t, m in zip(completion, mask, strict=True) if m])
+    other = tokenizer.decode([t for t, m in zip(completion, mask, strict=True) if not m])
+    assert "MODEL-WROTE-THIS" in mine and '"name": "submit"' in mine
+    assert mine.count(tokenizer.eos_token) == 2  # each reply ends with its end-of-turn token
+    assert "TOOL-OUTPUT" in other and "TOOL-OUTPUT" not in mine
+
+
+@needs_train
+@pytest.mark.train
+@pytest.mark.timeout(300)
+def test_varying_rewards_change_the_weights(tiny_model: Path, tmp_path: Path) -> None:
+    from autoenvscaling.training.backend import TrainHyperParams
+    from autoenvscaling.training.checkpoints import CheckpointRegistry
+    from autoenvscaling.training.proposer_update import ProposerJob, TRLProposerBackend
+
+    store = tmp_path / "rollouts.db"
+    _record(
+        store,
+        [
+            ("a1", "brief A", 1.0, "solved"),
+            ("a2", "brief A", -1.0, "failed"),
+            ("a3", "brief A", None, "error"),
+            ("b1", "brief B", -0.25, "failed"),
+            ("b2", "brief B", 1.0, "solved"),
+        ],
+    )
+    plan = plan_proposer_update(store, rounds=[1])
+    assert len(plan.groups) == 2
+    registry = CheckpointRegistry(tmp_path / "registry")
+    job = ProposerJob(
+        job_id="proposer-test",
+        base_model=str(tiny_model),
+        groups=plan.groups,
+        group_size=plan.group_size,
+        groups_per_step=2,
+        work_dir=tmp_path / "work",
+        hyper=TrainHyperParams(steps=2, learning_rate=5e-3, torch_threads=1),
+    )
+    result = asyncio.run(TRLProposerBackend(registry).train(job))
+    assert result.checkpoint is not None, result.reason
+    assert registry.current_id() == result.checkpoint.id
+    assert result.steps_done == 2 and result.metrics["param_change_l2"] > 0
+    import json
+
+    worker = json.loads((tmp_path / "work" / "result.json").read_text())
+    used = {e["attempt_id"]: e["reward"] for e in worker["episodes"]}
+    assert used == {"a1": 1.0, "a2": -1.0, "b1": -0.25, "b2": 1.0}  # a3 never entered
+
+
+def test_a_real_proposer_attempt_leaves_its_transcript(tmp_path: Path) -> None:
+    """`propose()` saves what the model saw (system prompt, brief) and said, next to the store."""
+    from autoenvscaling.graphs.models import ModelConfig
+    from autoenvscaling.graphs.proposer import ProposerSettings, brief_prompt, propose
+    from autoenvscaling.graphs.scripted_model import register
+    from autoenvscaling.tools.brief import build_brief
+    from autoenvscaling.tools.transcripts import load_transcript
+    from tests.conftest import SEED_DIR
+
+    store = tmp_path / "rollouts.db"
+    brief = build_brief(None, SEED_DIR)
+    settings = ProposerSettings(
+        model=ModelConfig(model=register("junk-proposer", ["no task here, sorry"])),
+        arm="prompt_only",
+        store_path=str(store),
+        run_id="run",
+        round=1,
+    )
+    result = asyncio.run(propose(brief, settings, out_dir=tmp_path / "cand"))
+    assert result.reward == -1.0 and result.outcome == "failed"
+    transcript = load_transcript(store, result.attempt_id)
+    assert transcript is not None
+    assert [m["role"] for m in transcript.messages] == ["system", "user", "assistant"]
+    assert transcript.messages[1]["content"] == brief_prompt(brief)
+    assert transcript.messages[2]["content"] == "no task here, sorry"
+    # One attempt of its brief: the planner says why it cannot form a group.
+    plan = plan_proposer_update(store, rounds=[1])
+    assert "single valid proposal" in plan.dropped[0].reason and plan.reason
+
+
+def test_run_modes_are_in_the_manifest_and_the_round_report(tmp_path: Path) -> None:
+    from dataclasses import asdict
+
+    from autoenvscaling.graphs.flywheel import FlywheelContext
+    from autoenvscaling.graphs.role_training import run_modes
+    from autoenvscaling.tools.metrics import RoundMetrics
+    from autoenvscaling.tools.report import round_markdown
+    from autoenvscaling.tools.run_dir import RunDir
+
+    ctx = FlywheelContext(run_dir=str(tmp_path / "run"), proposer_group_size=2)
+    manifest = RunDir(tmp_path / "run").create(asdict(ctx))
+    assert (manifest.config["proposer_training"], manifest.config["cold_start"]) == (True, False)
+    assert manifest.config["proposer_update_every"] == 1
+    modes = run_modes(ctx)
+    assert modes == "proposer training on (every 1 round(s), groups of 2); cold start off"
+    off = FlywheelContext(proposer_training=False, cold_start=True, policy_checkpoint_id="ck-1")
+    assert run_modes(off) == "proposer training off; cold start on (ck-1)"
+    report = round_markdown(RoundMetrics(round=1, training={"run_modes": modes}))
+    assert f"- run_modes: {modes}" in report

@@ -1,0 +1,127 @@
+"""Attempt transcripts: the whole conversation a role saw, in chat-template form, next to the store.
+
+The rollout store keeps one row per tool call, which is enough for reports but not for training:
+the system prompt, the brief and the revision prompts between episodes are not in it. A transcript
+keeps every message and the tool schemas the model was given, as the chat dicts a Hugging Face
+chat template renders (`role`, `content`, `tool_calls` with dict arguments, `tool_call_id`), so the
+SFT export and the proposer's GRPO update read exactly what the model read.
+
+Layout: `<folder of rollouts.db>/transcripts/<attempt id>.json`, written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+TRANSCRIPTS_DIR = "transcripts"
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class Transcript(BaseModel):
+    """One attempt's conversation and the tools it was offered."""
+
+    attempt_id: str
+    messages: list[dict[str, Any]] = Field(description="Chat dicts, system prompt first.")
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list, description="OpenAI function schemas."
+    )
+
+
+def transcript_path(store_path: str | os.PathLike[str], attempt_id: str) -> Path:
+    if not _ID_RE.match(attempt_id):
+        raise ValueError(f"invalid attempt id {attempt_id!r} for a transcript file name")
+    return Path(store_path).parent / TRANSCRIPTS_DIR / f"{attempt_id}.json"
+
+
+def save_transcript(store_path: str | os.PathLike[str], transcript: Transcript) -> Path:
+    path = transcript_path(store_path, transcript.attempt_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(transcript.model_dump_json(), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def load_transcript(store_path: str | os.PathLike[str], attempt_id: str) -> Transcript | None:
+    """The attempt's transcript, or None when it was never written (or is unreadable)."""
+    try:
+        path = transcript_path(store_path, attempt_id)
+        return Transcript.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+    return str(content)
+
+
+def chat_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """LangChain messages -> chat-template dicts (what an OpenAI-compatible server templates).
+
+    Tool-call arguments stay dicts (chat templates `tojson` them); ids are kept for pairing.
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        kind = getattr(message, "type", None)
+        if kind == "system":
+            out.append({"role": "system", "content": _text(message.content)})
+        elif kind == "human":
+            out.append({"role": "user", "content": _text(message.content)})
+        elif kind == "ai":
+            entry: dict[str, Any] = {"role": "assistant", "content": _text(message.content)}
+            calls = getattr(message, "tool_calls", None) or []
+            if calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": call.get("id") or f"call_{len(out)}_{i}",
+                        "type": "function",
+                        "function": {"name": call["name"], "arguments": dict(call["args"])},
+                    }
+                    for i, call in enumerate(calls)
+                ]
+            out.append(entry)
+        elif kind == "tool":
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": message.tool_call_id,
+                    "name": getattr(message, "name", None) or "",
+                    "content": _text(message.content),
+                }
+            )
+        else:
+            raise ValueError(f"cannot put a {type(message).__name__} into a transcript")
+    return out
+
+
+def normalized(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as a chat template sees them: no ids or tool names, arguments parsed, null
+    content as "" — for comparing a transcript with what a server received."""
+    out = []
+    for m in messages:
+        entry: dict[str, Any] = {"role": m["role"], "content": _text(m.get("content"))}
+        if m.get("tool_calls"):
+            entry["tool_calls"] = [
+                {
+                    "name": c["function"]["name"],
+                    "arguments": json.loads(c["function"]["arguments"])
+                    if isinstance(c["function"]["arguments"], str)
+                    else dict(c["function"]["arguments"]),
+                }
+                for c in m["tool_calls"]
+            ]
+        out.append(entry)
+    return out

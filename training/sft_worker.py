@@ -1,0 +1,152 @@
+"""The SFT trainer process: `python -m autoenvscaling.training.sft_worker JOB.json`.
+
+Trains the policy (LoRA or full) with TRL's SFTTrainer on an SFT dataset (messages + tools, as
+`autoenvscaling sft-data` writes it) and leaves the weights and `result.json` in the job's
+work_dir; the parent publishes them (training/sft.py). Loading the policy, the tool-capable chat
+template and the result format are the GRPO worker's, so both produce the same kind of checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from autoenvscaling.training.grpo_worker import (
+    RESULT_FILE,
+    WEIGHTS_DIR,
+    WorkerResult,
+    _change_norm,
+    _device,
+    _trainable_snapshot,
+    emit,
+    load_policy,
+)
+from autoenvscaling.training.sft import SFTJob
+
+
+def run(job: SFTJob) -> WorkerResult:
+    import torch
+    from transformers import TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+
+    from autoenvscaling.training.sft_data import load_sft_dataset
+
+    started = time.monotonic()
+    hyper = job.hyper
+    work = Path(job.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    if hyper.torch_threads:
+        torch.set_num_threads(hyper.torch_threads)
+    device = _device(job)
+    emit("load", job.job_id, total=hyper.steps, message=f"loading {job.base_model} on {device}")
+    model, tokenizer, peft_config, kind, new_base = load_policy(job, device)
+    tokenizer.padding_side = "right"  # training pads on the right; generation on the left
+    dataset = load_sft_dataset(Path(job.dataset))
+    if len(dataset) == 0:
+        raise ValueError(f"the SFT dataset {job.dataset} has no examples")
+    cuda = device == "cuda"
+    config = SFTConfig(
+        output_dir=str(work / "trainer"),
+        max_steps=hyper.steps,
+        learning_rate=hyper.learning_rate,
+        per_device_train_batch_size=min(job.batch_size, len(dataset)),
+        gradient_accumulation_steps=1,
+        max_length=job.max_length,
+        assistant_only_loss=job.assistant_only_loss,
+        packing=False,
+        seed=hyper.seed,
+        use_cpu=not cuda,
+        bf16=cuda,
+        gradient_checkpointing=hyper.gradient_checkpointing,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+    class Progress(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            emit(
+                "step",
+                job.job_id,
+                step=state.global_step,
+                total=hyper.steps,
+                metrics={k: v for k, v in (logs or {}).items() if isinstance(v, int | float)},
+            )
+
+    trainer = SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=[Progress()],
+    )
+    before = _trainable_snapshot(trainer.model)
+    output = trainer.train()
+    change = _change_norm(trainer.model, before)
+    history = [h for h in trainer.state.log_history if "loss" in h]
+    metrics: dict[str, Any] = {
+        "train_loss": output.training_loss,
+        "first_loss": history[0]["loss"] if history else None,
+        "last_loss": history[-1]["loss"] if history else None,
+        "param_change_l2": change,
+        "examples": len(dataset),
+        "by_role": {r: int(sum(1 for x in dataset["role"] if x == r)) for r in set(dataset["role"])}
+        if "role" in dataset.column_names
+        else {},
+        "device": device,
+        "duration_sec": round(time.monotonic() - started, 2),
+        "log_history": history,
+    }
+    result = WorkerResult(
+        job_id=job.job_id,
+        kind=kind,
+        base_model=new_base,
+        metrics=metrics,
+        steps_done=trainer.state.global_step,
+    )
+    emit("save", job.job_id, step=result.steps_done, total=hyper.steps, message="saving weights")
+    weights = work / WEIGHTS_DIR
+    trainer.model.save_pretrained(str(weights))
+    if kind == "full":
+        tokenizer.padding_side = "left"
+        tokenizer.save_pretrained(str(weights))
+    result.weights_dir = str(weights)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m autoenvscaling.training.sft_worker JOB.json", file=sys.stderr)
+        return 2
+    job = SFTJob.model_validate_json(Path(argv[0]).read_text())
+    from autoenvscaling.training.orphan import watch_parent
+
+    watch_parent(
+        os.getppid(),
+        lambda: emit("error", job.job_id, message="parent died; exiting"),
+        grace_sec=0.0,
+    )
+    try:
+        result = run(job)
+    except Exception as exc:  # noqa: BLE001 - the process boundary: report any failure as an event
+        traceback.print_exc()
+        emit("error", job.job_id, message=f"{type(exc).__name__}: {exc}")
+        return 1
+    out = Path(job.work_dir) / RESULT_FILE
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(result.model_dump_json(indent=2))
+    os.replace(tmp, out)
+    emit("done", job.job_id, step=result.steps_done, total=job.hyper.steps, message="saved")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
