@@ -122,4 +122,11 @@ def rollouts(
     port: PortOpt = None,
 ) -> None:
     """Read-only queries over the rollout store: pass rates, failures, trajectories, search."""
+    from autoenvscaling.tools.rollout_store import RolloutStore, RolloutStoreError
+
+    if db.exists():  # a store not written yet is fine: the server opens it on first use
+        try:
+            RolloutStore(db, read_only=True).close()
+        except RolloutStoreError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--db") from None
     _serve("rollouts", transport, host, port, store=db)

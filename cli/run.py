@@ -77,6 +77,41 @@ async def _stream(
         payload = Command(resume=vetoed)
 
 
+async def _checkpointed(graph_db: Path) -> bool:
+    """Whether the run's graph database holds a checkpoint (a run that really started)."""
+    if not graph_db.is_file():
+        return False
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    try:
+        async with AsyncSqliteSaver.from_conn_string(str(graph_db)) as saver:
+            return await saver.aget_tuple({"configurable": {"thread_id": THREAD}}) is not None
+    except Exception as exc:  # noqa: BLE001 - a torn or foreign file: say so plainly
+        raise typer.BadParameter(
+            f"{graph_db} cannot be read as a run's checkpoint database ({exc}); move it away "
+            "to start the run over",
+            param_hint="--run-dir",
+        ) from None
+
+
+async def _continue(graph: Any, config: dict[str, Any], rounds: int) -> bool:
+    """Prepare a resume. A finished run asked for more rounds goes on to the next round;
+    False when there is nothing left to do."""
+    snapshot = await graph.aget_state(config)
+    if snapshot.next or snapshot.tasks:
+        return True  # stopped mid-round: the checkpoint knows where to go on
+    done = int(snapshot.values.get("round", 1)) - 1
+    if rounds <= done:
+        console.print(
+            f"the run already finished {done} round(s); pass --rounds N with N > {done} to run more"
+        )
+        return False
+    console.print(f"the run finished {done} round(s): continuing with rounds {done + 1}..{rounds}")
+    # Re-enter the loop where a round starts (setup -> inspect), with the state as it is.
+    await graph.aupdate_state(config, None, as_node="setup")
+    return True
+
+
 @run_app.command()
 def run(
     rounds: Annotated[int, typer.Option("--rounds", "-r", help="Rounds to run")] = 1,
@@ -159,7 +194,10 @@ def run(
         run_dir = Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     run_dir = run_dir.resolve()
     graph_db = run_dir / "graph.sqlite"
-    if graph_db.exists() and not resume:
+    # A run killed before its first checkpoint left a graph.sqlite with nothing in it: such a
+    # folder starts over (every step before the first checkpoint is idempotent).
+    started = asyncio.run(_checkpointed(graph_db))
+    if started and not resume:
         raise typer.BadParameter(
             f"{run_dir} already holds a run: pass --resume to continue it, "
             "or choose another --run-dir",
@@ -167,7 +205,18 @@ def run(
         )
     if resume and not graph_db.exists():
         raise typer.BadParameter(f"nothing to resume in {run_dir}", param_hint="--run-dir")
+    if graph_db.exists() and not started:
+        console.print(
+            f"{run_dir} holds a run stopped before its first checkpoint: starting it from the "
+            "beginning (the pool and the rollouts written so far are kept)"
+        )
+        resume = False
     run_dir.mkdir(parents=True, exist_ok=True)
+    if (run_dir / "pool").is_dir():  # half-copied tasks of a killed run
+        from autoenvscaling.tools.pool import Pool
+
+        for name in Pool(run_dir / "pool").sweep():
+            console.print(f"removed {name} (a copy a killed run left unfinished)")
     embedded = model is None and base_url is None and policy_server in (None, "embedded")
     values: dict[str, Any] = dict(
         run_dir=str(run_dir),
@@ -223,6 +272,8 @@ def run(
                     if name:
                         console.print(f"resume: the policy server loaded {name} again")
                 payload = None if resume else {"rounds": rounds}
+                if resume and not await _continue(graph, config, rounds):
+                    return
                 # A review prompt cannot share the terminal with a live bar: no bar then.
                 quiet = human_review and not yes
                 with TaskProgress("rounds", total=rounds, quiet=quiet, console=console) as bar:

@@ -369,18 +369,30 @@ async def admit_one(item: dict[str, Any], runtime: Runtime[FlywheelContext]) -> 
             category, difficulty = task.category or "", task.difficulty or ""
         except TaskFormatError:
             category = difficulty = ""
-        # The pool receives the frozen bytes the gate checked, never the live candidate folder.
-        Pool(run.pool).add(
-            Path(record.snapshot or record.path),
-            PoolEntry(
-                task_id=record.task_id,
-                category=category,
-                difficulty=difficulty,
-                source="proposed",
-                admitted_round=item["round"],
-                content_hash=record.content_hash,
-            ),
-        )
+        from autoenvscaling.tools.pool import PoolCopyError
+
+        try:
+            # The pool receives the frozen bytes the gate checked, never the live candidate folder.
+            Pool(run.pool).add(
+                Path(record.snapshot or record.path),
+                PoolEntry(
+                    task_id=record.task_id,
+                    category=category,
+                    difficulty=difficulty,
+                    source="proposed",
+                    admitted_round=item["round"],
+                    content_hash=record.content_hash,
+                ),
+            )
+        except PoolCopyError as exc:  # not plain files, or changed after the gate: the task's fault
+            record = record.model_copy(
+                update={
+                    "admitted": False,
+                    "stage": "lint",
+                    "reason": f"cannot be copied into the pool: {exc}",
+                    "proposer_reward": -1.0,
+                }
+            )
     return {"candidates": [record.model_dump(mode="json")]}
 
 

@@ -35,6 +35,12 @@ READ_ONLY = ToolAnnotations(
     readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False
 )
 MAX_ROWS = 200
+#: Largest offset or step index accepted: far past any store, and within SQLite's 64-bit range.
+MAX_INDEX = 1_000_000_000
+
+
+def _clamp(value: int, low: int, high: int) -> int:
+    return max(low, min(int(value), high))
 
 
 class AttemptBrief(BaseModel):
@@ -143,7 +149,7 @@ def build_rollouts_server(
         """
         rows = await call(lambda: get_store().pass_rates(by, policy_version, role))
         rows.sort(key=lambda r: (r.pass_rate is None, r.pass_rate or 0.0, r.key))
-        limit = max(1, min(limit, MAX_ROWS))
+        limit = _clamp(limit, 1, MAX_ROWS)
         return PassRateTable(
             by=by, rows=rows[:limit], total_rows=len(rows), truncated=len(rows) > limit
         )
@@ -153,7 +159,7 @@ def build_rollouts_server(
         limit: int = 10, role: Role | None = "solver", output_chars: int = 1000
     ) -> FailureList:
         """Newest failed, timed-out or errored attempts with the tail of their last error output."""
-        limit, output_chars = max(1, min(limit, 50)), max(100, min(output_chars, 8000))
+        limit, output_chars = _clamp(limit, 1, 50), _clamp(output_chars, 100, 8000)
         failures = await call(
             lambda: get_store().recent_failures(limit, role, output_chars=output_chars)
         )
@@ -170,7 +176,8 @@ def build_rollouts_server(
         offset: int = 0,
     ) -> AttemptList:
         """Attempts matching every given filter, newest first (one line each)."""
-        limit = max(1, min(limit, MAX_ROWS))
+        limit = _clamp(limit, 1, MAX_ROWS)
+        offset = _clamp(offset, 0, MAX_INDEX)
         attempts = await call(
             lambda: get_store().list_attempts(
                 role=role,
@@ -216,14 +223,14 @@ def build_rollouts_server(
         attempt_id: str, start_step: int = 0, max_steps: int = 20, output_chars: int = 1500
     ) -> TrajectoryPage:
         """One attempt and a page of its steps (model text, tool call, output excerpt, exit code)."""
-        max_steps = max(1, min(max_steps, 100))
-        output_chars = max(200, min(output_chars, 16_000))
-        return await call(page, attempt_id, max(0, start_step), max_steps, output_chars)
+        max_steps = _clamp(max_steps, 1, 100)
+        output_chars = _clamp(output_chars, 200, 16_000)
+        return await call(page, attempt_id, _clamp(start_step, 0, MAX_INDEX), max_steps, output_chars)
 
     @server.tool(annotations=READ_ONLY)
     async def search_rollouts(text: str, limit: int = 20) -> SearchResults:
         """Full-text search over tool outputs and attempt errors; every word must appear."""
-        hits = await call(lambda: get_store().search(text, max(1, min(limit, 100))))
+        hits = await call(lambda: get_store().search(text[:1000], _clamp(limit, 1, 100)))
         return SearchResults(query=text, hits=hits)
 
     @server.resource(

@@ -121,3 +121,109 @@ def test_sigkill_mid_round_then_resume_matches_an_uninterrupted_run(engine_ready
     expected, actual = _summary(reference), _summary(killed)
     assert actual["unique_ids"] and not actual["unfinished"]
     assert actual == expected
+
+
+def _run_until(
+    cmd: list[str],
+    *,
+    lines: int | None = None,
+    seconds: float | None = None,
+    appears: Path | None = None,
+) -> int:
+    """Run the CLI; SIGKILL it after it printed `lines` node updates, after `seconds`, or as
+    soon as the file `appears` exists.
+
+    Returns its exit status (-9 when killed). The kill points are the test's choice: counted
+    node boundaries, or an instant at the very start (before the first checkpoint).
+    """
+    proc = subprocess.Popen(
+        cmd,
+        env=_env(),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    if seconds is not None or appears is not None:
+        deadline = time.monotonic() + (seconds if seconds is not None else 120)
+        while time.monotonic() < deadline and proc.poll() is None:
+            if appears is not None and appears.exists():
+                break
+            time.sleep(0.002)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return proc.returncode
+    seen = 0
+    assert proc.stderr is not None
+    for line in proc.stderr:  # one line per node update: "[   12.3s] admit_one ..."
+        if line.startswith("[") and "s] " in line:
+            seen += 1
+            if lines is not None and seen >= lines:
+                os.killpg(proc.pid, signal.SIGKILL)
+                break
+    proc.wait(timeout=600)
+    return proc.returncode
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_kill_at_every_node_boundary_and_in_the_first_second(bwrap_ready, tmp_path):
+    """A chain of runs, each SIGKILLed at a point the test picks, ends like an uninterrupted run.
+
+    First two kills land inside the first second (before or while the first checkpoint is
+    written); then every process is killed right after its second node update, so each resume
+    moves one or two node boundaries further until a run finishes on its own.
+    """
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    shutil.copytree(FIXTURES / "good_task", seed / "word-count")
+    reference = tmp_path / "reference"
+    assert _run_until(_cli(reference, seed)) == 0
+
+    killed = tmp_path / "killed"
+    # Inside the first second: while the CLI starts, then the instant graph.sqlite appears
+    # (before its first checkpoint). Neither may wedge the folder.
+    assert _run_until(_cli(killed, seed), seconds=0.5) == -signal.SIGKILL
+    assert _run_until(_cli(killed, seed), appears=killed / "graph.sqlite") == -signal.SIGKILL
+    assert (killed / "graph.sqlite").exists()
+    kills = 0
+    while True:
+        status = _run_until(_cli(killed, seed, "--resume"), lines=2)
+        if status == 0:
+            break
+        assert status == -signal.SIGKILL, f"the resumed run failed with {status}"
+        kills += 1
+        assert kills < 30, "the resumes make no progress"
+    assert kills >= 4, f"only {kills} kills landed mid-run"
+
+    expected, actual = _summary(reference), _summary(killed)
+    assert actual["unique_ids"] and not actual["unfinished"]
+    assert actual == expected
+    leftovers = [p.name for p in (killed / "pool").iterdir() if p.name.endswith(".tmp")]
+    assert not leftovers
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_finished_run_continues_with_more_rounds(bwrap_ready, tmp_path):
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    shutil.copytree(FIXTURES / "good_task", seed / "word-count")
+    run = tmp_path / "run"
+    assert _run_until(_cli(run, seed)) == 0
+    again = subprocess.run(
+        _cli(run, seed, "--resume"), env=_env(), cwd=REPO, capture_output=True, text=True
+    )
+    assert again.returncode == 0 and "already finished 1 round" in again.stderr
+    more = subprocess.run(
+        _cli(run, seed, "--resume", "--rounds", "2"),
+        env=_env(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert "continuing with rounds 2..2" in more.stderr
+    assert _summary(run)["rounds_reported"] == [1, 2]

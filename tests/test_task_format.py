@@ -140,8 +140,8 @@ def test_symlink_out_of_the_task_is_rejected(tmp_path: Path):
     (task / "tests" / "data.txt").symlink_to(secret)
     with pytest.raises(TaskFormatError) as info:
         load_task(task)
-    assert info.value.path == task.resolve() / "tests"
-    assert "stay within the task" in info.value.problem
+    assert info.value.path == task.resolve() / "tests" / "data.txt"
+    assert "is a symlink" in info.value.problem
 
 
 def test_content_hash_is_stable_and_tracks_every_file(tmp_path: Path):

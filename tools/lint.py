@@ -12,6 +12,7 @@ import fnmatch
 import hashlib
 import io
 import json
+import os
 import posixpath
 import re
 import shlex
@@ -30,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.lint_hacks import hack_findings
 from autoenvscaling.tools.task_format import check_task
+from autoenvscaling.tools.task_limits import TaskLimits, inventory
 
 __all__ = ["SUPPORTED_DOCKERFILE_INSTRUCTIONS", "LintFinding", "LintReport", "lint_task"]
 
@@ -145,11 +147,11 @@ class _Ctx:
         self.findings: list[LintFinding] = []
 
     def rel(self, path: Path | str) -> str:
-        path = Path(path)
+        path = Path(os.path.abspath(path))  # never follow a link out of the task
         try:
-            return path.resolve().relative_to(self.root).as_posix()
+            return path.relative_to(self.root).as_posix() or "."
         except ValueError:
-            return str(path)
+            return path.name or "."
 
     def add(
         self, rule: str, severity: Severity, file: Path | str, message: str, line: int | None = None
@@ -187,7 +189,7 @@ class _View:
         try:
             raw = tomllib.loads(text(root / "task.toml") or "")
             workdir = TaskConfig.model_validate(raw).environment.workdir
-        except (tomllib.TOMLDecodeError, ValueError):
+        except (tomllib.TOMLDecodeError, ValueError, RecursionError):
             workdir = None  # invalid config is reported by the format checks
         dockerfile = root / "environment" / "Dockerfile"
         test_script = root / "tests" / "test.sh"
@@ -689,15 +691,32 @@ def _requirements_rule(ctx: _Ctx, task: _View) -> None:
 # --------------------------------------------------------------------------- entry point
 
 
-def lint_task(task_dir: Path | str) -> LintReport:
-    """Run every static check on one task folder. Never raises for a bad task."""
+def _scrub(text: str, root: Path) -> str:
+    """Messages name files relative to the task, never by their place on this machine."""
+    for prefix in {str(root), str(root.resolve())}:
+        text = text.replace(prefix + "/", "").replace(prefix, ".")
+    return text
+
+
+def lint_task(task_dir: Path | str, limits: TaskLimits | None = None) -> LintReport:
+    """Run every static check on one task folder. Never raises for a bad task.
+
+    Bounded: the folder is first checked against `TaskLimits` with one `lstat` walk (file count,
+    sizes, special files, links, names); a task that breaks a limit gets only those findings.
+    """
     root = Path(task_dir)
+    limits = limits or TaskLimits()
     ctx = _Ctx(root.resolve() if root.exists() else root)
-    format_errors = check_task(root)
+    problems = inventory(root, limits) if root.is_dir() and not root.is_symlink() else []
+    for problem in problems:
+        ctx.add("task-limits", "error", ctx.root / problem.file, problem.problem)
+    format_errors = [] if problems else check_task(root, limits)
     for err in format_errors:
         message = f"{err.field}: {err.problem}" if err.field else err.problem
-        ctx.add("task-format", "error", err.path, message)
-    if root.is_dir():
+        rule = "task-limits" if "allowed range" in message or "must be finite" in message else None
+        ctx.add(rule or "task-format", "error", err.path, _scrub(message, ctx.root))
+    unparsable = any("invalid TOML" in e.problem or "nested deeper" in e.problem for e in format_errors)
+    if root.is_dir() and not problems and not unparsable:
         _harbor_rules(ctx, quiet=bool(format_errors))
         task = _View.of(ctx.root)
         _dockerfile_rules(ctx, task)

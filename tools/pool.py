@@ -53,6 +53,10 @@ class PoolEntry(BaseModel):
         return self.history[-1].mean_reward if self.history else None
 
 
+class PoolCopyError(PoolError):
+    """A task folder could not be copied into the pool; the message says why (task's fault)."""
+
+
 class PoolIndex(BaseModel):
     entries: dict[str, PoolEntry] = Field(default_factory=dict)
 
@@ -100,16 +104,25 @@ class Pool:
                 return index.entries[entry.task_id]
             if not target.exists():
                 tmp = self.root / f".{entry.task_id}.{uuid.uuid4().hex[:6]}.tmp"
-                shutil.copytree(source_dir, tmp, symlinks=True)
+                _copy_task(Path(source_dir), tmp)
                 if entry.content_hash is not None and content_hash(tmp) != entry.content_hash:
                     shutil.rmtree(tmp, ignore_errors=True)
-                    raise PoolError(
+                    raise PoolCopyError(
                         f"{source_dir} changed between admission and copy: the pool takes only "
                         f"the admitted bytes ({entry.content_hash})"
                     )
                 os.replace(tmp, target)
             index.entries[entry.task_id] = entry
             return entry
+
+    def sweep(self) -> list[str]:
+        """Remove temporary copies a killed run left behind (`.<id>.<hex>.tmp`)."""
+        removed = []
+        for leftover in self.root.glob(".*.tmp"):
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover, ignore_errors=True)
+                removed.append(leftover.name)
+        return removed
 
     def record_eval(self, task_id: str, round_: int, rewards: list[float]) -> PoolEntry:
         with self._locked() as index:
@@ -136,14 +149,41 @@ class Pool:
                 task = load_task(folder)
             except TaskFormatError:
                 continue
-            self.add(
-                folder,
-                PoolEntry(
-                    task_id=folder.name,
-                    category=task.category or "",
-                    difficulty=task.difficulty or "",
-                    source="seed",
-                ),
-            )
+            try:
+                self.add(
+                    folder,
+                    PoolEntry(
+                        task_id=folder.name,
+                        category=task.category or "",
+                        difficulty=task.difficulty or "",
+                        source="seed",
+                    ),
+                )
+            except PoolCopyError:
+                continue
             added += 1
         return added
+
+
+def _copy_task(source: Path, tmp: Path) -> None:
+    """Copy a task folder to `tmp`, refusing anything but regular files and folders (a FIFO
+    would block the copy, a device would never end it); nothing is left behind on failure."""
+    from autoenvscaling.tools.task_limits import inventory
+
+    problems = inventory(source)
+    if problems:
+        first = problems[0]
+        raise PoolCopyError(f"{first.file}: {first.problem}")
+
+    def copy_regular(src: str, dst: str) -> None:
+        if not os.path.isfile(src) or os.path.islink(src):  # changed since the inventory
+            raise PoolCopyError(f"{os.path.relpath(src, source)} is not a regular file")
+        shutil.copy2(src, dst)
+
+    try:
+        shutil.copytree(source, tmp, symlinks=True, copy_function=copy_regular)
+    except (OSError, shutil.Error, PoolCopyError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, PoolCopyError):
+            raise
+        raise PoolCopyError(f"the task folder could not be copied: {type(exc).__name__}") from None

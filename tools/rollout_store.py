@@ -222,9 +222,19 @@ class RolloutStore:
         self.output_cap = output_cap
         self._local = threading.local()
         if read_only:
+            if self.path.is_dir():
+                raise RolloutStoreError(
+                    f"{self.path} is a folder, not a rollout store: pass the SQLite file "
+                    "itself (a run's is <run-dir>/rollouts.db)"
+                )
             if not self.path.exists():
                 raise RolloutStoreError(f"no rollout store at {self.path}")
-            version = check_version(self._conn(), str(self.path))
+            try:
+                version = check_version(self._conn(), str(self.path))
+            except sqlite3.DatabaseError as exc:
+                raise RolloutStoreError(
+                    f"{self.path} is not a rollout store: SQLite cannot read it ({exc})"
+                ) from None
             if version < SCHEMA_VERSION:
                 raise SchemaOutdatedError(
                     f"{self.path} has rollout schema v{version} (current v{SCHEMA_VERSION}): "
@@ -239,10 +249,16 @@ class RolloutStore:
     def _conn(self) -> sqlite3.Connection:
         """This thread's connection; a forked child opens its own instead of sharing the parent's."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        live = self.read_only and os.path.exists(f"{self.path}-wal")
         if conn is not None and self._local.pid == os.getpid():
-            return conn
+            if not (self._local.immutable and live):
+                return conn
+            conn.close()  # a writer appeared: an immutable snapshot would miss its writes
         if self.read_only:
-            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            # No writer (no -wal file): `immutable` reads the file as is and creates nothing,
+            # even on read-only storage. A live writer: plain read-only, sharing its -shm.
+            mode = "mode=ro" if live else "mode=ro&immutable=1"
+            uri = f"{self.path.resolve().as_uri()}?{mode}"
             conn = sqlite3.connect(
                 uri, uri=True, timeout=self.busy_timeout_sec, isolation_level=None
             )
@@ -256,7 +272,7 @@ class RolloutStore:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.row_factory = sqlite3.Row
-        self._local.conn, self._local.pid = conn, os.getpid()
+        self._local.conn, self._local.pid, self._local.immutable = conn, os.getpid(), not live
         return conn
 
     def close(self) -> None:

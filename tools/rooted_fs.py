@@ -6,18 +6,29 @@ Every result is a pydantic model sized for a model's context; every refusal is a
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fnmatch
-import glob as globlib
 import os
-import re
 import secrets
 import stat
-from pathlib import Path, PurePosixPath
+import time
+from collections.abc import Iterator
+from pathlib import PurePosixPath
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.safe_paths import PathRefusedError, SafeRoot
+from autoenvscaling.tools.safe_paths import _DIR_FLAGS, PathRefusedError, SafeRoot
+
+try:  # google-re2: linear-time matching, so no pattern can make grep hang
+    import re2 as _re2
+except ImportError:  # pragma: no cover - the fallback puts a time limit on each line
+    _re2 = None
+    import regex as _regex
+
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_LINE_TIMEOUT_SEC = 0.2
 
 _BINARY_PROBE = 8192
 _SKIP_DIRS = {".git", "__pycache__", "node_modules", ".venv"}
@@ -34,6 +45,12 @@ class FsLimits(BaseModel):
     max_entries: int = Field(1000, description="Most entries a listing or glob returns.")
     max_matches: int = Field(200, description="Most lines a grep returns.")
     max_line_chars: int = Field(400, description="Longest grep line shown; longer ones are cut.")
+    max_walk_entries: int = Field(
+        20_000, description="Most entries a glob or grep walk visits before it stops."
+    )
+    max_depth: int = Field(64, description="Deepest folder a glob or grep walk enters.")
+    max_grep_bytes: int = Field(50_000_000, description="Most text one grep searches.")
+    max_grep_sec: float = Field(10.0, description="Longest one grep runs before it stops.")
 
 
 class ReadResult(BaseModel):
@@ -75,10 +92,7 @@ class ListResult(BaseModel):
 class GlobResult(BaseModel):
     pattern: str
     matches: list[str]
-    truncated: bool
-    skipped_outside: int = Field(
-        0, description="Matches dropped because they resolve outside the root."
-    )
+    truncated: bool = Field(description="True when a cap (entries, depth) stopped the walk.")
 
 
 class GrepMatch(BaseModel):
@@ -104,8 +118,29 @@ class RootedFs:
 
     # -- reading -----------------------------------------------------------------------------
 
-    def _read_bytes(self, path: str) -> bytes:
-        with self.safe.open_fd(path, os.O_RDONLY | os.O_NONBLOCK) as (_, fd, _name):
+    def _read_bytes(self, path: str) -> tuple[bytes, str]:
+        """The bytes of a regular file and its real relative path."""
+        with self.safe.walk(path) as where:
+            if where.name == "":
+                raise PathRefusedError(path, "not_a_file", "the path is a directory")
+            if where.st is None:
+                raise PathRefusedError(path, "not_found", "no such file or folder")
+            data = self._read_at(path, where.dir_fd, where.name)
+            return data, where.rel
+
+    def _read_at(self, path: str, dir_fd: int, name: str) -> bytes:
+        try:
+            fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno == errno.EISDIR:
+                raise PathRefusedError(path, "not_a_file", "the path is a directory") from None
+            raise PathRefusedError(
+                path, "symlink" if exc.errno == errno.ELOOP else "invalid",
+                "a symlink appeared in the path while opening it"
+                if exc.errno == errno.ELOOP
+                else (exc.strerror or "cannot open"),
+            ) from None
+        try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise PathRefusedError(
@@ -115,31 +150,34 @@ class RootedFs:
                 raise PathRefusedError(
                     path,
                     "too_large",
-                    f"the file is {info.st_size:,} bytes, over the {self.limits.max_file_bytes:,}-byte "
-                    "limit; use grep to find what you need",
+                    f"the file is {info.st_size:,} bytes, over the {self.limits.max_file_bytes:,}"
+                    "-byte limit; use grep to find what you need",
                 )
-            with os.fdopen(os.dup(fd), "rb") as handle:
-                data = handle.read(self.limits.max_file_bytes + 1)
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(self.limits.max_file_bytes + 1)
         if len(data) > self.limits.max_file_bytes:  # grew while we read it
             raise PathRefusedError(
                 path, "too_large", "the file grew past the size limit while read"
             )
         return data
 
-    def _read_text(self, path: str) -> tuple[str, int]:
-        """The file's text (invalid UTF-8 replaced) and its size in bytes."""
-        data = self._read_bytes(path)
+    @staticmethod
+    def _as_text(path: str, data: bytes) -> str:
         if b"\x00" in data[:_BINARY_PROBE]:
             raise PathRefusedError(
                 path, "binary", "a binary file; inspect it with the terminal instead"
             )
-        return data.decode("utf-8", errors="replace"), len(data)
+        return data.decode("utf-8", errors="replace")
 
     def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> ReadResult:
         """Lines start_line..end_line (1-based, inclusive) of a text file, capped in bytes."""
         if start_line < 1 or (end_line is not None and end_line < start_line):
             raise PathRefusedError(path, "invalid", "need 1 <= start_line <= end_line")
-        text, file_bytes = self._read_text(path)
+        data, rel = self._read_bytes(path)
+        text = self._as_text(path, data)
         lines = _lines(text)
         stop = len(lines) if end_line is None else min(end_line, len(lines))
         budget = self.limits.max_read_bytes
@@ -158,58 +196,59 @@ class RootedFs:
             budget -= line_bytes
             i += 1
         return ReadResult(
-            path=self.safe.relative(self.safe.resolve(path)),
+            path=rel,
             content="".join(out),
             start_line=start_line,
             end_line=i if out else 0,
             total_lines=len(lines),
-            file_bytes=file_bytes,
+            file_bytes=len(data),
             truncated=truncated,
             next_start_line=i + 1 if i < stop else None,
         )
 
     # -- writing -----------------------------------------------------------------------------
 
-    def _replace_file(self, path: str, data: bytes) -> bool:
-        """Write `data` to a temporary file next to `path`, then rename it over `path` (atomic)."""
+    def _replace_file(self, path: str, data: bytes) -> tuple[bool, str]:
+        """Write `data` to a temporary file next to `path`, then rename it over `path` (atomic).
+
+        Both happen relative to the descriptor of the walked folder: a link swapped in for the
+        name is replaced, never written through. Returns (created, real relative path).
+        """
         if len(data) > self.limits.max_write_bytes:
             raise PathRefusedError(
                 path,
                 "too_large",
                 f"{len(data):,} bytes is over the {self.limits.max_write_bytes:,}-byte write limit",
             )
-        real = self.safe.resolve(path)
-        if real == self.safe.root or real.is_dir():
-            raise PathRefusedError(path, "not_a_file", "the path is a directory")
-        created = not real.exists()
-        mode = stat.S_IMODE(real.stat().st_mode) if not created else 0o644
-        temp_name = f".{real.name}.{secrets.token_hex(4)}.tmp"
-        temp = (real.parent / temp_name).relative_to(self.safe.root).as_posix()
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-        with self.safe.open_fd(temp, flags, mode, make_parents=True) as (dir_fd, fd, name):
+        with self.safe.walk(path, make_parents=True) as where:
+            if where.name == "" or (where.st is not None and stat.S_ISDIR(where.st.st_mode)):
+                raise PathRefusedError(path, "not_a_file", "the path is a directory")
+            if where.st is not None and not stat.S_ISREG(where.st.st_mode):
+                raise PathRefusedError(path, "not_a_file", "not a regular file (a fifo or device)")
+            created = where.st is None
+            mode = 0o644 if where.st is None else stat.S_IMODE(where.st.st_mode)
+            temp = f".{where.name[:100]}.{secrets.token_hex(4)}.tmp"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fchmod(fd, mode)
-                os.replace(name, real.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                fd = os.open(temp, flags, mode, dir_fd=where.dir_fd)
+            except OSError as exc:
+                raise PathRefusedError(path, "invalid", exc.strerror or "cannot write") from None
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    os.fchmod(handle.fileno(), mode)
+                os.replace(temp, where.name, src_dir_fd=where.dir_fd, dst_dir_fd=where.dir_fd)
             except BaseException:
-                try:
-                    os.unlink(name, dir_fd=dir_fd)
-                except FileNotFoundError:
-                    pass
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=where.dir_fd)
                 raise
-        return created
+            return created, where.rel
 
     def write(self, path: str, content: str) -> WriteResult:
         """Create or overwrite a file (parent folders are created)."""
         data = content.encode()
-        created = self._replace_file(path, data)
-        return WriteResult(
-            path=self.safe.relative(self.safe.resolve(path)),
-            bytes_written=len(data),
-            created=created,
-        )
+        created, rel = self._replace_file(path, data)
+        return WriteResult(path=rel, bytes_written=len(data), created=created)
 
     def edit(self, path: str, old: str, new: str) -> EditResult:
         """Replace the one occurrence of `old` with `new`; refuse when `old` is absent or repeated."""
@@ -217,7 +256,8 @@ class RootedFs:
             raise PathRefusedError(
                 path, "invalid", "old text is empty; use write_file to create files"
             )
-        text, _ = self._read_text(path)
+        raw, _ = self._read_bytes(path)
+        text = self._as_text(path, raw)
         count = text.count(old)
         if count == 0:
             raise PathRefusedError(
@@ -234,95 +274,125 @@ class RootedFs:
             )
         at = text.index(old)
         data = (text[:at] + new + text[at + len(old) :]).encode()
-        self._replace_file(path, data)
-        return EditResult(
-            path=self.safe.relative(self.safe.resolve(path)),
-            line=text.count("\n", 0, at) + 1,
-            bytes_written=len(data),
-        )
+        _, rel = self._replace_file(path, data)
+        return EditResult(path=rel, line=text.count("\n", 0, at) + 1, bytes_written=len(data))
 
     # -- listing and searching ---------------------------------------------------------------
 
-    def _directory(self, path: str) -> Path:
-        real = self.safe.resolve(path)
-        if not real.exists():
-            raise PathRefusedError(path, "not_found", "no such folder")
-        if not real.is_dir():
-            raise PathRefusedError(path, "not_a_directory", "not a folder")
-        return real
-
     def list(self, path: str = ".") -> ListResult:
-        real = self._directory(path)
         entries: list[Entry] = []
-        with os.scandir(real) as scan:
-            items = sorted(scan, key=lambda e: e.name)
-        for item in items[: self.limits.max_entries]:
-            if item.is_symlink():
-                inside = self.safe.is_inside(Path(item.path))
-                entries.append(
-                    Entry(
-                        name=item.name,
-                        kind="symlink",
-                        target=os.readlink(item.path) if inside else None,
-                    )
-                )
-            elif item.is_dir(follow_symlinks=False):
-                entries.append(Entry(name=item.name, kind="dir"))
-            elif item.is_file(follow_symlinks=False):
-                entries.append(
-                    Entry(
-                        name=item.name, kind="file", size=item.stat(follow_symlinks=False).st_size
-                    )
-                )
-            else:
-                entries.append(Entry(name=item.name, kind="other"))
-        return ListResult(
-            path=self.safe.relative(real),
-            entries=entries,
-            truncated=len(items) > self.limits.max_entries,
-        )
+        with self.safe.open_dir(path) as (fd, rel):
+            with os.scandir(fd) as scan:
+                items = []
+                for item in scan:  # bounded: never more than max_entries + 1 kept
+                    items.append(item)
+                    if len(items) > self.limits.max_walk_entries:
+                        break
+            items.sort(key=lambda e: e.name)
+            for item in items[: self.limits.max_entries]:
+                entries.append(self._entry(item, fd, rel))
+        return ListResult(path=rel, entries=entries, truncated=len(items) > self.limits.max_entries)
 
-    def _check_pattern(self, pattern: str) -> None:
+    def _entry(self, item: os.DirEntry[str], dir_fd: int, rel: str) -> Entry:
+        if item.is_symlink():
+            try:
+                target = os.readlink(item.name, dir_fd=dir_fd)
+            except OSError:
+                target = None
+            inside = target is not None and _stays_inside(rel, target)
+            return Entry(name=item.name, kind="symlink", target=target if inside else None)
+        if item.is_dir(follow_symlinks=False):
+            return Entry(name=item.name, kind="dir")
+        if item.is_file(follow_symlinks=False):
+            try:
+                size = os.stat(item.name, dir_fd=dir_fd, follow_symlinks=False).st_size
+            except OSError:
+                size = None
+            return Entry(name=item.name, kind="file", size=size)
+        return Entry(name=item.name, kind="other")
+
+    def _tree(
+        self, fd: int, rel: str, *, skip_dirs: frozenset[str] = frozenset()
+    ) -> Iterator[tuple[str, str, int, str]]:
+        """(relative path, kind, folder fd, name) below the open folder `fd`, depth first.
+
+        Never follows a link; stops after `max_walk_entries` entries or below `max_depth`
+        folders (raising `_Budget`). Folders are opened by descriptor with O_NOFOLLOW, so one
+        swapped for a link mid-walk is skipped, not entered.
+        """
+        budget = self.limits.max_walk_entries
+        stack: list[tuple[int, str, int]] = [(os.dup(fd), rel, 0)]
+        try:
+            while stack:
+                dir_fd, dir_rel, depth = stack.pop()
+                try:
+                    with os.scandir(dir_fd) as scan:
+                        items = sorted(scan, key=lambda e: e.name)
+                except OSError:
+                    os.close(dir_fd)
+                    continue
+                children: list[tuple[int, str, int]] = []
+                try:
+                    for item in items:
+                        budget -= 1
+                        if budget < 0:
+                            raise _Budget
+                        child = item.name if dir_rel == "." else f"{dir_rel}/{item.name}"
+                        if item.is_symlink():
+                            yield child, "symlink", dir_fd, item.name
+                        elif item.is_dir(follow_symlinks=False):
+                            yield child, "dir", dir_fd, item.name
+                            if item.name in skip_dirs:
+                                continue
+                            if depth + 1 > self.limits.max_depth:
+                                raise _Budget
+                            try:
+                                sub = os.open(item.name, _DIR_FLAGS, dir_fd=dir_fd)
+                            except OSError:
+                                continue  # swapped for a link or removed: not entered
+                            children.append((sub, child, depth + 1))
+                        elif item.is_file(follow_symlinks=False):
+                            yield child, "file", dir_fd, item.name
+                        else:
+                            yield child, "other", dir_fd, item.name
+                finally:
+                    os.close(dir_fd)
+                stack.extend(reversed(children))
+        finally:
+            for dir_fd, _, _ in stack:
+                os.close(dir_fd)
+
+    def _check_pattern(self, pattern: str) -> list[str]:
+        if "\x00" in pattern:
+            raise PathRefusedError(pattern, "invalid", "the pattern contains a NUL byte")
         pure = PurePosixPath(pattern)
         if pure.is_absolute():
             raise PathRefusedError(pattern, "absolute", "glob patterns are relative to the root")
         if ".." in pure.parts:
             raise PathRefusedError(pattern, "traversal", "'..' is not allowed in glob patterns")
+        parts = [p for p in pure.parts if p != "."]
+        if not parts or len(parts) > 32 or len(pattern) > 1000:
+            raise PathRefusedError(pattern, "bad_pattern", "give a pattern such as '**/*.py'")
+        return parts
 
     def glob(self, pattern: str, path: str = ".") -> GlobResult:
-        """Paths matching `pattern` (`**` spans folders; symlinked folders are not descended)."""
-        self._check_pattern(pattern)
-        base = self._directory(path)
+        """Paths matching `pattern` (`**` spans folders; symlinks are listed, never entered)."""
+        parts = self._check_pattern(pattern)
         matches: list[str] = []
-        skipped = 0
         truncated = False
-        for match in globlib.iglob(pattern, root_dir=base, recursive=True):
-            candidate = base / match
-            if not self.safe.is_inside(candidate):
-                skipped += 1
-                continue
-            if len(matches) >= self.limits.max_entries:
+        with self.safe.open_dir(path) as (fd, rel):
+            prefix = "" if rel == "." else rel + "/"
+            try:
+                for child, _kind, _dir_fd, _name in self._tree(fd, rel):
+                    below = child[len(prefix) :].split("/")
+                    if _glob_match(parts, below):
+                        if len(matches) >= self.limits.max_entries:
+                            truncated = True
+                            break
+                        matches.append(child)
+            except _Budget:
                 truncated = True
-                break
-            matches.append(candidate.relative_to(self.safe.root).as_posix())
-        return GlobResult(
-            pattern=pattern, matches=sorted(matches), truncated=truncated, skipped_outside=skipped
-        )
-
-    def _walk_files(self, base: Path, include: str | None) -> list[Path]:
-        if base.is_file():
-            return [base]
-        files = []
-        for folder, dirs, names in os.walk(base, followlinks=False):
-            dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
-            for name in sorted(names):
-                rel = (Path(folder) / name).relative_to(base).as_posix()
-                if include and not (
-                    fnmatch.fnmatch(rel, include) or fnmatch.fnmatch(name, include)
-                ):
-                    continue
-                files.append(Path(folder) / name)
-        return files
+        return GlobResult(pattern=pattern, matches=sorted(matches), truncated=truncated)
 
     def grep(
         self,
@@ -333,46 +403,77 @@ class RootedFs:
         ignore_case: bool = False,
         fixed: bool = False,
     ) -> GrepResult:
-        """Lines matching a regular expression (or a fixed string) in files under `path`."""
-        try:
-            regex = re.compile(
-                re.escape(pattern) if fixed else pattern, re.IGNORECASE if ignore_case else 0
-            )
-        except re.error as exc:
-            raise PathRefusedError(
-                pattern, "bad_pattern", f"not a valid regular expression: {exc}"
-            ) from exc
-        base = self.safe.resolve(path)
-        if not base.exists():
-            raise PathRefusedError(path, "not_found", "no such file or folder")
+        """Lines matching a regular expression (or a fixed string) in files under `path`.
+
+        The regex engine is linear-time (RE2) where installed; otherwise each line gets a time
+        limit. The whole search stops at `max_grep_bytes` read or `max_grep_sec`.
+        """
+        search = compile_search(pattern, ignore_case=ignore_case, fixed=fixed)
         matches: list[GrepMatch] = []
         searched = skipped = 0
         truncated = False
-        for file in self._walk_files(base, include):
-            rel = file.relative_to(self.safe.root).as_posix()
+        deadline = time.monotonic() + self.limits.max_grep_sec
+        scanned = 0
+
+        def scan(rel: str, dir_fd: int, name: str) -> bool:
+            """Search one file; False when the match cap was hit."""
+            nonlocal searched, skipped, scanned
             try:
-                text, _ = self._read_text(rel)
+                text = self._as_text(rel, self._read_at(rel, dir_fd, name))
             except PathRefusedError:
-                skipped += 1  # symlinked out, binary, too large, special
-                continue
-            except OSError:
-                skipped += 1
-                continue
+                skipped += 1  # binary, too large, special, swapped for a link
+                return True
             searched += 1
+            scanned += len(text)
             for number, line in enumerate(_lines(text), start=1):
                 line = line.rstrip("\n")
-                if regex.search(line):
+                if search(line):
                     if len(matches) >= self.limits.max_matches:
-                        truncated = True
-                        break
+                        return False
                     shown = (
                         line
                         if len(line) <= self.limits.max_line_chars
                         else (line[: self.limits.max_line_chars] + " [...]")
                     )
                     matches.append(GrepMatch(path=rel, line=number, text=shown))
-            if truncated:
-                break
+            return True
+
+        with self.safe.walk(path) as where:
+            if where.name and where.st is None:
+                raise PathRefusedError(path, "not_found", "no such file or folder")
+            if where.name and where.st is not None and not stat.S_ISDIR(where.st.st_mode):
+                if stat.S_ISLNK(where.st.st_mode) or not stat.S_ISREG(where.st.st_mode):
+                    skipped += 1
+                else:
+                    truncated = not scan(where.rel, where.dir_fd, where.name)
+                return GrepResult(
+                    pattern=pattern,
+                    matches=matches,
+                    files_searched=searched,
+                    truncated=truncated,
+                    skipped=skipped,
+                )
+        with self.safe.open_dir(path) as (fd, rel):
+            try:
+                for child, kind, dir_fd, name in self._tree(fd, rel, skip_dirs=_SKIP_DIRS):
+                    if kind == "dir":
+                        continue
+                    if kind != "file":
+                        skipped += 1
+                        continue
+                    if include and not (
+                        fnmatch.fnmatch(child, include) or fnmatch.fnmatch(name, include)
+                    ):
+                        continue
+                    if (
+                        time.monotonic() > deadline
+                        or scanned > self.limits.max_grep_bytes
+                        or not scan(child, dir_fd, name)
+                    ):
+                        truncated = True
+                        break
+            except _Budget:
+                truncated = True
         return GrepResult(
             pattern=pattern,
             matches=matches,
@@ -380,6 +481,110 @@ class RootedFs:
             truncated=truncated,
             skipped=skipped,
         )
+
+
+class _Budget(Exception):
+    """A walk reached its entry or depth limit."""
+
+
+def _stays_inside(folder: str, target: str) -> bool:
+    """Whether a relative link target, read in `folder` (root-relative), stays inside the root."""
+    if target.startswith("/"):
+        return False
+    depth = 0 if folder == "." else len(folder.split("/"))
+    for part in target.split("/"):
+        depth += -1 if part == ".." else (0 if part in ("", ".") else 1)
+        if depth < 0:
+            return False
+    return True
+
+
+def _segment_match(pattern: str, name: str) -> bool:
+    if name.startswith(".") and not pattern.startswith("."):
+        return False  # like the shell: '*' does not match hidden names
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def _glob_match(pattern: list[str], parts: list[str]) -> bool:
+    """Whether path `parts` match glob `pattern` segments; `**` matches zero or more folders.
+
+    Dynamic programming over (pattern index, path index): O(len(pattern) * len(parts)).
+    """
+    reach = {0}
+    for part in parts:
+        nxt: set[int] = set()
+        for i in _closure(pattern, reach):
+            if i < len(pattern):
+                if pattern[i] == "**":
+                    if not part.startswith("."):
+                        nxt.add(i)  # '**' absorbs this folder too
+                elif _segment_match(pattern[i], part):
+                    nxt.add(i + 1)
+        reach = nxt
+        if not reach:
+            return False
+    return len(pattern) in _closure(pattern, reach)
+
+
+def _closure(pattern: list[str], states: set[int]) -> set[int]:
+    """States plus those reached by letting each '**' match nothing."""
+    out = set(states)
+    todo = list(states)
+    while todo:
+        i = todo.pop()
+        if i < len(pattern) and pattern[i] == "**" and i + 1 not in out:
+            out.add(i + 1)
+            todo.append(i + 1)
+    return out
+
+
+def compile_search(pattern: str, *, ignore_case: bool = False, fixed: bool = False):
+    """A `line -> bool` search that cannot be driven exponential.
+
+    RE2 (google-re2) matches in linear time and refuses backreferences and lookaround; without
+    it, Python's `regex` module runs each line under a time limit.
+    """
+    if len(pattern) > 2000:
+        raise PathRefusedError(pattern, "bad_pattern", "the pattern is over 2,000 characters")
+    if fixed:
+        needle = pattern.lower() if ignore_case else pattern
+        return (lambda line: needle in line.lower()) if ignore_case else (lambda line: needle in line)
+    if _re2 is not None:
+        options = _re2.Options()
+        options.case_sensitive = not ignore_case
+        options.log_errors = False
+        options.max_mem = 32 << 20
+        try:
+            compiled = _re2.compile(pattern, options)
+        except _re2.error as exc:
+            why = exc.args[0] if exc.args else exc
+            why = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
+            raise PathRefusedError(
+                pattern,
+                "bad_pattern",
+                f"not a valid regular expression for the linear-time engine (RE2: no "
+                f"backreferences or lookaround): {why}",
+            ) from None
+        return lambda line: compiled.search(line) is not None
+    try:
+        compiled_re = _regex.compile(pattern, _regex.IGNORECASE if ignore_case else 0)
+    except _regex.error as exc:
+        raise PathRefusedError(
+            pattern, "bad_pattern", f"not a valid regular expression: {exc}"
+        ) from None
+
+    def search(line: str) -> bool:
+        try:
+            return compiled_re.search(line, timeout=_LINE_TIMEOUT_SEC) is not None
+        except TimeoutError:
+            raise PathRefusedError(
+                pattern,
+                "bad_pattern",
+                f"the pattern took over {_LINE_TIMEOUT_SEC:g} s on one line (catastrophic "
+                "backtracking); simplify it, e.g. no nested repeats like (a+)+",
+            ) from None
+
+    return search
 
 
 def _lines(text: str) -> list[str]:

@@ -1,9 +1,15 @@
-"""Resolve and open paths strictly inside one root folder, saying why a path is refused.
+"""Resolve and open paths strictly inside one root folder, at the file-descriptor level.
 
-A path is refused when it is absolute, climbs out with `..`, or resolves outside the root through
-a symlink (the file itself or any parent). Symlinks that stay inside the root are followed. Files
-are then opened component by component with O_NOFOLLOW from a descriptor of the root, so a
-symlink swapped in between the check and the open is caught instead of followed.
+Every path is walked one component at a time from a descriptor of the root (`openat` with
+`O_NOFOLLOW`), so no check can be raced: there is no moment where a path string is checked and a
+different file is then opened. Symlinks are never followed by the kernel. A symlink met on the
+way is read (`readlinkat`) and, when its target is relative and stays inside the root, walked in
+its place (as a lexical rewrite of the remaining path, at most `MAX_LINKS` times); an absolute
+target, or one that climbs above the root, is refused without looking at where it points. `..`
+pops the walked stack; it never opens a parent, so a folder moved away mid-walk cannot lead out.
+
+Refusals are `PathRefusedError`s whose message names only the path the caller gave (never a
+path of this machine) and is the same whether or not anything exists behind a refused link.
 """
 
 from __future__ import annotations
@@ -11,8 +17,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -31,13 +39,32 @@ RefusalReason = Literal[
     "exists",
 ]
 
+#: Most symlinks one resolution walks through (Linux's own limit is 40).
+MAX_LINKS = 40
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
 
 class PathRefusedError(ValueError):
     """An operation was refused. `reason` is a short code; the message says what to do instead."""
 
     def __init__(self, path: str, reason: RefusalReason, detail: str) -> None:
         self.path, self.reason, self.detail = path, reason, detail
-        super().__init__(f"refused {path!r} [{reason}]: {detail}")
+        super().__init__(f"refused {_printable(path)!r} [{reason}]: {detail}")
+
+
+def _printable(path: str) -> str:
+    return path if len(path) <= 200 else path[:197] + "..."
+
+
+@dataclass
+class Resolved:
+    """A walked path: `dir_fd` is an open descriptor of the final folder, `name` the last
+    component inside it ("" for the root itself), `rel` the real root-relative path."""
+
+    dir_fd: int
+    name: str
+    rel: str
+    st: os.stat_result | None  # lstat of `name` in `dir_fd`; None when it does not exist
 
 
 class SafeRoot:
@@ -46,11 +73,14 @@ class SafeRoot:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         resolved = Path(root).resolve()
         if not resolved.is_dir():
-            raise NotADirectoryError(f"root {str(root)!r} is not a directory")
+            raise NotADirectoryError("the root is not a directory")
         self.root = resolved
 
-    def resolve(self, path: str) -> Path:
-        """The real absolute path of `path` (relative to the root), which lies inside the root."""
+    # -- parsing ------------------------------------------------------------------------------
+
+    @staticmethod
+    def parts(path: str) -> list[str]:
+        """The components of a relative path; refuses NUL bytes, absolute paths and climbing out."""
         if "\x00" in path:
             raise PathRefusedError(path, "invalid", "the path contains a NUL byte")
         pure = PurePosixPath(path or ".")
@@ -67,87 +97,135 @@ class SafeRoot:
                 raise PathRefusedError(
                     path, "traversal", "'..' climbs out of the root; paths must stay inside it"
                 )
-        real = Path(os.path.realpath(self.root / pure))
-        if not real.is_relative_to(self.root):
-            raise PathRefusedError(path, "symlink", self._explain_escape(pure))
-        return real
+        return [p for p in pure.parts if p != "."]
 
-    def _explain_escape(self, pure: PurePosixPath) -> str:
-        current = self.root
-        for part in pure.parts:
-            current = current / part
-            if current.is_symlink():
-                target = os.readlink(current)
-                if not Path(os.path.realpath(current)).is_relative_to(self.root):
-                    shown = current.relative_to(self.root).as_posix()
-                    return f"'{shown}' is a symlink to {target!r}, which is outside the root"
-        return "the path resolves outside the root"
+    # -- walking -------------------------------------------------------------------------------
 
-    def relative(self, real: Path) -> str:
-        """`real` (inside the root) as a root-relative POSIX path."""
-        rel = real.relative_to(self.root).as_posix()
-        return rel if rel else "."
+    @contextmanager
+    def walk(
+        self, path: str, *, follow_last: bool = True, make_parents: bool = False
+    ) -> Iterator[Resolved]:
+        """Walk `path` from the root; yields the final folder's descriptor (closed after)."""
+        todo = deque(self.parts(path))
+        with ExitStack() as fds:
+            stack: list[tuple[str, int]] = []  # (name, fd) of each folder below the root
+            root_fd = os.open(self.root, _DIR_FLAGS)
+            fds.callback(os.close, root_fd)
+            links = 0
 
-    def is_inside(self, path: Path) -> bool:
-        return Path(os.path.realpath(path)).is_relative_to(self.root)
+            def current() -> int:
+                return stack[-1][1] if stack else root_fd
+
+            def rel(name: str = "") -> str:
+                return "/".join([n for n, _ in stack] + ([name] if name else [])) or "."
+
+            while todo:
+                part = todo.popleft()
+                if part in ("", "."):
+                    continue
+                if part == "..":
+                    if not stack:
+                        raise PathRefusedError(
+                            path, "symlink", "a symlink in the path leads outside the root"
+                        )
+                    stack.pop()  # its descriptor stays open until the walk ends
+                    continue
+                last = not todo
+                try:
+                    st = os.stat(part, dir_fd=current(), follow_symlinks=False)
+                except FileNotFoundError:
+                    if last:
+                        yield Resolved(current(), part, rel(part), None)
+                        return
+                    if not make_parents:
+                        raise PathRefusedError(path, "not_found", "no such file or folder") from None
+                    os.mkdir(part, 0o755, dir_fd=current())
+                    st = os.stat(part, dir_fd=current(), follow_symlinks=False)
+                except OSError as exc:
+                    raise _os_refusal(path, exc) from None
+                if stat.S_ISLNK(st.st_mode) and (follow_last or not last):
+                    links += 1
+                    if links > MAX_LINKS:
+                        raise PathRefusedError(
+                            path, "symlink", f"more than {MAX_LINKS} symlinks (a loop?)"
+                        )
+                    target = os.readlink(part, dir_fd=current())
+                    if target.startswith("/") or "\x00" in target:
+                        raise PathRefusedError(
+                            path, "symlink", f"'{rel(part)}' is a symlink that leads outside the root"
+                        )
+                    todo.extendleft(reversed(target.split("/")))
+                    continue
+                if last:
+                    yield Resolved(current(), part, rel(part), st)
+                    return
+                if not stat.S_ISDIR(st.st_mode):
+                    raise PathRefusedError(path, "not_a_directory", "a parent in the path is not a folder")
+                try:
+                    fd = os.open(part, _DIR_FLAGS, dir_fd=current())
+                except OSError as exc:  # swapped for a link or a file since the stat: refused
+                    raise _os_refusal(path, exc) from None
+                fds.callback(os.close, fd)
+                stack.append((part, fd))
+            yield Resolved(current(), "", rel(), None if stack else os.fstat(root_fd))
+
+    @contextmanager
+    def open_dir(self, path: str) -> Iterator[tuple[int, str]]:
+        """A readable descriptor of the folder `path` and its real relative path."""
+        with self.walk(path) as where:
+            if where.name == "":
+                fd = os.dup(where.dir_fd)
+            else:
+                if where.st is None:
+                    raise PathRefusedError(path, "not_found", "no such file or folder")
+                if not stat.S_ISDIR(where.st.st_mode):
+                    raise PathRefusedError(path, "not_a_directory", "not a folder")
+                try:
+                    fd = os.open(where.name, _DIR_FLAGS, dir_fd=where.dir_fd)
+                except OSError as exc:
+                    raise _os_refusal(path, exc) from None
+            try:
+                yield fd, where.rel
+            finally:
+                os.close(fd)
 
     @contextmanager
     def open_fd(
         self, path: str, flags: int, mode: int = 0o644, *, make_parents: bool = False
     ) -> Iterator[tuple[int, int, str]]:
-        """Open `path` without following any symlink created after it was resolved.
-
-        Yields (fd of the parent directory, fd of the file, file name); both are closed after.
-        """
-        real = self.resolve(path)
-        parts = real.relative_to(self.root).parts
-        if not parts:
-            raise PathRefusedError(path, "not_a_file", "the root itself is a directory")
-        dir_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            for part in parts[:-1]:
-                try:
-                    next_fd = os.open(
-                        part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd
-                    )
-                except FileNotFoundError:
-                    if not make_parents:
-                        raise PathRefusedError(
-                            path, "not_found", f"folder {part!r} does not exist"
-                        ) from None
-                    os.mkdir(part, 0o755, dir_fd=dir_fd)
-                    next_fd = os.open(
-                        part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd
-                    )
-                except OSError as exc:
-                    raise self._open_error(path, exc, dir_fd, part) from exc
-                os.close(dir_fd)
-                dir_fd = next_fd
+        """Open the file `path`; yields (fd of its folder, fd of the file, its name)."""
+        with self.walk(path, make_parents=make_parents) as where:
+            if where.name == "":
+                raise PathRefusedError(path, "not_a_file", "the root itself is a directory")
+            if where.st is None and not flags & os.O_CREAT:
+                raise PathRefusedError(path, "not_found", "no such file or folder")
             try:
-                fd = os.open(parts[-1], flags | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
-            except FileNotFoundError:
-                raise PathRefusedError(path, "not_found", "no such file") from None
+                fd = os.open(
+                    where.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=where.dir_fd
+                )
             except OSError as exc:
-                raise self._open_error(path, exc, dir_fd, parts[-1]) from exc
+                raise _os_refusal(path, exc) from None
             try:
-                yield dir_fd, fd, parts[-1]
+                yield where.dir_fd, fd, where.name
             finally:
                 os.close(fd)
-        finally:
-            os.close(dir_fd)
 
-    @staticmethod
-    def _open_error(path: str, exc: OSError, dir_fd: int, name: str) -> PathRefusedError:
-        try:
-            is_link = stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
-        except OSError:
-            is_link = False
-        if is_link or exc.errno in (errno.ELOOP, errno.EMLINK):
-            return PathRefusedError(
-                path, "symlink", "a symlink appeared in the path while opening it"
-            )
-        if exc.errno == errno.ENOTDIR:
-            return PathRefusedError(path, "not_a_directory", "a parent in the path is not a folder")
-        if exc.errno == errno.EISDIR:
-            return PathRefusedError(path, "not_a_file", "the path is a directory")
-        return PathRefusedError(path, "invalid", exc.strerror or str(exc))
+    def real_relative(self, path: str) -> str:
+        """The real root-relative path `path` leads to (inside symlinks walked)."""
+        with self.walk(path) as where:
+            return where.rel
+
+
+def _os_refusal(path: str, exc: OSError) -> PathRefusedError:
+    """An OSError of a walk as a refusal that names no path of this machine."""
+    if exc.errno in (errno.ELOOP, errno.EMLINK):
+        return PathRefusedError(path, "symlink", "a symlink appeared in the path while opening it")
+    if exc.errno == errno.ENOTDIR:
+        return PathRefusedError(path, "not_a_directory", "a parent in the path is not a folder")
+    if exc.errno == errno.EISDIR:
+        return PathRefusedError(path, "not_a_file", "the path is a directory")
+    if exc.errno == errno.ENOENT:
+        return PathRefusedError(path, "not_found", "no such file or folder")
+    if exc.errno == errno.EEXIST:
+        return PathRefusedError(path, "exists", "the file already exists")
+    return PathRefusedError(path, "invalid", exc.strerror or type(exc).__name__)

@@ -23,6 +23,8 @@ from harbor.models.task.task import strip_canary
 from harbor.utils.path_safety import validate_input_tree
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from autoenvscaling.tools.task_limits import TaskLimits, check_numbers, inventory, toml_depth
+
 __all__ = [
     "HarborTask",
     "TaskFormatError",
@@ -234,16 +236,37 @@ def _unknown_fields(root: Path) -> list[tuple[str, str]]:
     return out
 
 
-def _check_config(root: Path, errors: list[TaskFormatError]) -> TaskConfig | None:
+def _parse_toml(path: Path, text: str, limits: TaskLimits) -> tuple[dict | None, str | None]:
+    """(parsed task.toml, None) or (None, why it cannot be used); never raises."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return None, f"invalid TOML: {exc}"
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        return None, (
+            f"invalid TOML: arrays or tables nested deeper than {limits.max_toml_depth} levels"
+        )
+    if toml_depth(raw, limits.max_toml_depth) > limits.max_toml_depth:
+        return None, (
+            f"tables and arrays are nested deeper than {limits.max_toml_depth} levels; "
+            "task.toml needs at most a few"
+        )
+    return raw, None
+
+
+def _check_config(
+    root: Path, errors: list[TaskFormatError], limits: TaskLimits
+) -> TaskConfig | None:
     path = root / TaskPaths.CONFIG_FILENAME
     text = _read_text(path, errors, 'add task.toml (Harbor task config, schema_version "1.4")')
     if text is None:
         return None
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        errors.append(TaskFormatError(path, None, f"invalid TOML: {exc}"))
+    raw, problem = _parse_toml(path, text, limits)
+    if raw is None:
+        errors.append(TaskFormatError(path, None, problem or "invalid TOML"))
         return None
+    numbers = check_numbers(raw, limits)
+    errors.extend(TaskFormatError(path, p.field, p.problem) for p in numbers)
     for field, message in _unknown_fields(root):
         advice = message.split("; ", 1)[-1]  # "remove or correct it. Did you mean 'x'?"
         errors.append(TaskFormatError(path, field or None, f"unknown field; {advice}"))
@@ -258,6 +281,10 @@ def _check_config(root: Path, errors: list[TaskFormatError]) -> TaskConfig | Non
     except (ValueError, TypeError) as exc:
         errors.append(TaskFormatError(path, None, str(exc)))
         return None
+    if not numbers:  # deprecated size strings (memory = "2G") become numbers only here
+        dumped = config.model_dump(mode="python", include={"agent", "verifier", "environment"})
+        for p in check_numbers(dumped, limits):
+            errors.append(TaskFormatError(path, p.field, p.problem))
     if config.steps:
         errors.append(
             TaskFormatError(path, "steps", "multi-step tasks are not supported; remove [[steps]]")
@@ -267,16 +294,23 @@ def _check_config(root: Path, errors: list[TaskFormatError]) -> TaskConfig | Non
     return config
 
 
-def _inspect(root: Path) -> tuple[HarborTask | None, list[TaskFormatError]]:
+def _inspect(
+    root: Path, limits: TaskLimits | None = None
+) -> tuple[HarborTask | None, list[TaskFormatError]]:
     errors: list[TaskFormatError] = []
+    limits = limits or TaskLimits()
     if not root.exists():
         return None, [TaskFormatError(root, None, "task folder does not exist")]
-    if not root.is_dir():
+    if root.is_symlink() or not root.is_dir():
         return None, [TaskFormatError(root, None, "is not a folder; a task is a folder")]
     root = root.resolve()
     paths = TaskPaths(root)
+    # Bounded first: nothing below reads a file before the folder is known to be small and plain.
+    problems = inventory(root, limits)
+    if problems:
+        return None, [TaskFormatError(root / p.file, p.field, p.problem) for p in problems]
 
-    config = _check_config(root, errors)
+    config = _check_config(root, errors, limits)
 
     instruction = _read_text(
         paths.instruction_path, errors, "add instruction.md telling the agent what to do"
@@ -351,18 +385,18 @@ def _inspect(root: Path) -> tuple[HarborTask | None, list[TaskFormatError]]:
 # --------------------------------------------------------------------------- public API
 
 
-def check_task(path: Path | str) -> list[TaskFormatError]:
+def check_task(path: Path | str, limits: TaskLimits | None = None) -> list[TaskFormatError]:
     """Every format problem of a task folder (empty when it loads)."""
     try:
-        return _inspect(Path(path))[1]
+        return _inspect(Path(path), limits)[1]
     except OSError as exc:  # permissions, races: still a specific, typed error
         return [TaskFormatError(exc.filename or path, None, exc.strerror or str(exc))]
 
 
-def load_task(path: Path | str) -> HarborTask:
+def load_task(path: Path | str, limits: TaskLimits | None = None) -> HarborTask:
     """Load and validate one task folder; raises the first `TaskFormatError` found."""
     try:
-        task, errors = _inspect(Path(path))
+        task, errors = _inspect(Path(path), limits)
     except OSError as exc:
         raise TaskFormatError(exc.filename or path, None, exc.strerror or str(exc)) from None
     if errors:

@@ -138,6 +138,18 @@ class GateConfig(BaseSettings):
     timeout_multiplier: float = Field(
         1.0, gt=0.0, description="Scales the task's own agent and verifier timeouts."
     )
+    max_trial_sec: float = Field(
+        1800.0,
+        gt=0.0,
+        description="Hard cap on one trial's wall time (build, agent and verifier together), "
+        "whatever the task's timeouts say; a trial past it is stopped and blamed on the task.",
+    )
+    max_artifact_bytes: int = Field(
+        1_000_000,
+        ge=1024,
+        description="Most bytes kept of any one file a trial stores (its tail; the full size is "
+        "recorded).",
+    )
 
     @field_validator("band")
     @classmethod

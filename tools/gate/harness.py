@@ -30,6 +30,10 @@ TASK_FAULTS: dict[str, str] = {
     "RewardFileEmptyError": "tests/test.sh wrote an empty reward file",
     "VerifierOutputParseError": "the reward file cannot be parsed: reward.txt must hold one "
     "number, reward.json an object of numbers",
+    "RewardOutOfRangeError": "tests/test.sh wrote an unusable reward: it must be a finite "
+    "number in [0, 1] (1 when every check passes, 0 otherwise, or the fraction passed)",
+    "TrialWallTimeError": "the trial ran past the gate's wall-time cap (GateConfig.max_trial_sec) "
+    "whatever task.toml allows: solution/solve.sh or tests/test.sh hangs or is far too slow",
 }
 
 _LIMITS: weakref.WeakKeyDictionary[
@@ -110,6 +114,8 @@ async def gate_trial(
                 agent_kwargs=agent_kwargs,
                 agent_env=agent_env,
                 timeout_multiplier=config.timeout_multiplier,
+                max_trial_sec=config.max_trial_sec,
+                max_artifact_bytes=config.max_artifact_bytes,
             )
         return outcome if keep else outcome.model_copy(update={"trial_dir": None})
     finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,17 @@ def excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
     """The end of a long output (where failures are reported), marked when cut."""
     text = (text or "").strip()
     return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def scrub_paths(text: str, task: Path) -> str:
+    """`text` without this machine's paths: the task folder becomes its name, scratch folders
+    (trial folders, sandboxes) become `<scratch>`; a proposer reads this, and it is stored."""
+    if not text:
+        return text
+    for folder in {str(task), str(task.resolve())}:
+        text = text.replace(folder, task.name)
+    scratch = re.escape(str(Path(tempfile.gettempdir()).resolve()))
+    return re.sub(rf"{scratch}(?:/[^\s'\"/:]+)*", "<scratch>", text)
 
 
 class StageResult(BaseModel):
@@ -112,6 +125,13 @@ def make_verdict(task: Path | str, results: Sequence[StageResult], *, backend: s
         "verifier_mode": verifier_mode(task),
     }
     failed = next((r for r in ordered if not r.passed), None)
+    if failed is not None:
+        failed = failed.model_copy(
+            update={
+                "reason": scrub_paths(failed.reason, task),
+                "excerpt": scrub_paths(failed.excerpt, task),
+            }
+        )
     if failed is None:
         ran = [r.stage for r in ordered if not r.skipped]
         unchecked = common["not_configured"]
@@ -169,5 +189,7 @@ def infrastructure_verdict(task: Path | str, error: BaseException, *, backend: s
         proposer_reward=None,
         infrastructure_error=True,
         backend=backend,
-        reason=f"infrastructure failure: the gate crashed ({type(error).__name__}: {error})",
+        reason=scrub_paths(
+            f"infrastructure failure: the gate crashed ({type(error).__name__}: {error})", task
+        ),
     )

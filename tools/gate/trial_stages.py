@@ -24,6 +24,7 @@ def _trial_details(outcome: TrialOutcome) -> dict[str, object]:
         "error": outcome.error,
         "duration_sec": round(outcome.duration_sec, 3),
         "trial_dir": outcome.trial_dir,
+        "capped_files": outcome.capped_files,
     }
 
 
