@@ -50,6 +50,7 @@ def build_filesystem_server(
             raise ToolError(f"[invalid] {exc.strerror or type(exc).__name__}") from None
         except Exception as exc:  # noqa: BLE001 - reported to the client without host paths
             raise ToolError(f"[invalid] {type(exc).__name__}: {_scrub(str(exc), hidden)}") from None
+
     server = FastMCP(
         name,
         # INFO would log every request (and set the root logger's level in embedding apps).

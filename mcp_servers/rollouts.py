@@ -225,7 +225,9 @@ def build_rollouts_server(
         """One attempt and a page of its steps (model text, tool call, output excerpt, exit code)."""
         max_steps = _clamp(max_steps, 1, 100)
         output_chars = _clamp(output_chars, 200, 16_000)
-        return await call(page, attempt_id, _clamp(start_step, 0, MAX_INDEX), max_steps, output_chars)
+        return await call(
+            page, attempt_id, _clamp(start_step, 0, MAX_INDEX), max_steps, output_chars
+        )
 
     @server.tool(annotations=READ_ONLY)
     async def search_rollouts(text: str, limit: int = 20) -> SearchResults:

@@ -715,7 +715,9 @@ def lint_task(task_dir: Path | str, limits: TaskLimits | None = None) -> LintRep
         message = f"{err.field}: {err.problem}" if err.field else err.problem
         rule = "task-limits" if "allowed range" in message or "must be finite" in message else None
         ctx.add(rule or "task-format", "error", err.path, _scrub(message, ctx.root))
-    unparsable = any("invalid TOML" in e.problem or "nested deeper" in e.problem for e in format_errors)
+    unparsable = any(
+        "invalid TOML" in e.problem or "nested deeper" in e.problem for e in format_errors
+    )
     if root.is_dir() and not problems and not unparsable:
         _harbor_rules(ctx, quiet=bool(format_errors))
         task = _View.of(ctx.root)

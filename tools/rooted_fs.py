@@ -135,7 +135,8 @@ class RootedFs:
             if exc.errno == errno.EISDIR:
                 raise PathRefusedError(path, "not_a_file", "the path is a directory") from None
             raise PathRefusedError(
-                path, "symlink" if exc.errno == errno.ELOOP else "invalid",
+                path,
+                "symlink" if exc.errno == errno.ELOOP else "invalid",
                 "a symlink appeared in the path while opening it"
                 if exc.errno == errno.ELOOP
                 else (exc.strerror or "cannot open"),
@@ -548,7 +549,9 @@ def compile_search(pattern: str, *, ignore_case: bool = False, fixed: bool = Fal
         raise PathRefusedError(pattern, "bad_pattern", "the pattern is over 2,000 characters")
     if fixed:
         needle = pattern.lower() if ignore_case else pattern
-        return (lambda line: needle in line.lower()) if ignore_case else (lambda line: needle in line)
+        return (
+            (lambda line: needle in line.lower()) if ignore_case else (lambda line: needle in line)
+        )
     if _re2 is not None:
         options = _re2.Options()
         options.case_sensitive = not ignore_case

@@ -138,7 +138,9 @@ class SafeRoot:
                         yield Resolved(current(), part, rel(part), None)
                         return
                     if not make_parents:
-                        raise PathRefusedError(path, "not_found", "no such file or folder") from None
+                        raise PathRefusedError(
+                            path, "not_found", "no such file or folder"
+                        ) from None
                     os.mkdir(part, 0o755, dir_fd=current())
                     st = os.stat(part, dir_fd=current(), follow_symlinks=False)
                 except OSError as exc:
@@ -152,7 +154,9 @@ class SafeRoot:
                     target = os.readlink(part, dir_fd=current())
                     if target.startswith("/") or "\x00" in target:
                         raise PathRefusedError(
-                            path, "symlink", f"'{rel(part)}' is a symlink that leads outside the root"
+                            path,
+                            "symlink",
+                            f"'{rel(part)}' is a symlink that leads outside the root",
                         )
                     todo.extendleft(reversed(target.split("/")))
                     continue
@@ -160,7 +164,9 @@ class SafeRoot:
                     yield Resolved(current(), part, rel(part), st)
                     return
                 if not stat.S_ISDIR(st.st_mode):
-                    raise PathRefusedError(path, "not_a_directory", "a parent in the path is not a folder")
+                    raise PathRefusedError(
+                        path, "not_a_directory", "a parent in the path is not a folder"
+                    )
                 try:
                     fd = os.open(part, _DIR_FLAGS, dir_fd=current())
                 except OSError as exc:  # swapped for a link or a file since the stat: refused

@@ -42,9 +42,7 @@ class TaskLimits(BaseSettings):
     max_depth: int = Field(16, ge=1, description="Deepest folder nesting below the task root.")
     max_name_bytes: int = Field(200, ge=1, description="Longest file or folder name.")
     max_agent_timeout_sec: float = Field(3600.0, gt=0, description="[agent].timeout_sec cap.")
-    max_verifier_timeout_sec: float = Field(
-        1800.0, gt=0, description="[verifier].timeout_sec cap."
-    )
+    max_verifier_timeout_sec: float = Field(1800.0, gt=0, description="[verifier].timeout_sec cap.")
     max_build_timeout_sec: float = Field(
         1800.0, gt=0, description="[environment].build_timeout_sec cap."
     )

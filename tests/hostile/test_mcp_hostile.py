@@ -77,9 +77,7 @@ async def test_traversal_in_every_spelling_is_refused(tree):
                 assert SECRET not in error and str(root) not in error
                 if not path.startswith("/"):  # an absolute path is echoed as the client gave it
                     assert str(outside) not in error
-    assert sorted(p.name for p in outside.iterdir()) == sorted(
-        ["secret.txt", f"{SECRET}-name.txt"]
-    )
+    assert sorted(p.name for p in outside.iterdir()) == sorted(["secret.txt", f"{SECRET}-name.txt"])
 
 
 @pytest.mark.timeout(60)
