@@ -197,6 +197,11 @@ def doctor(
     if clean:
         for line in clean_docker():
             console.print(line)
+        from autoenvscaling.tools.gate.harness import SCRATCH_PREFIX
+        from autoenvscaling.tools.scratch import sweep_scratch
+
+        gone = sweep_scratch(SCRATCH_PREFIX) + sweep_scratch("aes-trials-")
+        console.print(f"gate: removed {len(gone)} trial folder(s) of killed processes")
 
     statuses = asyncio.run(diagnose())
     if as_json:

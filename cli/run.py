@@ -39,10 +39,16 @@ async def _stream(
     started = time.monotonic()
     while True:
         interrupted = None
-        async for chunk in graph.astream(payload, config, context=ctx, stream_mode="updates"):
+        # "sync": each step's checkpoint is on disk before the next step starts, so a kill
+        # loses at most the step in flight (the default "async" may lose several).
+        async for chunk in graph.astream(
+            payload, config, context=ctx, stream_mode="updates", durability="sync"
+        ):
             for node, update in chunk.items():
                 if node == "__interrupt__":
                     interrupted = update[0].value
+                    continue
+                if node.startswith("__"):  # e.g. __metadata__ of writes replayed on resume
                     continue
                 elapsed = time.monotonic() - started
                 detail = ""
@@ -212,6 +218,11 @@ def run(
         )
         resume = False
     run_dir.mkdir(parents=True, exist_ok=True)
+    from autoenvscaling.tools.gate.harness import SCRATCH_PREFIX
+    from autoenvscaling.tools.scratch import sweep_scratch
+
+    for name in sweep_scratch(SCRATCH_PREFIX):  # trial folders of a gate that was killed
+        console.print(f"removed {name} (left by a gate that was killed)")
     if (run_dir / "pool").is_dir():  # half-copied tasks of a killed run
         from autoenvscaling.tools.pool import Pool
 

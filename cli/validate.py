@@ -126,6 +126,11 @@ def validate(
         with TaskProgress("validate", total=len(tasks), quiet=as_json, console=console) as bar:
             return asyncio.run(validate_batch(tasks, config, on_event=_progress(bar, as_json)))
 
+    from autoenvscaling.tools.gate.harness import SCRATCH_PREFIX
+    from autoenvscaling.tools.scratch import sweep_scratch
+
+    for name in sweep_scratch(SCRATCH_PREFIX):  # trial folders of a gate that was killed
+        console.print(f"removed {escape(name)} (left by a gate that was killed)")
     answered = None
     if calibrate_policy and "calibrate" not in (skip or []):
         config_for(ResolvedModel(model="check:options"))  # bad options fail before a server starts

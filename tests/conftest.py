@@ -15,6 +15,13 @@ for _var, _value in (
 ):
     os.environ.setdefault(_var, _value)
 
+# One-time set-up runs before the first test, never inside a test's time limit.
+from .one_time_setup import (  # noqa: E402, F401 - pytest hooks, found by name
+    pytest_collection_finish,
+    pytest_runtest_makereport,
+    pytest_runtest_protocol,
+)
+
 REPO = Path(__file__).resolve().parents[1]
 SEED_DIR = REPO / "tasks" / "seed"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -16,7 +16,6 @@ import asyncio
 import math
 import os
 import stat
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.sandbox.base import Backend
+from autoenvscaling.tools.scratch import make_scratch
 
 #: Where a trial runs: one of our engines, or Harbor's own docker compose backend.
 BackendName = Literal[Backend, "harbor-docker"]
@@ -169,7 +169,7 @@ async def run_trial(
         if agent in BUILTIN_AGENTS
         else AgentConfig(import_path=agent, kwargs=agent_kwargs or {}, env=agent_env or {})
     )
-    trials_dir = trials_dir or Path(tempfile.mkdtemp(prefix="aes-trials-"))
+    trials_dir = trials_dir or make_scratch("aes-trials-")
     outcome = TrialOutcome(
         task=str(task_dir), task_name=task_dir.name, agent=agent, backend=backend, reward=None
     )

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import resource
+import subprocess
+import sys
+import tempfile
 import time
 
 import pytest
@@ -16,6 +19,7 @@ import pytest
 from autoenvscaling.tools.gate.results import scrub_paths
 from autoenvscaling.tools.lint import lint_task
 from autoenvscaling.tools.pool import Pool, PoolCopyError, PoolEntry
+from autoenvscaling.tools.scratch import make_scratch, sweep_scratch
 from autoenvscaling.tools.task_format import TaskFormatError, load_task
 
 from .corpus import CASES, GOOD, make_corpus
@@ -93,3 +97,21 @@ def test_pool_copy_refuses_special_files_and_leaves_nothing(corpus, tmp_path):
     assert good.task_id == "good" and (tmp_path / "pool" / "good" / "task.toml").exists()
     assert not [p for p in (tmp_path / "pool").iterdir() if p.name.endswith(".tmp")]
     assert os.listdir(tmp_path / "pool" / "good")
+
+
+def test_scratch_of_a_dead_owner_is_swept_and_a_live_ones_kept(tmp_path):
+    code = (
+        "import sys, tempfile; tempfile.tempdir = sys.argv[1]; "
+        "from autoenvscaling.tools.scratch import make_scratch; print(make_scratch('aes-gate-x-'))"
+    )
+    dead = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    old, tempfile.tempdir = tempfile.tempdir, str(tmp_path)
+    try:
+        live = make_scratch("aes-gate-y-")
+    finally:
+        tempfile.tempdir = old
+    (tmp_path / "aes-gate-foreign").mkdir()  # no owner file: not ours to remove
+    assert sweep_scratch("aes-gate-", tmp_path) == [os.path.basename(dead)]
+    assert live.exists() and (tmp_path / "aes-gate-foreign").exists()

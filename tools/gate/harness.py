@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import tempfile
 import weakref
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from pydantic import BaseModel
 
 from autoenvscaling.tools.gate.config import GateConfig
 from autoenvscaling.tools.gate.results import excerpt
+from autoenvscaling.tools.scratch import make_scratch
 from autoenvscaling.tools.trials import TrialOutcome, run_trial
 
 # Harbor exceptions a task causes, with what the proposer should change. Anything else (sandbox
@@ -35,6 +35,9 @@ TASK_FAULTS: dict[str, str] = {
     "TrialWallTimeError": "the trial ran past the gate's wall-time cap (GateConfig.max_trial_sec) "
     "whatever task.toml allows: solution/solve.sh or tests/test.sh hangs or is far too slow",
 }
+
+#: Temporary trial folders of the gate; a killed gate's are swept by `sweep_scratch`.
+SCRATCH_PREFIX = "aes-gate-"
 
 _LIMITS: weakref.WeakKeyDictionary[
     asyncio.AbstractEventLoop, dict[tuple[str, int], asyncio.Semaphore]
@@ -103,7 +106,7 @@ async def gate_trial(
         trials_dir = config.trials_dir / task.name / (label or agent.rsplit(":", 1)[-1])
         trials_dir.mkdir(parents=True, exist_ok=True)
     else:
-        trials_dir = Path(tempfile.mkdtemp(prefix=f"aes-gate-{task.name}-"))
+        trials_dir = make_scratch(f"{SCRATCH_PREFIX}{task.name[:40]}-")
     try:
         async with slots("trial", config.trial_concurrency):
             outcome = await run_trial(

@@ -11,10 +11,14 @@ from pathlib import Path
 from autoenvscaling.tools.gate.config import GateConfig, StageName
 from autoenvscaling.tools.gate.results import StageResult, excerpt
 from autoenvscaling.tools.lint import lint_task
-from autoenvscaling.tools.similarity import DedupIndex
+from autoenvscaling.tools.similarity import DedupIndex, task_text
 from autoenvscaling.tools.task_format import TaskFormatError, load_pool, load_task
 
 Prior = Mapping[StageName, StageResult]
+
+#: Most characters of a candidate's text (instruction, tests, solution) dedup compares: shingling
+#: costs memory per word, and the start of a task says what it is.
+MAX_DEDUP_CHARS = 2_000_000
 
 
 async def lint(task: Path, config: GateConfig, prior: Prior) -> StageResult:
@@ -80,7 +84,9 @@ async def dedup(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     index, unreadable = await asyncio.to_thread(
         _pool_index, pool, _pool_key(config.pool_dir), config.dedup_threshold
     )
-    match = index.closest_task(load_task(task))
+    loaded = load_task(task)
+    text = await asyncio.to_thread(task_text, loaded)
+    match = index.closest(text[:MAX_DEDUP_CHARS], exclude=str(loaded.root))
     details = {
         "pool_size": len(index),
         "unreadable_pool_tasks": unreadable,
