@@ -1,9 +1,10 @@
 """One-time set-up happens before the first test starts, never inside a test's time limit.
 
 Hooks (imported by tests/conftest.py):
-- `pytest_collection_finish`: when a collected test needs the base root filesystem, it is built
-  here, once, outside every test's timer (a fresh machine took 222 s; a 600 s test limit that
-  includes it fails for a reason that has nothing to do with the test).
+- `pytest_collection_finish`: when collected tests need the embedded model, it is fetched here,
+  once, outside every test's timer (a fresh machine's first-use set-up took 222 s; a 600 s test
+  limit that includes it fails for a reason that has nothing to do with the test). The base
+  image is `make bases`' job: the engine fixtures fail when it is missing and never build it.
 - `pytest_runtest_protocol` / `pytest_runtest_makereport`: the markers one-time builds leave (the
   base rootfs's `.ready` file, the embedded model cache, any path in
   AUTOENVSCALING_ONE_TIME_MARKERS) are compared before and after each test, fixtures included;
@@ -13,7 +14,6 @@ Hooks (imported by tests/conftest.py):
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ def _markers() -> list[Path]:
     """Paths that exist only once a one-time build has run (folders: their entries count)."""
     paths = [Path(p) for p in os.environ.get(MARKERS_ENV, "").split(os.pathsep) if p]
     try:
-        from autoenvscaling.tools.sandbox.rootfs import base_rootfs_path
+        from autoenvscaling.tools.sandbox.bases import base_rootfs_path
 
         base = base_rootfs_path()
         paths.append(base.parent / f"{base.name}.ready")
@@ -68,14 +68,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             if reporter is not None:
                 reporter.write_line(f"one-time set-up of {what} failed: {exc}", yellow=True)
 
-    if (
-        any("bwrap_ready" in getattr(i, "fixturenames", ()) for i in items)
-        and shutil.which("bwrap")
-        and os.geteuid() == 0
-    ):
-        from autoenvscaling.tools.sandbox.rootfs import ensure_base_rootfs
-
-        build("the base root filesystem", ensure_base_rootfs)
     modules = {getattr(i.module, "__name__", "") for i in items if hasattr(i, "module")}
     embedded = {m for m in modules if m.rsplit(".", 1)[-1].startswith("test_embedded_")}
     if embedded:

@@ -25,7 +25,7 @@ POLICY = "scripted:py:tests.hostile.hostile_policy:shared_policy"
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_hostile_corpus_never_crashes_a_flywheel_round(bwrap_ready, tmp_path):
+def test_the_hostile_corpus_never_crashes_a_flywheel_round(engine_ready, tmp_path):
     seed = tmp_path / "seed"
     seed.mkdir()
     shutil.copytree(FIXTURES / "good_task", seed / "word-count")

@@ -24,7 +24,7 @@ CORPUS_DEADLINE_SEC = 300
 
 
 @pytest.fixture(scope="module")
-def verdicts(bwrap_ready, tmp_path_factory) -> dict:
+def verdicts(engine_ready, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("hostile")
     corpus = make_corpus(root / "tasks")
     trials = root / "trials"
