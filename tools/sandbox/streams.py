@@ -73,7 +73,7 @@ def cut(sockets: list[Any]) -> None:
     for sock in sockets:
         try:
             getattr(sock, "_sock", sock).shutdown(socket.SHUT_RDWR)
-        except OSError:
+        except (OSError, AttributeError):  # already closed: its _sock is None
             pass
 
 
