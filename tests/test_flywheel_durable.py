@@ -63,7 +63,10 @@ def _summary(run_dir: Path) -> dict:
         "attempts": Counter((a.role, a.round, a.metadata.get("purpose", "-")) for a in attempts),
         "unique_ids": len({a.id for a in attempts}) == len(attempts),
         "unfinished": [a.id for a in attempts if a.outcome is None],
-        "proposer_rewards": sorted(a.reward for a in attempts if a.role == "proposer"),
+        "proposer_rewards": sorted(
+            (a.reward for a in attempts if a.role == "proposer"),
+            key=lambda r: (r is None, r or 0.0),
+        ),
         "proposer_steps": sorted(steps[a.id] for a in attempts if a.role == "proposer"),
         "verdicts": sorted((v["admitted"], v["stage"]) for v in verdicts),
         "pool": sorted(
@@ -164,6 +167,13 @@ def test_kill_at_every_node_boundary_and_in_the_first_second(reference, tmp_path
     assert kills >= 4, f"only {kills} kills landed mid-run"
 
     actual = _summary(killed)
+    infra = [
+        v["reason"]
+        for p in sorted((killed / "candidates").rglob("*.verdict.json"))
+        if (v := json.loads(p.read_text()))["infrastructure_error"]
+    ]
+    # An engine that fails to start under load is not a durability bug; say which it was.
+    assert not infra, f"the engine failed during the chain (not a resume bug): {infra}"
     assert actual["unique_ids"] and not actual["unfinished"]
     assert actual == expected
     leftovers = [p.name for p in (killed / "pool").iterdir() if p.name.endswith(".tmp")]
