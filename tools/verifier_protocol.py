@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import stat
 import tomllib
 import uuid
 from pathlib import Path
@@ -49,9 +50,15 @@ def verifier_mode(task_dir: Path | str) -> VerifierMode | None:
     from harbor.models.task.config import TaskConfig
     from harbor.models.task.verifier_mode import resolve_task_verifier_mode
 
+    from autoenvscaling.tools.task_limits import TaskLimits
+
+    path = Path(task_dir) / "task.toml"
     try:
-        config = TaskConfig.model_validate_toml((Path(task_dir) / "task.toml").read_text())
-    except (OSError, ValueError):
+        info = path.lstat()  # a hostile task.toml may be a link, a FIFO, huge or a nesting bomb
+        if not stat.S_ISREG(info.st_mode) or info.st_size > TaskLimits().max_toml_bytes:
+            return None
+        config = TaskConfig.model_validate_toml(path.read_text())
+    except (OSError, ValueError, RecursionError):
         return None
     return resolve_task_verifier_mode(config).value  # type: ignore[return-value]
 
