@@ -22,6 +22,11 @@ class SnapshotError(RuntimeError):
     """A folder could not be hashed or copied (it vanished, or holds something not a file)."""
 
 
+def _name_bytes(text: str) -> bytes:
+    # File names that are not UTF-8 reach Python as surrogate escapes: hash their real bytes.
+    return text.encode("utf-8", "surrogateescape")
+
+
 def content_hash(folder: Path | str) -> str:
     """sha256 over (relative path, kind, exec bit, bytes) of everything under `folder`."""
     root = Path(folder)
@@ -32,17 +37,17 @@ def content_hash(folder: Path | str) -> str:
         rel = path.relative_to(root).as_posix()
         mode = path.lstat().st_mode
         if stat.S_ISLNK(mode):
-            digest.update(f"L\0{rel}\0{os.readlink(path)}\0".encode())
+            digest.update(_name_bytes(f"L\0{rel}\0{os.readlink(path)}\0"))
         elif stat.S_ISDIR(mode):
-            digest.update(f"D\0{rel}\0".encode())
+            digest.update(_name_bytes(f"D\0{rel}\0"))
         elif stat.S_ISREG(mode):
-            digest.update(f"F\0{rel}\0{int(bool(mode & stat.S_IXUSR))}\0".encode())
+            digest.update(_name_bytes(f"F\0{rel}\0{int(bool(mode & stat.S_IXUSR))}\0"))
             with open(path, "rb") as handle:
                 while chunk := handle.read(CHUNK):
                     digest.update(chunk)
             digest.update(b"\0")
         else:
-            digest.update(f"O\0{rel}\0{stat.S_IFMT(mode)}\0".encode())
+            digest.update(_name_bytes(f"O\0{rel}\0{stat.S_IFMT(mode)}\0"))
     return f"sha256:{digest.hexdigest()}"
 
 

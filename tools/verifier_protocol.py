@@ -50,17 +50,28 @@ def verifier_mode(task_dir: Path | str) -> VerifierMode | None:
     from harbor.models.task.config import TaskConfig
     from harbor.models.task.verifier_mode import resolve_task_verifier_mode
 
-    from autoenvscaling.tools.task_limits import TaskLimits
-
-    path = Path(task_dir) / "task.toml"
+    text = _small_toml_text(Path(task_dir) / "task.toml")
+    if text is None:
+        return None
     try:
-        info = path.lstat()  # a hostile task.toml may be a link, a FIFO, huge or a nesting bomb
-        if not stat.S_ISREG(info.st_mode) or info.st_size > TaskLimits().max_toml_bytes:
-            return None
-        config = TaskConfig.model_validate_toml(path.read_text())
-    except (OSError, ValueError, RecursionError):
+        config = TaskConfig.model_validate_toml(text)
+    except (ValueError, RecursionError):
         return None
     return resolve_task_verifier_mode(config).value  # type: ignore[return-value]
+
+
+def _small_toml_text(path: Path) -> str | None:
+    """task.toml's text when it is a small regular UTF-8 file; None otherwise. A hostile task.toml
+    may be a link, a FIFO (reading it would block), huge, or not text: lint reports those."""
+    from autoenvscaling.tools.task_limits import TaskLimits
+
+    try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > TaskLimits().max_toml_bytes:
+            return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def default_to_separate(task_dir: Path | str) -> bool:
@@ -72,11 +83,13 @@ def default_to_separate(task_dir: Path | str) -> bool:
     whether task.toml changed. The edit is textual so the author's comments and layout stay.
     """
     path = Path(task_dir) / "task.toml"
-    try:
-        text = path.read_text(encoding="utf-8")
-        raw = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+    text = _small_toml_text(path)
+    if text is None:
         return False  # the gate's lint stage reports an unreadable task.toml
+    try:
+        raw = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError):  # RecursionError: a nesting bomb
+        return False
     verifier = raw.get("verifier", {})
     if not isinstance(verifier, dict) or {"environment_mode", "environment"} & verifier.keys():
         return False  # a mode stated by the author (or a malformed table lint will report)
@@ -102,7 +115,11 @@ def default_to_separate(task_dir: Path | str) -> bool:
 def _dockerfile_workdir(task_dir: Path | str) -> str:
     """The last absolute WORKDIR of environment/Dockerfile (the task's workdir), else /app."""
     try:
-        text = (Path(task_dir) / "environment" / "Dockerfile").read_text(encoding="utf-8")
+        path = Path(task_dir) / "environment" / "Dockerfile"
+        info = path.lstat()  # a FIFO would block the read; lint reports odd files
+        if not stat.S_ISREG(info.st_mode) or info.st_size > 1_000_000:
+            return DEFAULT_WORKDIR
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return DEFAULT_WORKDIR
     found = re.findall(r"(?im)^\s*WORKDIR\s+(/\S*)\s*$", text)
