@@ -176,7 +176,7 @@ class ContainerSandbox(Sandbox):
         if self._closed:
             return
         if self._control is not None:
-            await self._control.close()
+            await self._control.close(reap_inside=not self._owner)
         self._closed = True
         for shell in self._shells:
             await shell.close()

@@ -235,7 +235,8 @@ class ControlChannel:
         self.dead = True
         await self.close()
 
-    async def close(self) -> None:
+    async def close(self, *, reap_inside: bool = True) -> None:
+        """End the channel; `reap_inside=False` when the whole container is about to go."""
         self.dead = True
         proc = self._proc
         if proc.returncode is None:
@@ -249,7 +250,7 @@ class ControlChannel:
                 await asyncio.wait_for(proc.wait(), 10)
             except TimeoutError:
                 pass
-        if not self._box._closed:
+        if reap_inside and not self._box._closed:
             # Killing the CLI does not end the bash it started inside: end it there.
             await self._box._kill_marked(self._mark, keep_top=False)
 
