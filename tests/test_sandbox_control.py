@@ -146,3 +146,15 @@ async def test_a_command_that_kills_the_channel_reports_a_kill(box):
     assert result.exit_code == 137 and not result.timed_out
     assert (await box.exec("wc -l < /tmp/runs")).stdout == "1\n"  # never run twice
     assert (await box.exec("echo ok")).stdout == "ok\n"
+
+
+async def test_reopened_after_every_process_was_killed(box):
+    """What a shared verifier gets: the quiesce kill ends the channel; a fresh one serves."""
+    from autoenvscaling.tools.sandbox.engine import client
+    from autoenvscaling.tools.sandbox.quiesce import kill_container_processes
+
+    state = client(box.backend).api.inspect_container(box.container_id)["State"]
+    assert kill_container_processes(box.ref.handle.get("pidns"), int(state["Pid"])) >= 1
+    assert await box.reopen_control()
+    result = await box.exec("echo fresh; exit 5")
+    assert (result.exit_code, result.stdout, served(box)) == (5, "fresh\n", 1)

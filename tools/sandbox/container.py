@@ -197,6 +197,13 @@ class ContainerSandbox(Sandbox):
             self._control = await ControlChannel.open(self)
         return self._control is not None
 
+    async def reopen_control(self) -> bool:
+        """A fresh channel (after the agent's processes, the old one among them, were killed)."""
+        if self._control is not None:
+            await self._control.close(reap_inside=False)
+            self._control = None
+        return await self.open_control()
+
     def _user(self, user: str | int | None) -> str:
         chosen = user if user is not None else self.ref.user
         return "" if chosen in (None, "") else str(chosen)

@@ -221,6 +221,13 @@ class EngineEnvironment(SandboxEnvironment):
         )
         if killed:
             self.logger.info(f"killed {killed} agent processes before the verifier")
+        if get_settings().control_channel:
+            # The kill ended the control channel too: a fresh one, opened with no agent process
+            # left, serves the verifier's execs.
+            from autoenvscaling.tools.sandbox.container import ContainerSandbox
+
+            if isinstance(self.sandbox, ContainerSandbox):
+                await self.sandbox.reopen_control()
         return killed
 
 
