@@ -22,7 +22,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-from autoenvscaling.tools.sandbox.base import ExecOutput
+from autoenvscaling.tools.sandbox.base import ExecOutput, SandboxError
 from autoenvscaling.tools.sandbox.engine import cli_argv
 from autoenvscaling.tools.sandbox.shell import TRUNCATION_MARK
 
@@ -180,7 +180,7 @@ class ControlChannel:
             # Died under the command (an agent's `kill -9 -1` kills it with everything else):
             # what the API exec reports for a killed command.
             await self._die()
-            return _result(137, "", KILLED, started)
+            return self._killed_under(started)
         if header is None:
             return None  # the output files could not be opened: the API exec runs it
         code, out_size, err_size = header
@@ -189,10 +189,15 @@ class ControlChannel:
             stderr = await self._body(err_size, half)
         except (EOFError, OSError, asyncio.IncompleteReadError):
             await self._die()
-            return _result(137, "", KILLED, started)
+            return self._killed_under(started)
         self.served += 1
         truncated = out_size > 2 * half or err_size > 2 * half
         return _result(None if timed_out else code, stdout, stderr, started, timed_out, truncated)
+
+    def _killed_under(self, started: float) -> ExecOutput:
+        if why := self._box.ref.handle.get("killed"):
+            raise SandboxError(f"sandbox {self._box.ref.id}: exec failed: {why}")  # as the API
+        return _result(137, "", KILLED, started)
 
     async def _header(
         self, nonce: str, ran: list[bool], until_start: bool = False
