@@ -38,6 +38,11 @@ class Settings(BaseSettings):
     max_download_mb: int = Field(
         512, description="Cap on one download (logs, artifacts) from a sandbox."
     )
+    control_channel: bool = Field(
+        True,
+        description="Harbor trials serve root execs through one long-lived bash per container "
+        "(sandbox/control.py); off: every exec is a fresh engine exec.",
+    )
 
 
 @lru_cache

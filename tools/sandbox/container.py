@@ -31,6 +31,7 @@ from autoenvscaling.tools.sandbox.base import (
 )
 from autoenvscaling.tools.sandbox.cleanup import labels as our_labels
 from autoenvscaling.tools.sandbox.cleanup import remove_container, sweep_once
+from autoenvscaling.tools.sandbox.control import ControlChannel
 from autoenvscaling.tools.sandbox.engine import call, cli_argv, client, engine_url
 from autoenvscaling.tools.sandbox.proctree import KILL_TREE, exec_quiet, kill_tree_host
 from autoenvscaling.tools.sandbox.shell import PersistentShell, _Pending
@@ -50,6 +51,7 @@ class ContainerSandbox(Sandbox):
         self._owner = owner
         self._tie = tie  # the attach socket whose closing ends the container
         self._shells: list[PersistentShell] = []
+        self._control: ControlChannel | None = None
         self._closed = False
 
     @property
@@ -173,6 +175,8 @@ class ContainerSandbox(Sandbox):
         """Owner: remove the container (and every process in it). Attached: close own shells."""
         if self._closed:
             return
+        if self._control is not None:
+            await self._control.close(reap_inside=not self._owner)
         self._closed = True
         for shell in self._shells:
             await shell.close()
@@ -186,6 +190,20 @@ class ContainerSandbox(Sandbox):
                 pass
 
     # -- commands ------------------------------------------------------------------------------
+    async def open_control(self) -> bool:
+        """Serve later root `exec` calls through one long-lived bash (`control.py`); False when
+        this container cannot have one (every call then takes the API exec)."""
+        if self._control is None or self._control.dead:
+            self._control = await ControlChannel.open(self)
+        return self._control is not None
+
+    async def reopen_control(self) -> bool:
+        """A fresh channel (after the agent's processes, the old one among them, were killed)."""
+        if self._control is not None:
+            await self._control.close(reap_inside=False)
+            self._control = None
+        return await self.open_control()
+
     def _user(self, user: str | int | None) -> str:
         chosen = user if user is not None else self.ref.user
         return "" if chosen in (None, "") else str(chosen)
@@ -204,6 +222,18 @@ class ContainerSandbox(Sandbox):
         script = f"cd {shlex.quote(cwd or self.ref.workdir)} || exit 1\n{command}"
         exec_key = uuid.uuid4().hex
         mark = f"{EXEC_MARK}={exec_key}"
+        cap = self.ref.limits.output_bytes
+        if self._control is not None:
+            served = await self._control.exec(
+                script,
+                env=env or {},
+                user=self._user(user),
+                mark_key=exec_key,
+                timeout_sec=timeout_sec,
+                cap=cap,
+            )
+            if served is not None:
+                return served
         started = time.monotonic()
         api = self._api
         try:
@@ -217,7 +247,6 @@ class ContainerSandbox(Sandbox):
         except Exception as exc:
             raise SandboxError(f"sandbox {self.ref.id}: exec failed: {self._why(exc)}") from exc
         exec_id = created["Id"]
-        cap = self.ref.limits.output_bytes
         out, err = _Pending(cap), _Pending(cap)
         sockets: list[Any] = []
         pump = streams.in_daemon_thread(streams.pump, api, exec_id, out, err, sockets)

@@ -29,6 +29,7 @@ from autoenvscaling.tools.sandbox.base import (
     SandboxLimits,
     SandboxRef,
 )
+from autoenvscaling.tools.settings import get_settings
 
 DEFAULT_MEMORY_MB = 2048
 
@@ -195,13 +196,17 @@ class EngineEnvironment(SandboxEnvironment):
             log=self.logger.debug,
         )
         self.image_tag = image.tag
-        return await ContainerSandbox.start(
+        sandbox = await ContainerSandbox.start(
             image.tag,
             backend=self.engine,
             limits=self._limits(),
             env=dict(self._startup_env()),
             workdir=self.task_env_config.workdir,
         )
+        # Harbor's root execs (set-up, verifier) then skip the per-call engine round trip.
+        if get_settings().control_channel and not await sandbox.open_control():
+            self.logger.debug("no control channel: every exec takes the engine's exec API")
+        return sandbox
 
     @override
     async def end_agent_processes(self) -> int:
@@ -216,6 +221,13 @@ class EngineEnvironment(SandboxEnvironment):
         )
         if killed:
             self.logger.info(f"killed {killed} agent processes before the verifier")
+        if get_settings().control_channel:
+            # The kill ended the control channel too: a fresh one, opened with no agent process
+            # left, serves the verifier's execs.
+            from autoenvscaling.tools.sandbox.container import ContainerSandbox
+
+            if isinstance(self.sandbox, ContainerSandbox):
+                await self.sandbox.reopen_control()
         return killed
 
 
