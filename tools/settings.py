@@ -39,9 +39,10 @@ class Settings(BaseSettings):
         512, description="Cap on one download (logs, artifacts) from a sandbox."
     )
     control_channel: bool = Field(
-        True,
+        False,
         description="Harbor trials serve root execs through one long-lived bash per container "
-        "(sandbox/control.py); off: every exec is a fresh engine exec.",
+        "(sandbox/control.py; opt-in until the whole suite has run with it); off: every exec "
+        "is a fresh engine exec.",
     )
 
 
