@@ -141,10 +141,12 @@ async def test_exported_pool_runs_under_harbor_and_cards_match_verdicts(engine_r
     assert card.nop_reward == details["nop"]["reward"] == 0.0
     assert card.determinism_rewards == details["repeat"]["rewards"]
     probes = card.anti_cheat
+    ran = {n: r for n, r in details["anti_cheat"]["probes"].items() if not r["skipped"]}
+    assert set(probes) == set(ran) and {"leak", "forge", "near_miss"} <= set(probes)
     assert probes["leak"].leaks == 0 and probes["leak"].files_scanned
-    assert probes["forge"].reward == details["anti_cheat"]["forge"]["reward"] == 0.0
-    tampers = [p for name, p in probes.items() if name != "leak"]
-    assert tampers and all(p.reward is not None and p.reward < 0.5 for p in tampers)
+    assert probes["forge"].reward == ran["forge"]["reward"] == 0.0
+    assert all(p.passed for p in probes.values())  # an admitted task withstood every probe
+    assert all(p.reward < 0.5 for p in probes.values() if p.reward is not None)
     assert card.calibration is not None
     assert card.calibration.pass_rate == details["calibrate"]["mean"] == 0.5
     assert card.nearest is not None and card.nearest.task == "word-count"

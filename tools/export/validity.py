@@ -47,7 +47,9 @@ class Probe(BaseModel):
     """One anti-cheat probe: a tamper probe's reward (must stay below the nop threshold), or
     what the leak scan found (must be nothing)."""
 
+    passed: bool = Field(description="Whether the task withstood this probe.")
     reward: float | None = Field(None, description="The probe trial's reward.")
+    reason: str = ""
     leaks: int | None = Field(None, description="Answers found readable (leak scan only).")
     files_scanned: int | None = None
 
@@ -190,14 +192,20 @@ def build_card(
     card.determinism_rewards = list(repeat.get("rewards") or [card.oracle_reward])
     card.nop_reward = (_details(admission, precheck, "nop") or {}).get("reward")
     cheat = _details(admission, precheck, "anti_cheat") or {}
+    # The stage keeps one sub-result per probe (tools/gate/anti_cheat.py); the card lists those
+    # that ran (a probe switched off says so in the stage's reason, not here).
+    probes = cheat.get("probes") if isinstance(cheat.get("probes"), dict) else {}
     card.anti_cheat = {
-        probe: Probe(
-            reward=value.get("reward"),
-            leaks=len(value["leaks"]) if isinstance(value.get("leaks"), list) else None,
-            files_scanned=value.get("files_scanned"),
+        name: Probe(
+            passed=bool(result.get("passed")),
+            reward=result.get("reward"),
+            reason=str(result.get("reason") or ""),
+            leaks=len(found) if isinstance(found := extra.get("leaks"), list) else None,
+            files_scanned=extra.get("files_scanned"),
         )
-        for probe, value in cheat.items()
-        if isinstance(value, dict) and "reward" in value
+        for name, result in probes.items()
+        if isinstance(result, dict) and not result.get("skipped")
+        for extra in [result.get("details") if isinstance(result.get("details"), dict) else {}]
     }
     calibrate = _details(admission, precheck, "calibrate")
     if calibrate is not None:
