@@ -77,4 +77,4 @@ async def test_no_solver_skips_and_a_broken_solver_is_infrastructure(engine_read
     result = await run_stage("calibrate", TASK, GateConfig())
     assert result.skipped and "no solver configured" in result.reason
     result = await run_stage("calibrate", TASK, GateConfig(solver="no_such_module:Agent"))
-    assert result.infrastructure_error and "4 of 4 solver rollouts failed" in result.reason
+    assert result.infrastructure_error and "0 of 4 solver rollouts finished" in result.reason
