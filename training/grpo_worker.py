@@ -17,6 +17,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -404,12 +405,16 @@ def run(job: TrainJob) -> WorkerResult:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
+def serve_job[J: BaseModel](
+    module: str, job_model: type[J], run_job: Callable[[J], WorkerResult], argv: list[str] | None
+) -> int:
+    """The worker process boundary all three workers share (GRPO, SFT, proposer): read the job,
+    die with the parent, report any failure as an event, publish the result file atomically."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m autoenvscaling.training.grpo_worker JOB.json", file=sys.stderr)
+        print(f"usage: python -m autoenvscaling.training.{module} JOB.json", file=sys.stderr)
         return 2
-    job = TrainJob.model_validate_json(Path(argv[0]).read_text())
+    job: Any = job_model.model_validate_json(Path(argv[0]).read_text())
     # A run killed mid-training must not leave its worker (and the episodes' sandboxes) behind.
     from autoenvscaling.training.orphan import watch_parent
 
@@ -419,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         grace_sec=0.0,
     )
     try:
-        result = run(job)
+        result = run_job(job)
     except Exception as exc:  # noqa: BLE001 - the process boundary: report any failure as an event
         traceback.print_exc()
         emit("error", job.job_id, message=f"{type(exc).__name__}: {exc}")
@@ -436,6 +441,10 @@ def main(argv: list[str] | None = None) -> int:
         message=result.reason or "checkpoint weights saved",
     )
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return serve_job("grpo_worker", TrainJob, run, argv)
 
 
 if __name__ == "__main__":

@@ -10,15 +10,12 @@ scaffolding. The reward function returns each proposal's recorded gate reward. W
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
 from autoenvscaling.training.grpo_worker import (
-    RESULT_FILE,
     WEIGHTS_DIR,
     WorkerResult,
     _change_norm,
@@ -26,6 +23,7 @@ from autoenvscaling.training.grpo_worker import (
     _trainable_snapshot,
     emit,
     load_policy,
+    serve_job,
 )
 from autoenvscaling.training.proposer_update import ProposerJob, prompt_key
 
@@ -221,30 +219,7 @@ def run(job: ProposerJob) -> WorkerResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m autoenvscaling.training.proposer_worker JOB.json", file=sys.stderr)
-        return 2
-    job = ProposerJob.model_validate_json(Path(argv[0]).read_text())
-    from autoenvscaling.training.orphan import watch_parent
-
-    watch_parent(
-        os.getppid(),
-        lambda: emit("error", job.job_id, message="parent died; exiting"),
-        grace_sec=0.0,
-    )
-    try:
-        result = run(job)
-    except Exception as exc:  # noqa: BLE001 - the process boundary: report any failure as an event
-        traceback.print_exc()
-        emit("error", job.job_id, message=f"{type(exc).__name__}: {exc}")
-        return 1
-    out = Path(job.work_dir) / RESULT_FILE
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(result.model_dump_json(indent=2))
-    os.replace(tmp, out)
-    emit("done", job.job_id, step=result.steps_done, total=job.hyper.steps, message="saved")
-    return 0
+    return serve_job("proposer_worker", ProposerJob, run, argv)
 
 
 if __name__ == "__main__":
