@@ -264,7 +264,10 @@ class ContainerSandbox(Sandbox):
             raise
         except Exception as exc:
             raise SandboxError(f"sandbox {self.ref.id}: exec failed: {self._why(exc)}") from exc
-        code = None if timed_out else await call(streams.exit_code, api, exec_id)
+        try:
+            code = None if timed_out else await call(streams.exit_code, api, exec_id)
+        except Exception as exc:  # the container went away under the command
+            raise SandboxError(f"sandbox {self.ref.id}: exec failed: {self._why(exc)}") from exc
         (stdout, _, t1), (stderr, _, t2) = out.take(), err.take()
         return ExecOutput(
             exit_code=code,
