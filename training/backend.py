@@ -52,7 +52,11 @@ class TrainHyperParams(BaseModel):
     vllm_mode: Literal["colocate", "server"] = "colocate"
     vllm_server_base_url: str | None = Field(None, description="For vllm_mode='server'.")
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool = Field(
+        True,
+        description="Recompute activations in the backward pass (TRL's default): trades step time "
+        "for peak memory (benchmarks/RESULTS.md has the measured GRPO step).",
+    )
     command_timeout_sec: float = Field(60.0, gt=0, description="Per bash tool call in an episode.")
     tool_output_chars: int = Field(
         2000, ge=100, description="Cap on one tool result shown to the model."
