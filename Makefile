@@ -28,12 +28,16 @@ system:
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	@test -n "$(PY)" || (echo "python3.12 not found: install Python 3.12" && exit 1)
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -e '.[$(EXTRAS)]'
+	@echo "installing the package with [$(EXTRAS)] into $(VENV): the first time ~10-15 min (torch; llama.cpp"
+	@echo "compiles from source for the embedded extra, ~6 min); pip's cache makes later installs ~1 min"
+	@started=$$(date +%s); $(VENV)/bin/pip install -q -e '.[$(EXTRAS)]' && \
+	  echo "installed in $$(( $$(date +%s) - started )) s"
 	touch $@
 
 # The offline base image, imported into podman once per machine (debootstrap ~1-2 min the first
 # time; later runs find it and return in a second). Tests never build it: they fail if it is missing.
 bases: system $(VENV)/.installed-$(EXTRAS)
+	@echo "the offline base image (debootstrap the first time, ~1-2 min; then found at once)"
 	$(VENV)/bin/python -m autoenvscaling.tools.sandbox.bases
 
 setup: system $(VENV)/.installed-$(EXTRAS) bases
