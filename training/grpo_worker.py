@@ -5,79 +5,31 @@ Runs TRL's GRPOTrainer on the job's Harbor tasks with multi-turn episodes in liv
 weights and `result.json` into the job's work_dir; it never touches the checkpoint registry (the
 parent process publishes, so a crash here cannot leave a half checkpoint anywhere that matters).
 
-Progress goes to stdout as lines `@@aes {json}`; everything else (library logs) is free text.
-This is the only module of the package that imports torch at the top level.
+The job, the progress events on stdout, the result file and the process boundary (`serve_job`)
+are the parent's contract in training/worker_protocol.py. torch and TRL are imported inside the
+functions that need them, so the protocol's users can import this module's helpers cheaply.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
 import time
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-EVENT_PREFIX = "@@aes "
-RESULT_FILE = "result.json"
-WEIGHTS_DIR = "weights"
-
-for _key, _value in {
-    "TRL_EXPERIMENTAL_SILENCE": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "WANDB_DISABLED": "true",
-    "HARBOR_TELEMETRY": "0",
-}.items():
-    os.environ.setdefault(_key, _value)
-
-from pydantic import BaseModel, Field
-
 from autoenvscaling.training.backend import TrainJob
+from autoenvscaling.training.worker_protocol import (
+    WEIGHTS_DIR,
+    WORKER_ENV,
+    WorkerResult,
+    emit,
+    serve_job,
+)
 
-
-class WorkerResult(BaseModel):
-    """What the worker leaves in work_dir/result.json for the parent to publish."""
-
-    job_id: str
-    weights_dir: str | None = None
-    kind: str = "lora"
-    base_model: str = ""
-    metrics: dict[str, Any] = Field(default_factory=dict)
-    steps_done: int = 0
-    groups_total: int = 0
-    groups_dropped_no_variance: int = 0
-    reason: str | None = None
-    episodes: list[dict[str, Any]] = Field(default_factory=list)
-    step_tasks: list[list[str]] = Field(
-        default_factory=list, description="Task folders each optimizer step trained on."
-    )
-
-
-def emit(
-    stage: str,
-    job_id: str,
-    *,
-    step: int = 0,
-    total: int = 0,
-    message: str = "",
-    metrics: dict[str, Any] | None = None,
-) -> None:
-    event = {
-        "job_id": job_id,
-        "stage": stage,
-        "step": step,
-        "total_steps": total,
-        "message": message,
-        "metrics": metrics or {},
-    }
-    sys.stdout.write(EVENT_PREFIX + json.dumps(event, default=str) + "\n")
-    sys.stdout.flush()
+for _key, _value in WORKER_ENV.items():
+    os.environ.setdefault(_key, _value)  # before transformers/trl are imported (lazily, below)
 
 
 class GroupStats:
@@ -403,44 +355,6 @@ def run(job: TrainJob) -> WorkerResult:
         tokenizer.save_pretrained(str(weights))
     result.weights_dir = str(weights)
     return result
-
-
-def serve_job[J: BaseModel](
-    module: str, job_model: type[J], run_job: Callable[[J], WorkerResult], argv: list[str] | None
-) -> int:
-    """The worker process boundary all three workers share (GRPO, SFT, proposer): read the job,
-    die with the parent, report any failure as an event, publish the result file atomically."""
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print(f"usage: python -m autoenvscaling.training.{module} JOB.json", file=sys.stderr)
-        return 2
-    job: Any = job_model.model_validate_json(Path(argv[0]).read_text())
-    # A run killed mid-training must not leave its worker (and the episodes' sandboxes) behind.
-    from autoenvscaling.training.orphan import watch_parent
-
-    watch_parent(
-        os.getppid(),
-        lambda: emit("error", job.job_id, message="parent died; exiting"),
-        grace_sec=0.0,
-    )
-    try:
-        result = run_job(job)
-    except Exception as exc:  # noqa: BLE001 - the process boundary: report any failure as an event
-        traceback.print_exc()
-        emit("error", job.job_id, message=f"{type(exc).__name__}: {exc}")
-        return 1
-    out = Path(job.work_dir) / RESULT_FILE
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(result.model_dump_json(indent=2))
-    os.replace(tmp, out)
-    emit(
-        "done",
-        job.job_id,
-        step=result.steps_done,
-        total=job.hyper.steps,
-        message=result.reason or "checkpoint weights saved",
-    )
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

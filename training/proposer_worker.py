@@ -16,16 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from autoenvscaling.training.grpo_worker import (
-    WEIGHTS_DIR,
-    WorkerResult,
     _change_norm,
     _device,
     _trainable_snapshot,
-    emit,
     load_policy,
-    serve_job,
 )
 from autoenvscaling.training.proposer_update import ProposerJob, prompt_key
+from autoenvscaling.training.worker_protocol import WEIGHTS_DIR, WorkerResult, emit, serve_job
 
 
 class TemplateError(ValueError):

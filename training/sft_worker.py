@@ -2,8 +2,9 @@
 
 Trains the policy (LoRA or full) with TRL's SFTTrainer on an SFT dataset (messages + tools, as
 `autoenvscaling sft-data` writes it) and leaves the weights and `result.json` in the job's
-work_dir; the parent publishes them (training/sft.py). Loading the policy, the tool-capable chat
-template and the result format are the GRPO worker's, so both produce the same kind of checkpoint.
+work_dir; the parent publishes them (training/sft.py). Loading the policy and the tool-capable
+chat template are the GRPO worker's, so both produce the same kind of checkpoint; the job, events
+and result file follow training/worker_protocol.py like every worker.
 """
 
 from __future__ import annotations
@@ -14,16 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from autoenvscaling.training.grpo_worker import (
-    WEIGHTS_DIR,
-    WorkerResult,
     _change_norm,
     _device,
     _trainable_snapshot,
-    emit,
     load_policy,
-    serve_job,
 )
 from autoenvscaling.training.sft import SFTJob
+from autoenvscaling.training.worker_protocol import WEIGHTS_DIR, WorkerResult, emit, serve_job
 
 
 def run(job: SFTJob) -> WorkerResult:

@@ -1,16 +1,16 @@
 """The TRL GRPO backend: runs `grpo_worker` in a subprocess, streams progress, publishes the result.
 
-The graph process never imports torch: it writes the job as JSON, starts
-`python -m autoenvscaling.training.grpo_worker job.json`, reads `@@aes {...}` progress lines from
-its stdout and, only after the worker exited cleanly, publishes the weights it left in the job's
-work_dir into the `CheckpointRegistry`. A crash, a kill or a timeout raises `TrainingError` with
-the worker's last words and its log path; the registry is untouched.
+The graph process never imports torch: it writes the job, starts
+`python -m autoenvscaling.training.grpo_worker job.json`, reads progress events from its stdout
+and, only after the worker exited cleanly with a valid result, publishes the weights it left in
+the job's work_dir into the `CheckpointRegistry` (files and events: training/worker_protocol.py).
+A crash, a kill or a timeout raises `TrainingError` with the worker's last words and its log
+path; the registry is untouched.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import signal
@@ -26,23 +26,18 @@ from autoenvscaling.training.backend import (
     ProgressCallback,
     TrainingError,
     TrainJob,
-    TrainProgress,
     TrainResult,
 )
 from autoenvscaling.training.checkpoints import CheckpointRegistry
+from autoenvscaling.training.worker_protocol import (
+    LOG_FILE,
+    WORKER_ENV,
+    parse_event,
+    read_result,
+    write_job,
+)
 
-EVENT_PREFIX = "@@aes "  # keep in sync with grpo_worker.EVENT_PREFIX (that module imports torch)
 WORKER_MODULE = "autoenvscaling.training.grpo_worker"
-OFFLINE_ENV = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "TRL_EXPERIMENTAL_SILENCE": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "WANDB_DISABLED": "true",
-    "HARBOR_TELEMETRY": "0",
-    "PYTHONUNBUFFERED": "1",
-}
 
 
 def plan_steps(
@@ -165,12 +160,8 @@ class TRLGRPOBackend:
 
     async def train(self, job: TrainJob, progress: ProgressCallback | None = None) -> TrainResult:
         started = time.monotonic()
-        work = Path(job.work_dir)
-        work.mkdir(parents=True, exist_ok=True)
-        (work / "result.json").unlink(missing_ok=True)
-        job_path = work / "job.json"
-        job_path.write_text(job.model_dump_json(indent=2))
-        log_path = work / "worker.log"
+        job_path = write_job(job)
+        log_path = Path(job.work_dir) / LOG_FILE
         self.registry.sweep_staging()
 
         tail: deque[str] = deque(maxlen=60)
@@ -180,7 +171,7 @@ class TRLGRPOBackend:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             stdin=asyncio.subprocess.DEVNULL,
-            env={**os.environ, **OFFLINE_ENV, **self.env},
+            env={**os.environ, **WORKER_ENV, **self.env},
             start_new_session=True,  # killable as a group (torch threads, sandbox helpers)
         )
         self.worker_pid = proc.pid
@@ -193,12 +184,8 @@ class TRLGRPOBackend:
                     line = raw.decode(errors="replace").rstrip("\n")
                     log.write(line + "\n")
                     log.flush()
-                    if not line.startswith(EVENT_PREFIX):
-                        tail.append(line)
-                        continue
-                    try:
-                        event = TrainProgress.model_validate(json.loads(line[len(EVENT_PREFIX) :]))
-                    except ValueError:
+                    event = parse_event(line)
+                    if event is None:
                         tail.append(line)
                         continue
                     if event.stage == "error":
@@ -233,25 +220,19 @@ class TRLGRPOBackend:
                 f"training job {job.job_id}: the {self.worker_name} {how}; no checkpoint published, "
                 f"the current policy stays. Last output:\n{detail}\n(full log: {log_path})"
             )
-        result_path = work / "result.json"
-        if not result_path.is_file():
-            raise TrainingError(
-                f"training job {job.job_id}: the worker exited cleanly but wrote "
-                f"no result.json (log: {log_path})"
-            )
-        worker = json.loads(result_path.read_text())
-        metrics = dict(worker.get("metrics") or {})
-        metrics["step_tasks"] = worker.get("step_tasks") or []
+        worker = read_result(job, log_path)
+        metrics = dict(worker.metrics)
+        metrics["step_tasks"] = worker.step_tasks
         result = TrainResult(
             job_id=job.job_id,
             metrics=metrics,
-            steps_done=worker.get("steps_done", 0),
-            groups_total=worker.get("groups_total", 0),
-            groups_dropped_no_variance=worker.get("groups_dropped_no_variance", 0),
-            reason=worker.get("reason"),
+            steps_done=worker.steps_done,
+            groups_total=worker.groups_total,
+            groups_dropped_no_variance=worker.groups_dropped_no_variance,
+            reason=worker.reason,
             log_path=log_path,
         )
-        if worker.get("weights_dir"):
+        if worker.weights_dir:
             manifest_metrics = {
                 k: v for k, v in metrics.items() if k not in ("log_history", "step_tasks")
             }
@@ -261,9 +242,9 @@ class TRLGRPOBackend:
                 steps=result.steps_done,
             )
             result.checkpoint = self.registry.publish(
-                Path(worker["weights_dir"]),
-                base_model=worker["base_model"],
-                kind=worker["kind"],
+                Path(worker.weights_dir),
+                base_model=worker.base_model,
+                kind=worker.kind,
                 parent_id=job.parent.id if job.parent is not None else None,
                 job_id=job.job_id,
                 metrics=manifest_metrics,

@@ -1,0 +1,171 @@
+"""The contract between a training parent (the graph or CLI process) and its worker process.
+
+Both sides import this module and nothing else of each other: the parent writes the job as
+`work_dir/job.json`, starts `python -m <worker module> job.json`, and reads progress lines
+`@@aes {TrainProgress json}` from the worker's stdout; the worker trains, publishes
+`work_dir/result.json` (a `WorkerResult`) atomically and exits 0, or reports an `error` event and
+exits non-zero. The parent publishes the weights only after a clean exit with a valid result.
+Import-light (pydantic only): the parent process must never import torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from autoenvscaling.training.backend import TrainingError, TrainJob, TrainProgress
+from autoenvscaling.training.policy import CheckpointKind
+
+EVENT_PREFIX = "@@aes "
+JOB_FILE = "job.json"
+RESULT_FILE = "result.json"
+LOG_FILE = "worker.log"
+WEIGHTS_DIR = "weights"
+
+#: The worker's environment: offline hubs, quiet libraries. The parent passes it to the child;
+#: the worker also sets it on itself (setdefault) when started some other way.
+WORKER_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRL_EXPERIMENTAL_SILENCE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "WANDB_DISABLED": "true",
+    "HARBOR_TELEMETRY": "0",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+class WorkerResult(BaseModel):
+    """What the worker leaves in work_dir/result.json for the parent to publish."""
+
+    job_id: str
+    weights_dir: str | None = None
+    kind: CheckpointKind = "lora"
+    base_model: str = ""
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    steps_done: int = 0
+    groups_total: int = 0
+    groups_dropped_no_variance: int = 0
+    reason: str | None = None
+    episodes: list[dict[str, Any]] = Field(default_factory=list)
+    step_tasks: list[list[str]] = Field(
+        default_factory=list, description="Task folders each optimizer step trained on."
+    )
+
+
+# -- parent side -------------------------------------------------------------------------------
+
+
+def write_job(job: TrainJob) -> Path:
+    """Prepare the job's work_dir (no stale result) and write the job file; returns its path."""
+    work = Path(job.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / RESULT_FILE).unlink(missing_ok=True)
+    path = work / JOB_FILE
+    path.write_text(job.model_dump_json(indent=2))
+    return path
+
+
+def parse_event(line: str) -> TrainProgress | None:
+    """The progress event on a worker's stdout line; None for free text (library logs)."""
+    if not line.startswith(EVENT_PREFIX):
+        return None
+    try:
+        return TrainProgress.model_validate(json.loads(line[len(EVENT_PREFIX) :]))
+    except ValueError:  # includes pydantic's ValidationError and JSONDecodeError
+        return None
+
+
+def read_result(job: TrainJob, log_path: Path) -> WorkerResult:
+    """The result of a worker that exited cleanly; `TrainingError` when it left none (or junk)."""
+    path = Path(job.work_dir) / RESULT_FILE
+    if not path.is_file():
+        raise TrainingError(
+            f"training job {job.job_id}: the worker exited cleanly but wrote "
+            f"no {RESULT_FILE} (log: {log_path})"
+        )
+    try:
+        return WorkerResult.model_validate_json(path.read_text())
+    except (OSError, ValidationError) as exc:
+        raise TrainingError(
+            f"training job {job.job_id}: the worker's {RESULT_FILE} is not a valid result "
+            f"({exc}); no checkpoint published (log: {log_path})"
+        ) from None
+
+
+# -- worker side -------------------------------------------------------------------------------
+
+
+def emit(
+    stage: str,
+    job_id: str,
+    *,
+    step: int = 0,
+    total: int = 0,
+    message: str = "",
+    metrics: dict[str, Any] | None = None,
+) -> None:
+    """One progress event on stdout, as `parse_event` reads it."""
+    event = TrainProgress(
+        job_id=job_id,
+        stage=stage,
+        step=step,
+        total_steps=total,
+        message=message,
+        metrics=metrics or {},
+    )
+    # json.dumps with default=str: a metric of an odd type is shown, not fatal.
+    sys.stdout.write(EVENT_PREFIX + json.dumps(event.model_dump(), default=str) + "\n")
+    sys.stdout.flush()
+
+
+def publish_result(result: WorkerResult, work_dir: Path) -> Path:
+    """Write result.json atomically: the parent never reads half a result."""
+    out = Path(work_dir) / RESULT_FILE
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(result.model_dump_json(indent=2))
+    os.replace(tmp, out)
+    return out
+
+
+def serve_job[J: TrainJob](
+    module: str, job_model: type[J], run_job: Callable[[J], WorkerResult], argv: list[str] | None
+) -> int:
+    """The worker process boundary all three workers share (GRPO, SFT, proposer): read the job,
+    die with the parent, report any failure as an event, publish the result file atomically."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print(f"usage: python -m autoenvscaling.training.{module} JOB.json", file=sys.stderr)
+        return 2
+    job = job_model.model_validate_json(Path(argv[0]).read_text())
+    # A run killed mid-training must not leave its worker (and the episodes' sandboxes) behind.
+    from autoenvscaling.training.orphan import watch_parent
+
+    watch_parent(
+        os.getppid(),
+        lambda: emit("error", job.job_id, message="parent died; exiting"),
+        grace_sec=0.0,
+    )
+    try:
+        result = run_job(job)
+    except Exception as exc:  # noqa: BLE001 - the process boundary: report any failure as an event
+        traceback.print_exc()
+        emit("error", job.job_id, message=f"{type(exc).__name__}: {exc}")
+        return 1
+    publish_result(result, Path(job.work_dir))
+    emit(
+        "done",
+        job.job_id,
+        step=result.steps_done,
+        total=job.hyper.steps,
+        message=result.reason or "checkpoint weights saved",
+    )
+    return 0
