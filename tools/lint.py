@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import io
-import json
 import os
 import posixpath
 import re
-import shlex
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from dockerfile_parse import DockerfileParser
 from harbor.lint import LintRule
 from harbor.lint import lint_task as harbor_lint_task
 from harbor.models.task.config import TaskConfig
@@ -29,6 +25,7 @@ from harbor.models.task.task import strip_canary
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.dockerfile import Dockerfile, DockerfileError, Instruction, copy_args
 from autoenvscaling.tools.lint_hacks import hack_findings
 from autoenvscaling.tools.task_format import check_task
 from autoenvscaling.tools.task_limits import TaskLimits, inventory
@@ -93,7 +90,6 @@ _REL_FILE = re.compile(
 )
 _TASK_FILE_NAMES = {"instruction.md", "task.toml", "test.sh", "solve.sh", "Dockerfile"}
 _QUOTED = re.compile(r"""(["'])((?:(?!\1)[^\\\n]|\\.)*)\1""")
-_HEREDOC = re.compile(r"""("(?:\\.|[^"\\])*"|'[^']*')|<<-?\s*(['"]?)(\w+)\2""")
 
 
 _UNSUPPORTED_ADVICE = {
@@ -252,49 +248,6 @@ def _source_line(path: Path, line: int) -> str:
 # --------------------------------------------------------------------------- Dockerfile
 
 
-class _Instruction(BaseModel):
-    name: str
-    line: int
-    value: str
-    heredoc: bool = False
-
-
-def _dockerfile_instructions(text: str) -> list[_Instruction]:
-    """Instructions in order, heredoc bodies skipped (dockerfile-parse reads them as lines)."""
-    parser = DockerfileParser(fileobj=io.BytesIO(text.encode("utf-8")))
-    out: list[_Instruction] = []
-    pending: list[str] = []
-    for item in parser.structure:
-        if pending:
-            if item["content"].strip() == pending[0]:
-                pending.pop(0)
-            continue
-        if item["instruction"] == "COMMENT":
-            continue
-        pending = [m[3] for m in _HEREDOC.finditer(item["content"]) if m[3]]
-        out.append(
-            _Instruction(
-                name=item["instruction"].upper(),
-                line=item["startline"] + 1,
-                value=item["value"],
-                heredoc=bool(pending),
-            )
-        )
-    return out
-
-
-def _copy_args(value: str) -> tuple[list[str], list[str]]:
-    """COPY/ADD value -> (flags, sources); the destination is dropped."""
-    value = value.strip()
-    try:
-        args = json.loads(value) if value.startswith("[") else shlex.split(value)
-    except ValueError:
-        args = value.split()
-    flags = [a for a in args if a.startswith("--")]
-    rest = [a for a in args if not a.startswith("--")]
-    return flags, rest[:-1]
-
-
 def _covered(source: str, files: list[str]) -> list[str]:
     """Files of the build context (relative posix paths) that a COPY source brings in."""
     norm = posixpath.normpath(source.lstrip("/")) if source not in ("", "/") else "."
@@ -344,9 +297,9 @@ def _dockerfile_rules(ctx: _Ctx, task: _View) -> None:
         return
     dockerfile = task.dockerfile
     try:
-        instructions = _dockerfile_instructions(dockerfile.read_text(encoding="utf-8"))
-    except (OSError, ValueError, KeyError) as exc:  # dockerfile-parse is lenient otherwise
-        ctx.add("dockerfile-parse", "error", dockerfile, f"cannot parse the Dockerfile: {exc}")
+        instructions = Dockerfile.read(dockerfile).instructions
+    except DockerfileError as exc:
+        ctx.add("dockerfile-parse", "error", dockerfile, str(exc))
         return
 
     def error(rule: str, message: str, line: int | None = None) -> None:
@@ -410,7 +363,7 @@ def _dockerfile_rules(ctx: _Ctx, task: _View) -> None:
                 ins.line,
             )
         elif ins.name in ("COPY", "ADD"):
-            flags, sources = _copy_args(ins.value)
+            flags, sources = copy_args(ins.value)
             unknown = sorted({f.split("=", 1)[0] for f in flags} - {"--chown", "--chmod"})
             if unknown:
                 what = "another image or stage" if unknown[0] == "--from" else "this flag"
@@ -433,7 +386,7 @@ def _dockerfile_rules(ctx: _Ctx, task: _View) -> None:
 def _check_copy_source(
     ctx: _Ctx,
     task: _View,
-    ins: _Instruction,
+    ins: Instruction,
     source: str,
     context_files: list[str],
     hidden: dict[str, tuple[str, bool]],
@@ -555,15 +508,12 @@ def _reward_rule(ctx: _Ctx, task: _View, sources: list[tuple[Path, str]]) -> Non
 def _workdir(task: _View) -> str:
     if task.workdir:
         return task.workdir
-    workdir = "/"
-    if task.dockerfile is not None:
-        try:
-            for ins in _dockerfile_instructions(task.dockerfile.read_text(encoding="utf-8")):
-                if ins.name == "WORKDIR" and ins.value.strip():
-                    workdir = posixpath.join(workdir, ins.value.strip().strip("\"'"))
-        except (OSError, ValueError, KeyError):
-            workdir = "/"  # the Dockerfile rules report an unreadable Dockerfile
-    return posixpath.normpath(workdir)
+    if task.dockerfile is None:
+        return "/"
+    try:
+        return Dockerfile.read(task.dockerfile).workdir() or "/"
+    except DockerfileError:
+        return "/"  # the Dockerfile rules report an unreadable Dockerfile
 
 
 def _mentioned(name: str, instruction: str) -> bool:

@@ -29,6 +29,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from autoenvscaling.tools.dockerfile import Dockerfile, DockerfileError
+
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
     from harbor.models.task.task import Task
@@ -113,17 +115,13 @@ def default_to_separate(task_dir: Path | str) -> bool:
 
 
 def _dockerfile_workdir(task_dir: Path | str) -> str:
-    """The last absolute WORKDIR of environment/Dockerfile (the task's workdir), else /app."""
+    """The final WORKDIR of environment/Dockerfile (the task's workdir), else /app."""
     try:
-        path = Path(task_dir) / "environment" / "Dockerfile"
-        info = path.lstat()  # a FIFO would block the read; lint reports odd files
-        if not stat.S_ISREG(info.st_mode) or info.st_size > 1_000_000:
-            return DEFAULT_WORKDIR
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return DEFAULT_WORKDIR
-    found = re.findall(r"(?im)^\s*WORKDIR\s+(/\S*)\s*$", text)
-    return found[-1] if found else DEFAULT_WORKDIR
+        return Dockerfile.read(Path(task_dir) / "environment" / "Dockerfile").workdir() or (
+            DEFAULT_WORKDIR
+        )
+    except DockerfileError:
+        return DEFAULT_WORKDIR  # lint reports an unreadable Dockerfile
 
 
 def _toml_string(value: str) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 import docker.errors
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.dockerfile import Dockerfile, DockerfileError
 from autoenvscaling.tools.sandbox import profile
 from autoenvscaling.tools.sandbox.base import Backend, BuildError
 from autoenvscaling.tools.sandbox.cleanup import (
@@ -51,15 +52,10 @@ def _repo_name(task_name: str) -> str:
 
 
 def _parent_images(dockerfile: Path) -> list[str]:
-    from dockerfile_parse import DockerfileParser
-
-    parser = DockerfileParser(str(dockerfile))
-    stages = {
-        line["value"].split()[-1].lower()
-        for line in parser.structure
-        if line["instruction"] == "FROM" and " as " in line["value"].lower()
-    }
-    return [p for p in parser.parent_images if p.lower() not in stages and p != "scratch"]
+    try:
+        return Dockerfile.read(dockerfile).base_images()
+    except DockerfileError:
+        return []  # the build itself fails on an unreadable Dockerfile and says why
 
 
 def _image_id(api: Any, name: str) -> str | None:

@@ -1,0 +1,134 @@
+"""The one Dockerfile reader: instructions, stages, base images, WORKDIR and COPY sources.
+
+A task's Dockerfile is written by a model, so it is hostile input: reading or parsing it raises
+`DockerfileError` and nothing else (dockerfile-parse is lenient but not total). Callers decide
+what an unreadable Dockerfile means for them (lint: a finding; the verifier: the default workdir).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import posixpath
+import re
+import shlex
+import stat
+from pathlib import Path
+
+from dockerfile_parse import DockerfileParser
+from dockerfile_parse.parser import image_from
+from pydantic import BaseModel
+
+#: Larger files are refused before parsing (task limits allow far less anyway).
+MAX_DOCKERFILE_BYTES = 1_000_000
+
+# A heredoc opener `<<EOF` / `<<-'EOF'` outside quotes; group 3 is its terminator word.
+_HEREDOC = re.compile(r"""("(?:\\.|[^"\\])*"|'[^']*')|<<-?\s*(['"]?)(\w+)\2""")
+
+
+class DockerfileError(ValueError):
+    """The Dockerfile cannot be read or parsed; the message says why."""
+
+
+class Instruction(BaseModel):
+    name: str
+    line: int
+    value: str
+    heredoc: bool = False
+
+
+class Dockerfile(BaseModel):
+    """A parsed Dockerfile: its instructions in order (comments and heredoc bodies left out)."""
+
+    instructions: list[Instruction]
+    parents: list[str]
+    stages: list[str]
+
+    @classmethod
+    def parse(cls, text: str) -> Dockerfile:
+        try:
+            parser = DockerfileParser(fileobj=io.BytesIO(text.encode("utf-8")))
+            structure = parser.structure
+            parents = list(parser.parent_images)
+            stages = []
+            for item in structure:
+                if item["instruction"] == "FROM":
+                    _, stage = image_from(item["value"])
+                    if stage:
+                        stages.append(stage)
+            instructions = _instructions(structure)
+        except Exception as exc:  # noqa: BLE001 - a lenient parser on hostile text: one typed error
+            raise DockerfileError(f"cannot parse the Dockerfile: {exc}") from None
+        return cls(instructions=instructions, parents=parents, stages=stages)
+
+    @classmethod
+    def read(cls, path: Path) -> Dockerfile:
+        """Parse the file at `path`: a regular file of at most MAX_DOCKERFILE_BYTES, UTF-8."""
+        try:
+            info = path.lstat()  # a FIFO would block the read, a link may point anywhere
+            if not stat.S_ISREG(info.st_mode):
+                raise DockerfileError(f"{path} is not a regular file")
+            if info.st_size > MAX_DOCKERFILE_BYTES:
+                raise DockerfileError(
+                    f"{path} is {info.st_size} bytes; a Dockerfile may have at most "
+                    f"{MAX_DOCKERFILE_BYTES}"
+                )
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DockerfileError(f"cannot read {path}: {exc}") from None
+        return cls.parse(text)
+
+    def named(self, name: str) -> list[Instruction]:
+        return [ins for ins in self.instructions if ins.name == name]
+
+    def base_images(self) -> list[str]:
+        """The images the build pulls: FROM images that are neither an earlier stage nor scratch."""
+        stages = {s.lower() for s in self.stages}
+        return [p for p in self.parents if p.lower() not in stages and p != "scratch"]
+
+    def workdir(self) -> str | None:
+        """The final WORKDIR (relative ones join the previous, as the builder does); None if unset."""
+        workdir: str | None = None
+        for ins in self.named("WORKDIR"):
+            value = ins.value.strip().strip("\"'")
+            if value:
+                workdir = posixpath.join(workdir or "/", value)
+        return posixpath.normpath(workdir) if workdir is not None else None
+
+
+def copy_args(value: str) -> tuple[list[str], list[str]]:
+    """COPY/ADD value -> (flags, sources); the destination is dropped."""
+    value = value.strip()
+    try:
+        args = json.loads(value) if value.startswith("[") else shlex.split(value)
+    except (ValueError, RecursionError):
+        args = value.split()
+    if not isinstance(args, list):
+        args = value.split()
+    args = [str(a) for a in args]
+    flags = [a for a in args if a.startswith("--")]
+    rest = [a for a in args if not a.startswith("--")]
+    return flags, rest[:-1]
+
+
+def _instructions(structure: list[dict]) -> list[Instruction]:
+    """Instructions in order, heredoc bodies skipped (dockerfile-parse reads them as lines)."""
+    out: list[Instruction] = []
+    pending: list[str] = []
+    for item in structure:
+        if pending:
+            if item["content"].strip() == pending[0]:
+                pending.pop(0)
+            continue
+        if item["instruction"] == "COMMENT":
+            continue
+        pending = [m[3] for m in _HEREDOC.finditer(item["content"]) if m[3]]
+        out.append(
+            Instruction(
+                name=item["instruction"].upper(),
+                line=item["startline"] + 1,
+                value=item["value"],
+                heredoc=bool(pending),
+            )
+        )
+    return out
