@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.rollout_columns import Table
 from autoenvscaling.tools.rollout_schema import (
     SCHEMA_VERSION,
     SchemaOutdatedError,
@@ -183,26 +184,12 @@ class StoreSummary(BaseModel):
     last_started_at: datetime | None
 
 
-_ATTEMPT_COLUMNS = (
-    "id, run_id, round, role, task_id, category, policy_version, reward, outcome, turns, "
-    "prompt_tokens, completion_tokens, cost, duration_sec, error, started_at, finished_at, metadata"
-)
-_STEP_COLUMNS = (
-    "attempt_id, idx, message, tool_name, tool_args, tool_output, output_bytes, exit_code, "
-    "duration_sec"
-)
-_RESULT_FIELDS = (
-    "reward",
-    "outcome",
-    "turns",
-    "prompt_tokens",
-    "completion_tokens",
-    "cost",
-    "duration_sec",
-    "error",
-    "finished_at",
-    "metadata",
-)
+# The models are the declaration; column lists, rows and dataset features derive from them.
+ATTEMPTS = Table("attempts", Attempt)
+STEPS = Table("steps", Step, renames={"index": "idx"})  # INDEX is an SQL keyword
+#: What identifies an attempt never changes; a re-recorded attempt updates every other column.
+_IDENTITY = ("id", "run_id", "round", "role", "task_id", "category", "policy_version", "started_at")
+_RESULT_FIELDS = tuple(c for c in ATTEMPTS.columns if c not in _IDENTITY)
 
 
 class RolloutStore:
@@ -452,26 +439,6 @@ class RolloutStore:
         on_conflict: Literal["DO NOTHING", "UPDATE"],
     ) -> None:
         attempt = self._cap_attempt(attempt)
-        row = (
-            attempt.id,
-            attempt.run_id,
-            attempt.round,
-            attempt.role,
-            attempt.task_id,
-            attempt.category,
-            attempt.policy_version,
-            attempt.reward,
-            attempt.outcome,
-            attempt.turns,
-            attempt.prompt_tokens,
-            attempt.completion_tokens,
-            attempt.cost,
-            attempt.duration_sec,
-            attempt.error,
-            attempt.started_at.isoformat(),
-            attempt.finished_at.isoformat() if attempt.finished_at else None,
-            json.dumps(attempt.metadata, default=str),
-        )
         if on_conflict == "DO NOTHING":
             tail = "ON CONFLICT (id) DO NOTHING"
         else:
@@ -479,7 +446,9 @@ class RolloutStore:
             sets = ", ".join(f"{name} = excluded.{name}" for name in _RESULT_FIELDS)
             tail = f"ON CONFLICT (id) DO UPDATE SET {sets}"
         conn.execute(
-            f"INSERT INTO attempts ({_ATTEMPT_COLUMNS}) VALUES ({', '.join('?' * 18)}) {tail}", row
+            f"INSERT INTO attempts ({ATTEMPTS.column_list}) "
+            f"VALUES ({', '.join('?' * len(ATTEMPTS.columns))}) {tail}",
+            ATTEMPTS.row(attempt),
         )
 
     def _insert_steps(
@@ -501,22 +470,12 @@ class RolloutStore:
                 }
             )
             stored.append(step)
-            rows.append(
-                (
-                    attempt_id,
-                    step.index,
-                    step.message,
-                    step.tool_name,
-                    None if step.tool_args is None else json.dumps(step.tool_args, default=str),
-                    step.tool_output,
-                    step.output_bytes,
-                    step.exit_code,
-                    step.duration_sec,
-                )
-            )
-        sets = ", ".join(f"{name} = excluded.{name}" for name in _STEP_COLUMNS.split(", ")[2:])
+            rows.append(STEPS.row(step))
+        # The key (attempt_id, idx) stays; every other column is replaced.
+        sets = ", ".join(f"{name} = excluded.{name}" for name in STEPS.columns[2:])
         conn.executemany(
-            f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join('?' * 9)}) "
+            f"INSERT INTO steps ({STEPS.column_list}) "
+            f"VALUES ({', '.join('?' * len(STEPS.columns))}) "
             f"ON CONFLICT (attempt_id, idx) DO UPDATE SET {sets}",
             rows,
         )
@@ -524,13 +483,13 @@ class RolloutStore:
 
     def _require_attempt(self, conn: sqlite3.Connection, attempt_id: str) -> Attempt:
         row = conn.execute(
-            f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE id = ?", (attempt_id,)
+            f"SELECT {ATTEMPTS.column_list} FROM attempts WHERE id = ?", (attempt_id,)
         ).fetchone()
         if row is None:
             raise AttemptNotFoundError(
                 f"no attempt {attempt_id!r} in {self.path}: call start_attempt first"
             )
-        return _attempt(row)
+        return ATTEMPTS.load(row)
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -568,21 +527,21 @@ class RolloutStore:
         rows = (
             self._conn()
             .execute(
-                f"SELECT {_ATTEMPT_COLUMNS} FROM attempts {clause} ORDER BY seq DESC LIMIT ? OFFSET ?",
+                f"SELECT {ATTEMPTS.column_list} FROM attempts {clause} ORDER BY seq DESC LIMIT ? OFFSET ?",
                 (*args, limit, offset),
             )
             .fetchall()
         )
-        return [_attempt(row) for row in rows]
+        return [ATTEMPTS.load(row) for row in rows]
 
     def trajectory(self, attempt_id: str) -> Trajectory:
         with self._read() as conn:
             attempt = self._require_attempt(conn, attempt_id)
             rows = conn.execute(
-                f"SELECT {_STEP_COLUMNS} FROM steps WHERE attempt_id = ? ORDER BY idx",
+                f"SELECT {STEPS.column_list} FROM steps WHERE attempt_id = ? ORDER BY idx",
                 (attempt_id,),
             ).fetchall()
-        return Trajectory(attempt=attempt, steps=[_step(row) for row in rows])
+        return Trajectory(attempt=attempt, steps=[STEPS.load(row) for row in rows])
 
     def pass_rates(
         self,
@@ -642,13 +601,13 @@ class RolloutStore:
             args.append(role)
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE outcome IN (?, ?, ?) {role_clause} "
+                f"SELECT {ATTEMPTS.column_list} FROM attempts WHERE outcome IN (?, ?, ?) {role_clause} "
                 "ORDER BY seq DESC LIMIT ?",
                 (*args, limit),
             ).fetchall()
             failures = []
             for row in rows:
-                attempt = _attempt(row)
+                attempt = ATTEMPTS.load(row)
                 # Prefer the last step that failed; else whatever the attempt printed last.
                 last = conn.execute(
                     "SELECT idx, tool_output FROM steps WHERE attempt_id = ? "
@@ -814,7 +773,7 @@ class RolloutStore:
         role_clause, role_args = ("AND role = ?", [role]) if role else ("", [])
         while True:
             rows = conn.execute(
-                f"SELECT seq, {_ATTEMPT_COLUMNS} FROM attempts WHERE seq > ? {role_clause} "
+                f"SELECT seq, {ATTEMPTS.column_list} FROM attempts WHERE seq > ? {role_clause} "
                 "ORDER BY seq LIMIT ?",
                 (last_seq, *role_args, batch),
             ).fetchall()
@@ -824,13 +783,13 @@ class RolloutStore:
             ids = [row["id"] for row in rows]
             steps: dict[str, list[Step]] = {attempt_id: [] for attempt_id in ids}
             for step_row in conn.execute(
-                f"SELECT {_STEP_COLUMNS} FROM steps WHERE attempt_id IN ({', '.join('?' * len(ids))}) "
+                f"SELECT {STEPS.column_list} FROM steps WHERE attempt_id IN ({', '.join('?' * len(ids))}) "
                 "ORDER BY attempt_id, idx",
                 ids,
             ):
-                steps[step_row["attempt_id"]].append(_step(step_row))
+                steps[step_row["attempt_id"]].append(STEPS.load(step_row))
             for row in rows:
-                yield Trajectory(attempt=_attempt(row), steps=steps[row["id"]])
+                yield Trajectory(attempt=ATTEMPTS.load(row), steps=steps[row["id"]])
 
     def to_jsonl(self, path: str | os.PathLike[str], *, role: Role | None = None) -> int:
         """One JSON line per attempt (its fields plus `steps`). Returns the number of lines."""
@@ -855,72 +814,18 @@ class RolloutStore:
         """
         import datasets  # lazy: heavy, and only exports need it
 
-        step_features = {
-            "index": datasets.Value("int64"),
-            "message": datasets.Value("string"),
-            "tool_name": datasets.Value("string"),
-            "tool_args": datasets.Value("string"),
-            "tool_output": datasets.Value("string"),
-            "output_bytes": datasets.Value("int64"),
-            "exit_code": datasets.Value("int64"),
-            "duration_sec": datasets.Value("float64"),
-        }
         features = datasets.Features(
             {
-                "id": datasets.Value("string"),
-                "run_id": datasets.Value("string"),
-                "round": datasets.Value("int64"),
-                "role": datasets.Value("string"),
-                "task_id": datasets.Value("string"),
-                "category": datasets.Value("string"),
-                "policy_version": datasets.Value("string"),
-                "reward": datasets.Value("float64"),
-                "outcome": datasets.Value("string"),
-                "turns": datasets.Value("int64"),
-                "prompt_tokens": datasets.Value("int64"),
-                "completion_tokens": datasets.Value("int64"),
-                "cost": datasets.Value("float64"),
-                "duration_sec": datasets.Value("float64"),
-                "error": datasets.Value("string"),
-                "started_at": datasets.Value("string"),
-                "finished_at": datasets.Value("string"),
-                "metadata": datasets.Value("string"),
-                "steps": datasets.List(step_features),
+                **ATTEMPTS.features(),
+                "steps": datasets.List(STEPS.features(exclude=("attempt_id",))),
             }
         )
         rows = []
         for trajectory in self.iter_trajectories(role=role):
-            record = trajectory.attempt.model_dump(mode="json")
-            record["metadata"] = json.dumps(record["metadata"])
-            record["steps"] = [
-                {
-                    **step.model_dump(mode="json", exclude={"attempt_id"}),
-                    "tool_args": None if step.tool_args is None else json.dumps(step.tool_args),
-                }
-                for step in trajectory.steps
-            ]
+            record = ATTEMPTS.record(trajectory.attempt)
+            record["steps"] = [STEPS.record(s, exclude=("attempt_id",)) for s in trajectory.steps]
             rows.append(record)
         return datasets.Dataset.from_list(rows, features=features)
-
-
-def _attempt(row: sqlite3.Row) -> Attempt:
-    data = {key: row[key] for key in _ATTEMPT_COLUMNS.split(", ")}
-    data["metadata"] = json.loads(data["metadata"] or "{}")
-    return Attempt.model_validate(data)
-
-
-def _step(row: sqlite3.Row) -> Step:
-    return Step(
-        attempt_id=row["attempt_id"],
-        index=row["idx"],
-        message=row["message"],
-        tool_name=row["tool_name"],
-        tool_args=None if row["tool_args"] is None else json.loads(row["tool_args"]),
-        tool_output=row["tool_output"],
-        output_bytes=row["output_bytes"],
-        exit_code=row["exit_code"],
-        duration_sec=row["duration_sec"],
-    )
 
 
 def _fts_words(text: str) -> str:
