@@ -6,8 +6,8 @@ weights and `result.json` into the job's work_dir; it never touches the checkpoi
 parent process publishes, so a crash here cannot leave a half checkpoint anywhere that matters).
 
 The job, the progress events on stdout, the result file and the process boundary (`serve_job`)
-are the parent's contract in training/worker_protocol.py. torch and TRL are imported inside the
-functions that need them, so the protocol's users can import this module's helpers cheaply.
+follow training/worker_protocol.py, which the parent imports too. torch and TRL are imported
+inside the functions that use them, so importing this module is cheap.
 """
 
 from __future__ import annotations
