@@ -111,6 +111,24 @@ async def test_remove_task_image_of_a_rejected_candidate(engine, engine_client, 
     assert remove_task_image(task, backend=engine) is False
 
 
+async def test_a_rejected_candidate_keeps_an_image_another_run_built(
+    engine, engine_client, tmp_path, monkeypatch
+):
+    """Tags are content hashes: another run may have built the same image and still need it."""
+    from autoenvscaling.tools.sandbox import cleanup
+
+    task = make_task(tmp_path, "FROM debian:bookworm-slim\nRUN echo other-run > /o\n")
+    image = await build_image(task / "environment", backend=engine)
+    try:
+        monkeypatch.setattr(cleanup, "RUN_ID", "another-run")
+        assert remove_task_image(task, backend=engine) is False
+        assert engine_client.api.inspect_image(image.tag)["Id"] == image.id
+        monkeypatch.undo()
+        assert remove_task_image(task, backend=engine) is True
+    finally:
+        remove_task_image(task, backend=engine)
+
+
 async def test_build_steps_run_with_no_network_clean_env_and_the_profile(
     engine, tmp_path, monkeypatch
 ):

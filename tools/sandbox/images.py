@@ -22,12 +22,13 @@ import docker.errors
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.dockerfile import Dockerfile, DockerfileError
-from autoenvscaling.tools.sandbox import profile
+from autoenvscaling.tools.sandbox import cleanup, profile
 from autoenvscaling.tools.sandbox.base import Backend, BuildError
 from autoenvscaling.tools.sandbox.cleanup import (
     BASE_REPO,
     IMAGE_REPO,
     LABEL,
+    RUN_LABEL,
     TASK_LABEL,
     CleanupReport,
     labels,
@@ -294,11 +295,19 @@ def gc_images(keep: Iterable[str], *, backend: Backend = "podman") -> CleanupRep
 
 
 def remove_task_image(task_dir: Path, *, backend: Backend = "podman") -> bool:
-    """Remove the image built for one task folder (a rejected candidate). False if none."""
+    """Remove the image built for one task folder (a rejected candidate). False if none.
+
+    Only an image this run built: the tag is a content hash, so another run on the same engine
+    may have built the same one and may be about to start a container from it.
+    """
     api = client(backend).api
     task_dir = Path(task_dir).resolve()
     tag = image_tag(task_dir.name, task_dir / "environment", backend)
-    if _image_id(api, tag) is None:
+    try:
+        image_labels = api.inspect_image(tag).get("Config", {}).get("Labels") or {}
+    except docker.errors.APIError:  # gone (podman answers "no such image" with several codes)
+        return False
+    if image_labels.get(RUN_LABEL) != cleanup.RUN_ID:
         return False
     try:
         api.remove_image(tag, force=False, noprune=False)
