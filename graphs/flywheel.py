@@ -28,6 +28,7 @@ from autoenvscaling.graphs.solver import SolverSettings, solve_task
 from autoenvscaling.tools.metrics import CandidateRecord, PriceTable, round_metrics
 from autoenvscaling.tools.pool import Pool, PoolEntry
 from autoenvscaling.tools.report import load_history, round_markdown, save_history
+from autoenvscaling.tools.report_links import candidate_links, links_markdown
 from autoenvscaling.tools.rollout_store import RolloutStore
 from autoenvscaling.tools.run_dir import RunDir
 
@@ -518,7 +519,10 @@ async def refresh(
     history = [m for m in load_history(run.reports) if m.round != round_] + [metrics]
     save_history(run.reports, history)
     embedded = ctx.policy_server == "embedded"
-    (run.reports / f"round-{round_:02d}.md").write_text(round_markdown(metrics, embedded=embedded))
+    links = [candidate_links(r, run.root, run.reports) for r in records]
+    (run.reports / f"round-{round_:02d}.md").write_text(
+        round_markdown(metrics, embedded=embedded) + "\n" + links_markdown(links)
+    )
     update = {
         "metrics": [metrics.model_dump(mode="json")],
         "round": round_ + 1,
