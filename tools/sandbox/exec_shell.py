@@ -60,7 +60,9 @@ class ExecShell:
         started = time.monotonic()
         timeout = None if timeout_sec is None else max(1, math.ceil(timeout_sec))
         try:
-            result = await self._environment.exec(_script(command), timeout_sec=timeout)
+            # bash explicitly: providers differ in the shell `exec` uses (`export -p`, `%q`).
+            script = f"bash -c {shlex.quote(_script(command))}"
+            result = await self._environment.exec(script, timeout_sec=timeout)
         except Exception as exc:  # noqa: BLE001 - providers signal a timeout by raising
             if "timed out" not in str(exc).lower() and "timeout" not in type(exc).__name__.lower():
                 raise
