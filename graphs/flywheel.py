@@ -25,6 +25,7 @@ from langgraph.types import Command, Send, interrupt
 from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.models import ModelConfig, Policy
 from autoenvscaling.graphs.solver import SolverSettings, solve_task
+from autoenvscaling.tools.harbor_backends import check_stages
 from autoenvscaling.tools.metrics import CandidateRecord, PriceTable, round_metrics
 from autoenvscaling.tools.pool import Pool, PoolEntry
 from autoenvscaling.tools.report import load_history, round_markdown, save_history
@@ -263,6 +264,9 @@ async def measure_baseline(ctx: FlywheelContext, run: RunDir, run_id: str, polic
 async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """Create the run folder and the initial pool (idempotent: a resumed run skips it)."""
     ctx = _ctx(runtime)
+    # Our solver's attempts (baseline, refresh, calibration) attach to their sandbox: a backend
+    # that offers no attach is refused here, before the run folder or any sandbox exists.
+    check_stages(ctx.backend, ["solve"])
     run = _run(ctx)
     config = {**vars(ctx), "decontamination": decontamination_status(ctx)}
     manifest = await asyncio.to_thread(run.create, config)

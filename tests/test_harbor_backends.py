@@ -186,6 +186,19 @@ def test_validate_refuses_before_any_sandbox_starts(monkeypatch, tmp_path):
     assert trials == [] and environments == []
 
 
+@pytest.mark.timeout(120)
+async def test_a_flywheel_on_a_type_without_attach_stops_before_its_run_folder(tmp_path):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
+
+    ctx = FlywheelContext(run_dir=str(tmp_path / "run"), rounds=1, backend="harbor:modal")
+    graph = build_flywheel(checkpointer=InMemorySaver())
+    with pytest.raises(MissingCapabilityError, match=r"stage solve needs 'attach'"):
+        await graph.ainvoke({"rounds": 1}, {"configurable": {"thread_id": "t"}}, context=ctx)
+    assert not (tmp_path / "run").exists()
+
+
 def test_training_job_and_cli_accept_harbor_types_and_pass_options(tmp_path):
     from autoenvscaling.training.backend import TrainJob
 
