@@ -116,6 +116,10 @@ def rollouts(
     tag: Annotated[
         str | None, typer.Option(help="metadata purpose/arm/tag, e.g. refresh, calibrate")
     ] = None,
+    attempt: Annotated[
+        list[str] | None,
+        typer.Option("--attempt", help="Only this attempt id (repeatable; the round report's)."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write the run's attempts as Harbor trajectories (ATIF), chat JSONL or an HF dataset."""
@@ -130,7 +134,7 @@ def rollouts(
     if not run.rollouts.exists():
         raise typer.BadParameter(f"{run.root} has no rollouts.db; pass a flywheel run folder")
     try:
-        where = RolloutFilter(role=role, round=round_, outcome=outcome, tag=tag)
+        where = RolloutFilter(role=role, round=round_, outcome=outcome, tag=tag, attempts=attempt)
     except ValidationError as exc:
         raise typer.BadParameter(str(exc)) from None
     default = {"atif": "rollouts-atif", "jsonl": "rollouts.jsonl", "hf": "rollouts-hf"}[fmt]

@@ -148,7 +148,13 @@ def solve(
     from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.models import ModelConfig
     from autoenvscaling.graphs.solver import SolverSettings, solve_task
+    from autoenvscaling.tools.harbor_backends import HarborBackendError, check_stages
     from autoenvscaling.tools.progress import TaskProgress
+
+    try:  # our solver attaches to the sandbox: refuse a backend without one before a model starts
+        check_stages(backend, ["solve"])
+    except HarborBackendError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--backend") from None
 
     async def run_all(bar: TaskProgress):  # noqa: ANN202
         results = []

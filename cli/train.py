@@ -90,7 +90,18 @@ def train(
     vllm_mode: Annotated[str, typer.Option(help="colocate | server")] = "colocate",
     vllm_server_url: Annotated[str | None, typer.Option(help="For --vllm-mode server.")] = None,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads in the trainer.")] = None,
-    sandbox: Annotated[str, typer.Option("--sandbox", help="Engine: podman | docker.")] = "podman",
+    sandbox: Annotated[
+        str, typer.Option("--sandbox", help="Episode sandboxes: podman | docker | harbor:<type>.")
+    ] = "podman",
+    harbor_env: Annotated[
+        Path | None,
+        typer.Option(
+            "--harbor-env",
+            help="JSON file of Harbor EnvironmentConfig fields passed through for a "
+            "harbor:<type> --sandbox",
+            exists=True,
+        ),
+    ] = None,
     timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
     accelerate_config: Annotated[
         str | None,
@@ -102,6 +113,11 @@ def train(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Train the policy with GRPO on TASKS (or SFT on --sft DATASET) and publish a new checkpoint."""
+    from autoenvscaling.tools.harbor_backends import (
+        HarborBackendError,
+        check_stages,
+        validate_backend,
+    )
     from autoenvscaling.tools.progress import TaskProgress
     from autoenvscaling.training.backend import (
         TrainHyperParams,
@@ -112,6 +128,12 @@ def train(
     from autoenvscaling.training.checkpoints import CheckpointRegistry
     from autoenvscaling.training.trl_grpo import AccelerateLauncher, TRLGRPOBackend
 
+    sandbox_options = json.loads(harbor_env.read_text()) if harbor_env else {}
+    try:  # before a base model is fetched or any sandbox starts
+        validate_backend(sandbox, sandbox_options)
+        check_stages(sandbox, ["grpo"])
+    except HarborBackendError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--sandbox") from None
     if base is None:  # the same embedded default as `run`, as HF weights for the trainer
         from autoenvscaling.training.embedded_setup import (
             ensure_embedded_assets,
@@ -139,6 +161,7 @@ def train(
         task_dirs=task_dirs,
         replay_task_dirs=replay_dirs,
         sandbox_backend=sandbox,
+        sandbox_options=sandbox_options,
         work_dir=(work_dir or registry / "jobs" / job_id).resolve(),
         hyper=TrainHyperParams(
             steps=steps,

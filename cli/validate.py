@@ -55,8 +55,22 @@ def _progress(bar: TaskProgress, quiet: bool) -> Callable[[dict[str, Any]], None
 def validate(
     tasks: Annotated[list[Path], typer.Argument(help="Candidate Harbor task folders.")],
     backend: Annotated[
-        str, typer.Option("--backend", "-b", help="podman | docker | harbor-docker")
+        str,
+        typer.Option(
+            "--backend",
+            "-b",
+            help="podman | docker | harbor-docker | harbor:<type> (e.g. harbor:modal)",
+        ),
     ] = "podman",
+    harbor_env: Annotated[
+        Path | None,
+        typer.Option(
+            "--harbor-env",
+            help="JSON file of Harbor EnvironmentConfig fields passed through "
+            '(e.g. {"kwargs": {...}, "override_cpus": 2}) for a harbor:<type> backend',
+            exists=True,
+        ),
+    ] = None,
     skip: Annotated[
         list[str] | None,
         typer.Option("--skip", help="Stage to skip (repeatable), e.g. --skip calibrate."),
@@ -103,6 +117,7 @@ def validate(
     def config_for(resolved: ResolvedModel | None) -> GateConfig:
         common: dict[str, Any] = {
             "backend": backend,
+            "environment_options": json.loads(harbor_env.read_text()) if harbor_env else {},
             "repeat": repeat,
             "heldout_dirs": heldout or [],
             "pool_dir": pool,

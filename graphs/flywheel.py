@@ -25,9 +25,11 @@ from langgraph.types import Command, Send, interrupt
 from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.models import ModelConfig, Policy
 from autoenvscaling.graphs.solver import SolverSettings, solve_task
+from autoenvscaling.tools.harbor_backends import check_stages
 from autoenvscaling.tools.metrics import CandidateRecord, PriceTable, round_metrics
 from autoenvscaling.tools.pool import Pool, PoolEntry
 from autoenvscaling.tools.report import load_history, round_markdown, save_history
+from autoenvscaling.tools.report_links import candidate_links, links_markdown
 from autoenvscaling.tools.rollout_store import RolloutStore
 from autoenvscaling.tools.run_dir import RunDir
 
@@ -262,6 +264,9 @@ async def measure_baseline(ctx: FlywheelContext, run: RunDir, run_id: str, polic
 async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """Create the run folder and the initial pool (idempotent: a resumed run skips it)."""
     ctx = _ctx(runtime)
+    # Our solver's attempts (baseline, refresh, calibration) attach to their sandbox: a backend
+    # that offers no attach is refused here, before the run folder or any sandbox exists.
+    check_stages(ctx.backend, ["solve"])
     run = _run(ctx)
     config = {**vars(ctx), "decontamination": decontamination_status(ctx)}
     manifest = await asyncio.to_thread(run.create, config)
@@ -518,7 +523,10 @@ async def refresh(
     history = [m for m in load_history(run.reports) if m.round != round_] + [metrics]
     save_history(run.reports, history)
     embedded = ctx.policy_server == "embedded"
-    (run.reports / f"round-{round_:02d}.md").write_text(round_markdown(metrics, embedded=embedded))
+    links = [candidate_links(r, run.root, run.reports) for r in records]
+    (run.reports / f"round-{round_:02d}.md").write_text(
+        round_markdown(metrics, embedded=embedded) + "\n" + links_markdown(links)
+    )
     update = {
         "metrics": [metrics.model_dump(mode="json")],
         "round": round_ + 1,

@@ -97,8 +97,8 @@ def test_verifier_without_reward_is_an_infrastructure_error(engine_ready, tmp_pa
 
 
 def test_unknown_backend_is_refused() -> None:
-    with pytest.raises(RuntimeError, match="live shell"):
-        task_starter("harbor-docker")
+    with pytest.raises(RuntimeError, match="not 'bwrap'"):
+        task_starter("bwrap")
 
 
 @pytest.mark.docker

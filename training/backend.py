@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-from autoenvscaling.tools.sandbox.base import Backend
+from autoenvscaling.tools.harbor_backends import HarborBackendError, check_stages, validate_backend
 from autoenvscaling.training.policy import Checkpoint
 
 
@@ -82,8 +82,24 @@ class TrainJob(BaseModel):
     work_dir: Path = Field(
         description="Scratch folder for the worker (weights, logs, result.json)."
     )
-    sandbox_backend: Backend = "podman"
+    sandbox_backend: str = Field(
+        "podman", description="Episode sandboxes: podman | docker | harbor:<type> (Harbor's own)."
+    )
+    sandbox_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Harbor EnvironmentConfig fields passed through (harbor:<type> backends).",
+    )
     system_prompt: str | None = Field(None, description="System message of every episode.")
+
+    @model_validator(mode="after")
+    def _sandboxes_can_run_episodes(self) -> TrainJob:
+        # Fails here, in the caller's process, before a worker or any sandbox starts.
+        try:
+            validate_backend(self.sandbox_backend, self.sandbox_options)
+            check_stages(self.sandbox_backend, ["grpo"])
+        except HarborBackendError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
     def all_task_dirs(self) -> list[Path]:
         seen: set[Path] = set()

@@ -159,7 +159,9 @@ class TaskEpisode:
     async def _open(self) -> None:
         assert self._task_dir is not None
         self._live = await self._start_task(self._task_dir)
-        self._shell = await self._live.sandbox.open_shell()
+        # Harbor's own types have no sandbox to attach to: their LiveTask opens a shell over exec.
+        opener = getattr(self._live, "open_shell", None)
+        self._shell = await (opener() if opener else self._live.sandbox.open_shell())
 
     def _show(self, result: Any, note: str | None = None) -> str:
         return render_result(

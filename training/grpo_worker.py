@@ -260,7 +260,7 @@ def run(job: TrainJob) -> WorkerResult:
     episode_config = EpisodeConfig(
         command_timeout_sec=hyper.command_timeout_sec, tool_output_chars=hyper.tool_output_chars
     )
-    start = task_starter(job.sandbox_backend)
+    start = task_starter(job.sandbox_backend, job.sandbox_options)
     stats = GroupStats(hyper.num_generations)
     records: list[dict[str, Any]] = []
 

@@ -1,9 +1,11 @@
 """A live Harbor task for one training episode, through Harbor's own environment and verifier.
 
-`task_starter(backend)` returns `async (task_dir) -> LiveHarborTask`: the task's environment started
-with our Harbor custom environment for that backend (the same classes `harbor run` and our trials
-use: image built and cached, no network, /logs folders), so the episode's shell is a persistent
-shell in that sandbox. `verify()` then runs the task's verifier by the same protocol as a Harbor
+`task_starter(backend, options)` returns `async (task_dir) -> LiveHarborTask`: the task's
+environment started with our Harbor custom environment for that backend (the same classes `harbor
+run` and our trials use: image built and cached, no network, /logs folders), so the episode's
+shell is a persistent shell in that sandbox; or, for `harbor:<type>`, Harbor's own environment of
+that type (the `EnvironmentConfig` tools/harbor_backends.py builds, options passed through), with
+the shell over its `exec` (tools/sandbox/exec_shell.py). `verify()` then runs the task's verifier by the same protocol as a Harbor
 trial (`tools/verifier_protocol.run_verifier`): separate mode (the default) copies the agent's
 work into a fresh container of the task's image, shared mode kills the agent's processes first;
 tests uploaded to /tests only now, stale reward files removed, test.sh run as the verifier user
@@ -19,7 +21,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from autoenvscaling.tools.harbor_backends import (
+    HarborBackendError,
+    check_stages,
+    environment_config,
+    is_harbor_type,
+)
 from autoenvscaling.tools.sandbox.base import Sandbox, SandboxError
+from autoenvscaling.tools.sandbox.exec_shell import ExecShell
 from autoenvscaling.tools.sandbox.harbor_env import ENVIRONMENTS
 from autoenvscaling.training.episode_env import StartTask
 
@@ -45,6 +54,12 @@ class LiveHarborTask:
     @property
     def sandbox(self) -> Sandbox:
         return self.environment.sandbox
+
+    async def open_shell(self) -> Any:
+        """A persistent shell in our sandbox; over `exec` for Harbor's own types."""
+        if hasattr(self.environment, "sandbox"):
+            return await self.sandbox.open_shell()
+        return ExecShell(self.environment)
 
     async def verify(self) -> float:
         """The task's verifier by the trial protocol (tools/verifier_protocol.py): by default a
@@ -74,36 +89,46 @@ class LiveHarborTask:
             shutil.rmtree(self.trial_dir, ignore_errors=True)
 
 
-def task_starter(backend: str) -> StartTask:
-    """`async (task_dir) -> LiveHarborTask` for an engine ('podman' or 'docker')."""
-    import_path = ENVIRONMENT_IMPORT_PATHS.get(backend)  # type: ignore[call-overload]
-    if import_path is None:
+def task_starter(backend: str, options: dict[str, Any] | None = None) -> StartTask:
+    """`async (task_dir) -> LiveHarborTask` for an engine ('podman', 'docker') or `harbor:<type>`;
+    `options` are Harbor EnvironmentConfig fields passed through. Bad names, options or a
+    backend that lacks what an episode needs fail here, before any sandbox starts."""
+    ours = {name: {"import_path": path} for name, path in ENVIRONMENT_IMPORT_PATHS.items()}
+    ours["harbor-docker"] = {"type": "docker"}  # Harbor's own docker (compose) type
+    if backend not in ours and not is_harbor_type(backend):
         raise SandboxError(
-            f"training episodes need a backend with a live shell: one of "
-            f"{sorted(ENVIRONMENT_IMPORT_PATHS)}, not {backend!r}"
+            f"training episodes run on {' | '.join(sorted(ours))} | harbor:<type>, not {backend!r}"
         )
+    try:
+        check_stages(backend, ["grpo"])
+        environment_config(backend, options, ours=ours)
+    except HarborBackendError as exc:
+        raise SandboxError(str(exc)) from None
 
     async def start(task_dir: Path) -> LiveHarborTask:
         os.environ.setdefault("HARBOR_TELEMETRY", "0")
         from harbor.environments.factory import EnvironmentFactory
         from harbor.models.task.task import Task
-        from harbor.models.trial.config import EnvironmentConfig
         from harbor.models.trial.paths import TrialPaths
 
         task = Task(task_dir=Path(task_dir))
         trial_dir = Path(tempfile.mkdtemp(prefix=f"aes-episode-{task.short_name}-"))
         paths = TrialPaths(trial_dir=trial_dir)
         paths.mkdir()
-        environment_config = EnvironmentConfig(import_path=import_path)
-        environment = EnvironmentFactory.create_environment_from_config(
-            config=environment_config,
-            environment_dir=task.paths.environment_dir,
-            environment_name=task.short_name,
-            session_id=f"train-{uuid.uuid4().hex[:12]}",
-            trial_paths=paths,
-            task_env_config=task.config.environment,
-        )
-        live = LiveHarborTask(task, environment, trial_dir, environment_config)
+        config = environment_config(backend, options, ours=ours)
+        try:
+            environment = EnvironmentFactory.create_environment_from_config(
+                config=config,
+                environment_dir=task.paths.environment_dir,
+                environment_name=task.short_name,
+                session_id=f"train-{uuid.uuid4().hex[:12]}",
+                trial_paths=paths,
+                task_env_config=task.config.environment,
+            )
+        except BaseException:
+            shutil.rmtree(trial_dir, ignore_errors=True)
+            raise
+        live = LiveHarborTask(task, environment, trial_dir, config)
         try:
             await environment.start(force_build=False)
             await environment.run_healthcheck()

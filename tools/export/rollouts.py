@@ -32,9 +32,12 @@ class RolloutFilter(BaseModel):
     round: int | None = None
     outcome: Outcome | None = None
     tag: str | None = None
+    attempts: list[str] | None = None  # these attempt ids only (the round report's selection)
 
     def accepts(self, trajectory: Trajectory) -> bool:
         attempt = trajectory.attempt
+        if self.attempts is not None and attempt.id not in self.attempts:
+            return False
         if self.round is not None and attempt.round != self.round:
             return False
         if self.outcome is not None and attempt.outcome != self.outcome:

@@ -62,6 +62,7 @@ async def calibrate(task: Path, config: GateConfig, prior: Prior) -> StageResult
             "reward": None if infrastructure_failure(o) else o.reward,
             "infrastructure": infrastructure_failure(o) is not None,
             "error": o.agent_metadata.get("error") or o.error,
+            "trial_dir": o.trial_dir,  # the round report links each rollout's trial folder
         }
         for o in outcomes
     ]

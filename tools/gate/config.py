@@ -12,7 +12,11 @@ from typing import Any, Literal, get_args
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from autoenvscaling.tools.trials import BackendName
+from autoenvscaling.tools.harbor_backends import (
+    HarborBackendError,
+    check_stages,
+    validate_backend,
+)
 
 StageName = Literal[
     "lint", "build", "oracle", "nop", "repeat", "anti_cheat", "decontam", "calibrate", "dedup"
@@ -21,7 +25,18 @@ StageName = Literal[
 #: ARCHITECTURE.md). A candidate stops at the first stage it fails.
 STAGES: tuple[StageName, ...] = get_args(StageName)
 
-GateBackend = BackendName  # one of our engines, or Harbor's own docker compose backend
+#: Our solver as a Harbor agent (graphs/solver.py); it attaches to the sandbox it runs in.
+OUR_SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
+GateBackend = str  # one of our engines, harbor-docker, or harbor:<type>
+#: Stages that start a sandbox, by the name their row has in harbor_backends.STAGE_NEEDS.
+SANDBOX_STAGES: tuple[StageName, ...] = (
+    "build",
+    "oracle",
+    "nop",
+    "repeat",
+    "anti_cheat",
+    "calibrate",
+)
 
 
 class GateConfig(BaseSettings):
@@ -29,10 +44,16 @@ class GateConfig(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="AUTOENVSCALING_GATE_", extra="forbid")
 
-    backend: GateBackend = Field(
+    backend: str = Field(
         "podman",
         description="Engine for builds and trials: podman (ours, daemonless), docker (a running "
-        "daemon) or harbor-docker (Harbor's own docker compose backend).",
+        "daemon), harbor-docker (Harbor's own docker compose backend) or harbor:<type> (Harbor's "
+        "environment types, e.g. harbor:modal; see README 'Scaling out').",
+    )
+    environment_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Harbor EnvironmentConfig fields passed through to every trial (e.g. "
+        '{"kwargs": {...}, "override_cpus": 2} for a harbor:<type> backend).',
     )
     repeat: int = Field(
         2,
@@ -157,6 +178,31 @@ class GateConfig(BaseSettings):
         if not 0.0 <= band[0] <= band[1] <= 1.0:
             raise ValueError(f"band must satisfy 0 <= low <= high <= 1, got {band}")
         return band
+
+    @model_validator(mode="after")
+    def _backend_can_run_the_stages(self) -> GateConfig:
+        # Before any sandbox starts: a bad name or option, or a stage the backend cannot serve.
+        try:
+            validate_backend(self.backend, self.environment_options)
+            check_stages(self.backend, self.sandbox_stages())
+        except HarborBackendError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def sandbox_stages(self) -> list[str]:
+        """The harbor_backends.STAGE_NEEDS rows this configuration runs."""
+        rows = [f"gate:{s}" for s in SANDBOX_STAGES if s not in self.skip]
+        if "anti_cheat" not in self.skip:
+            rows += ["gate:anti_cheat/tamperer"] if self.tamperer_probe else []
+            rows += ["gate:anti_cheat/interpreters"] if self.tamper_interpreters else []
+            # The cheat agent is our solver agent unless another Harbor agent is named.
+            ours = self.cheat_agent == OUR_SOLVER_AGENT or (
+                self.cheat_model and not self.cheat_agent
+            )
+            rows += ["gate:anti_cheat/cheat_agent"] if ours else []
+        if "calibrate" not in self.skip and self.solver == OUR_SOLVER_AGENT:
+            rows.append("gate:calibrate/our_solver")
+        return rows
 
     @model_validator(mode="after")
     def _enough_rollouts(self) -> GateConfig:

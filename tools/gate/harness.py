@@ -113,6 +113,7 @@ async def gate_trial(
                 task,
                 agent=agent,
                 backend=config.backend,
+                environment_options=config.environment_options,
                 trials_dir=trials_dir,
                 agent_kwargs=agent_kwargs,
                 agent_env=agent_env,

@@ -128,6 +128,7 @@ async def oracle(task: Path, config: GateConfig, prior: Prior) -> StageResult:
         )
     )
     details["rerun_rewards"] = [o.reward for o in reruns]
+    details["reruns"] = [_trial_details(o) for o in reruns]
     odd = [o for o in reruns if failure(o) is None and o.reward != outcome.reward]
     if odd:
         shown = ", ".join(
