@@ -132,3 +132,64 @@ async def test_first_model_input_is_identical_for_training_and_serving(
     finally:
         loop.stop()
     assert served_result == trained_result and trained_result.endswith("[exit code 1]")
+
+
+@needs_train
+def test_a_warm_up_episode_is_the_token_sequence_grpo_builds() -> None:
+    """A whole-episode warm-up demo (call, result, closing reply) renders as trl 1.16's GRPO
+    concatenates an episode: prompt ids + generated call + `_get_tool_suffix_ids` + next reply;
+    TRL parses the call as a `run` tool call and the closing reply as no call (the episode ends)."""
+    from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+    from trl.chat_template_utils import add_response_schema, parse_response
+
+    from autoenvscaling.training.tiny_model import (
+        IM_END,
+        Demo,
+        build_tokenizer,
+        demo_rows,
+        tool_call_reply,
+    )
+
+    tokenizer = add_response_schema(build_tokenizer())
+    result = render_result("", 0)
+    demo = Demo(
+        messages=first_messages("Create /app/done."),
+        reply=tool_call_reply("touch /app/done"),
+        tool_result=result,
+        final="Done.",
+    )
+    ids, labels = demo_rows(tokenizer, demo, prompt_tools())
+
+    prompt = _ids(
+        tokenizer.apply_chat_template(
+            conversation=[demo.messages],
+            tools=prompt_tools(),
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+        )["input_ids"][0]
+    )
+    trainer = SimpleNamespace(  # what _get_tool_suffix_ids reads of the trainer
+        processing_class=tokenizer,
+        _tokenizer=tokenizer,
+        chat_template=None,
+        chat_template_kwargs={},
+        _is_vlm=False,
+    )
+    suffix = GRPOTrainer._get_tool_suffix_ids(
+        trainer, [{"role": "tool", "name": "run", "content": result}]
+    )
+    call = tokenizer(demo.reply + IM_END, add_special_tokens=False)["input_ids"]
+    final = tokenizer("Done." + IM_END, add_special_tokens=False)["input_ids"]
+    assert ids == prompt + call + suffix + final
+    assert labels == [-100] * len(prompt) + call + [-100] * len(suffix) + final
+
+    parsed = parse_response(tokenizer, call, prefix=prompt, tools=prompt_tools())
+    assert parsed["tool_calls"][0]["function"] == {
+        "name": "run",
+        "arguments": {"command": "touch /app/done"},
+    }
+    closing = parse_response(tokenizer, final, prefix=prompt + call + suffix, tools=prompt_tools())
+    assert not closing.get("tool_calls") and closing["content"] == "Done."

@@ -65,6 +65,7 @@ def warmed(tmp_path_factory):
 
 def warmed_model(root: Path) -> tuple[Path, Path]:
     _embedded_ready()
+    from autoenvscaling.tools.agent_interface import render_result
     from autoenvscaling.training.embedded_setup import ensure_embedded_assets, ensure_hf_base_model
     from autoenvscaling.training.episode_env import episode_prompt
     from autoenvscaling.training.gguf_convert import convert_full_model
@@ -74,8 +75,17 @@ def warmed_model(root: Path) -> tuple[Path, Path]:
     base = ensure_hf_base_model(assets)
     root.mkdir(parents=True, exist_ok=True)
     prompt = episode_prompt(TOUCH_TASK["instruction.md"])
+    # Whole one-call episodes, as GRPO renders them: the call, its result (both commands print
+    # nothing in an empty /app) and a closing reply without a call. Taught the first call only,
+    # the model answers a tool result with another call, so within GRPO's tool-call budget
+    # (max_turns) most rollouts reach `touch` at some turn and a group scores alike.
     demos = [
-        {"messages": prompt, "reply": tool_call_reply(cmd)}
+        {
+            "messages": prompt,
+            "reply": tool_call_reply(cmd),
+            "tool_result": render_result("", 0),
+            "final": "Done.",
+        }
         for cmd in ("touch /app/done", "ls /app")
     ]
     (root / "demos.json").write_text(json.dumps(demos))

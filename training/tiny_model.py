@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -138,17 +139,82 @@ def build_model(tokenizer, spec: TinyModelSpec):
     return model
 
 
+class Demo(BaseModel):
+    """One warm-up demonstration: the first messages and the reply to learn after them; with
+    `tool_result` and `final`, a whole one-call episode — the reply's tool call, its result as
+    the episode renders it, and the reply that ends the episode (no tool call)."""
+
+    messages: list[dict[str, Any]]
+    reply: str
+    tool_result: str | None = None
+    final: str | None = None
+
+
+def tool_suffix_ids(tokenizer, name: str, content: str) -> list[int]:
+    """The ids GRPOTrainer appends after a tool call: the tool turn and the next assistant header.
+
+    trl 1.16 (`GRPOTrainer._get_tool_suffix_ids`) renders a dummy conversation with and without
+    the tool message and keeps the difference after the last EOS; the same here, so a warm-up
+    episode is the token sequence a GRPO episode is.
+    """
+    dummy = [
+        {"role": "user", "content": "dummy"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": name, "arguments": {}}}],
+        },
+    ]
+    prefix = _ids(tokenizer.apply_chat_template(dummy, add_generation_prompt=False, tokenize=True))
+    full = _ids(
+        tokenizer.apply_chat_template(
+            [*dummy, {"role": "tool", "name": name, "content": content}],
+            add_generation_prompt=True,
+            tokenize=True,
+        )
+    )
+    eos = [i for i, token in enumerate(prefix) if token == tokenizer.eos_token_id]
+    if eos:
+        prefix = prefix[: eos[-1] + 1]
+    if full[: len(prefix)] != prefix:
+        raise ValueError("the chat template does not preserve prefixes around a tool turn")
+    return full[len(prefix) :]
+
+
+def _ids(rendered) -> list[int]:
+    """apply_chat_template's token ids (transformers 5 may return a BatchEncoding)."""
+    return list(rendered["input_ids"] if hasattr(rendered, "keys") else rendered)
+
+
+def demo_rows(tokenizer, demo: Demo, tools: list | None = None) -> tuple[list[int], list[int]]:
+    """(input ids, labels) of one demonstration, as GRPO concatenates an episode: prompt, reply,
+    tool suffix, final reply. Loss on the model's own turns only (-100 elsewhere)."""
+    prompt = tokenizer.apply_chat_template(
+        demo.messages, tools=tools, add_generation_prompt=True, tokenize=False
+    )
+    p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    r_ids = tokenizer(demo.reply + IM_END, add_special_tokens=False)["input_ids"]
+    ids, labels = p_ids + r_ids, [-100] * len(p_ids) + r_ids
+    if demo.tool_result is not None and demo.final is not None:
+        call = json.loads(demo.reply.split("<tool_call>", 1)[1].split("</tool_call>", 1)[0])
+        suffix = tool_suffix_ids(tokenizer, call["name"], demo.tool_result)
+        f_ids = tokenizer(demo.final + IM_END, add_special_tokens=False)["input_ids"]
+        ids += suffix + f_ids
+        labels += [-100] * len(suffix) + f_ids
+    return ids, labels
+
+
 def warm_up(
     model,
     tokenizer,
-    examples: list[tuple[list[dict], str]],
+    examples: list[Demo | tuple[list[dict], str]],
     *,
     steps: int = 200,
     lr: float = 3e-3,
     seed: int = 0,
     tools: list | None = None,
 ) -> float:
-    """Teach the model `reply` after each `messages` prompt (loss on the reply only).
+    """Teach the model each demonstration's replies (`Demo`, or `(messages, reply)`).
 
     Returns the final loss. A few hundred steps make a random model emit well-formed tool calls
     most of the time while still sampling different commands: real variance for GRPO.
@@ -157,14 +223,8 @@ def warm_up(
 
     rng = random.Random(seed)
     torch.manual_seed(seed)
-    rows = []
-    for messages, reply in examples:
-        prompt = tokenizer.apply_chat_template(
-            messages, tools=tools, add_generation_prompt=True, tokenize=False
-        )
-        p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        r_ids = tokenizer(reply + IM_END, add_special_tokens=False)["input_ids"]
-        rows.append((p_ids + r_ids, [-100] * len(p_ids) + r_ids))
+    demos = [e if isinstance(e, Demo) else Demo(messages=e[0], reply=e[1]) for e in examples]
+    rows = [demo_rows(tokenizer, demo, tools) for demo in demos]
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
     loss_value = float("nan")
@@ -190,7 +250,7 @@ def build_tiny_model(
     *,
     spec: TinyModelSpec | None = None,
     corpus: list[str] | None = None,
-    warmup_examples: list[tuple[list[dict], str]] | None = None,
+    warmup_examples: list[Demo | tuple[list[dict], str]] | None = None,
     warmup_steps: int = 200,
     warmup_tools: list | None = None,
 ) -> Path:
@@ -198,8 +258,10 @@ def build_tiny_model(
     spec = spec or TinyModelSpec()
     out = Path(out_dir)
     extra = list(corpus or [])
-    for messages, reply in warmup_examples or []:
-        extra += [m["content"] for m in messages] + [reply]
+    for example in warmup_examples or []:
+        demo = example if isinstance(example, Demo) else Demo(messages=example[0], reply=example[1])
+        extra += [m["content"] for m in demo.messages] + [demo.reply]
+        extra += [text for text in (demo.tool_result, demo.final) if text]
     tokenizer = build_tokenizer(extra, vocab_size=spec.vocab_size)
     model = build_model(tokenizer, spec)
     if warmup_examples:

@@ -6,7 +6,9 @@ demonstrations (loss on the reply only) fixes the format while sampling still va
 
     python -m autoenvscaling.training.warmup --base HF_DIR --out HF_DIR --demos demos.json
 
-`demos.json`: [{"messages": [{"role": ..., "content": ...}, ...], "reply": "<tool_call>..."}].
+`demos.json`: [{"messages": [{"role": ..., "content": ...}, ...], "reply": "<tool_call>...",
+"tool_result": "...", "final": "..."}] (`tiny_model.Demo`; with `tool_result` and `final`, a
+whole one-call episode, so the policy also learns to stop after its call).
 Runs in its own process (it imports torch); the graph process never does.
 """
 
@@ -25,14 +27,14 @@ def warm_up_model(
 
     from autoenvscaling.training.episode_env import prompt_tools
     from autoenvscaling.training.grpo_worker import ensure_tool_template
-    from autoenvscaling.training.tiny_model import warm_up
+    from autoenvscaling.training.tiny_model import Demo, warm_up
 
     tokenizer = AutoTokenizer.from_pretrained(base)
     ensure_tool_template(tokenizer)  # the template GRPO will render and parse tool calls with
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    examples = [(d["messages"], d["reply"]) for d in demos]
+    examples = [Demo.model_validate(d) for d in demos]
     loss = warm_up(model, tokenizer, examples, steps=steps, lr=lr, seed=seed, tools=prompt_tools())
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
