@@ -110,6 +110,7 @@ def warmed_model(root: Path) -> tuple[Path, Path]:
         timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    (root / "warmup.json").write_text(done.stdout)  # loss and per-demo log-probabilities
     gguf = root / "warm.q8_0.gguf"
     convert_full_model(
         root / "hf", gguf, converter_dir=assets.converter_dir, vocab_from=assets.model_path

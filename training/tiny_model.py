@@ -245,6 +245,30 @@ def warm_up(
     return loss_value
 
 
+def demo_logprobs(model, tokenizer, demos: list[Demo], tools: list | None = None) -> list[dict]:
+    """Per demonstration, the model's log-probability of its reply (the first call) and of its
+    closing reply: how a warm-up left the choice between demonstrated commands (GRPO needs a
+    group's samples to differ) and whether the model stops after the call."""
+    import torch
+
+    out = []
+    for demo in demos:
+        ids, labels = demo_rows(tokenizer, demo, tools)
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids])).logits[0, :-1].float()
+        token_lp = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
+        learned = [i for i, label in enumerate(labels[1:]) if label != -100]
+        runs: list[list[int]] = []  # contiguous labelled runs: the reply, then the closing reply
+        for i in learned:
+            if runs and runs[-1][-1] == i - 1:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        sums = [round(float(token_lp[run].sum()), 3) for run in runs]
+        out.append({"reply": sums[0], "final": sums[1] if len(sums) > 1 else None})
+    return out
+
+
 def build_tiny_model(
     out_dir: Path | str,
     *,

@@ -21,13 +21,13 @@ from pathlib import Path
 
 def warm_up_model(
     base: Path, out: Path, demos: list[dict], *, steps: int = 30, lr: float = 5e-5, seed: int = 0
-) -> float:
+) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from autoenvscaling.training.episode_env import prompt_tools
     from autoenvscaling.training.grpo_worker import ensure_tool_template
-    from autoenvscaling.training.tiny_model import Demo, warm_up
+    from autoenvscaling.training.tiny_model import Demo, demo_logprobs, warm_up
 
     tokenizer = AutoTokenizer.from_pretrained(base)
     ensure_tool_template(tokenizer)  # the template GRPO will render and parse tool calls with
@@ -39,7 +39,11 @@ def warm_up_model(
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    return loss
+    return {
+        "out": str(out),
+        "final_loss": loss,
+        "demo_logprobs": demo_logprobs(model, tokenizer, examples, tools=prompt_tools()),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,10 +54,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--lr", type=float, default=5e-5)
     args = parser.parse_args(argv)
-    loss = warm_up_model(
+    summary = warm_up_model(
         args.base, args.out, json.loads(args.demos.read_text()), steps=args.steps, lr=args.lr
     )
-    print(json.dumps({"out": str(args.out), "final_loss": loss}))
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":
