@@ -25,9 +25,12 @@ from .conftest import REPO
 
 pytestmark = pytest.mark.slow
 
+# The instruction names both commands the warm-up demonstrates: SmolLM2's prior for the two calls
+# is then about even (log-probabilities -19.7 vs -19.4), where naming `touch` alone put it 16 nats
+# ahead of `ls` and every GRPO sample of a group could pick it.
 TOUCH_TASK = {
-    "instruction.md": "Create the file `/app/done` by calling the run tool with the command "
-    "`touch /app/done`.\n",
+    "instruction.md": "Call the run tool once, with one of these two commands: "
+    "`touch /app/done` or `ls /app`.\n",
     "task.toml": 'schema_version = "1.4"\n[metadata]\nauthor_name = "autoenvscaling"\n'
     'difficulty = "easy"\ncategory = "shell"\n[agent]\ntimeout_sec = 120\n'
     '[verifier]\ntimeout_sec = 30\n[environment]\nnetwork_mode = "no-network"\n'
