@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import operator
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -23,6 +22,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, Send, interrupt
 
 from autoenvscaling.graphs.agent_loop import LoopBudget
+from autoenvscaling.graphs.config import FlywheelContext
 from autoenvscaling.graphs.models import ModelConfig, Policy
 from autoenvscaling.graphs.solver import SolverSettings, solve_task
 from autoenvscaling.tools.harbor_backends import check_stages
@@ -34,98 +34,6 @@ from autoenvscaling.tools.rollout_store import RolloutStore
 from autoenvscaling.tools.run_dir import RunDir
 
 REPO_SEED = Path(__file__).resolve().parents[1] / "tasks" / "seed"
-
-
-@dataclass(kw_only=True)
-class FlywheelContext:
-    """Run configuration; Studio shows it as the flywheel's form."""
-
-    run_dir: str = field(default="runs/default", metadata={"description": "Run folder"})
-    rounds: int = field(default=1, metadata={"description": "Rounds to run"})
-    proposals: int = field(default=2, metadata={"description": "Proposers per round (K)"})
-    arm: str = field(
-        default="terminal", metadata={"description": "terminal | error_feedback | prompt_only"}
-    )
-    solver_feedback: bool = field(
-        default=True, metadata={"description": "Give proposers the solver's rollouts"}
-    )
-    max_revisions: int = field(default=2, metadata={"description": "Revisions after a rejection"})
-    policy_model: str = field(
-        default="openai:policy", metadata={"description": "Shared policy (both roles)"}
-    )
-    policy_base_url: str | None = field(
-        default=None, metadata={"description": "Policy endpoint (vLLM etc.)"}
-    )
-    policy_tool_choice: str | None = field(
-        default=None, metadata={"description": "'auto' for servers that constrain tool calls"}
-    )
-    proposer_model: str | None = field(
-        default=None, metadata={"description": "Override: proposer model"}
-    )
-    proposer_base_url: str | None = field(default=None, metadata={"description": "Its endpoint"})
-    solver_model: str | None = field(
-        default=None, metadata={"description": "Override: solver model"}
-    )
-    solver_base_url: str | None = field(default=None, metadata={"description": "Its endpoint"})
-    proposer_max_turns: int = field(default=16, metadata={"description": "Proposer model calls"})
-    solver_max_turns: int = field(default=8, metadata={"description": "Solver model calls"})
-    max_tokens: int = field(default=4096, metadata={"description": "Cap on one model reply"})
-    band_low: float = field(default=0.25, metadata={"description": "Difficulty band, low"})
-    band_high: float = field(default=0.75, metadata={"description": "Difficulty band, high"})
-    calibration_rollouts: int = field(default=4, metadata={"description": "Solver rollouts"})
-    calibrate: bool = field(default=True, metadata={"description": "Run the calibrate stage"})
-    refresh_attempts: int = field(default=2, metadata={"description": "Solver attempts per task"})
-    refresh_limit: int = field(
-        default=0, metadata={"description": "Pool tasks re-measured (0=all)"}
-    )
-    baseline_tasks: int = field(
-        default=4, metadata={"description": "Pool tasks measured before round 1 (0=none)"}
-    )
-    baseline_attempts: int = field(
-        default=1, metadata={"description": "Solver attempts per baseline task"}
-    )
-    heldout_dir: str | None = field(default=None, metadata={"description": "Held-out tasks"})
-    decontam_dirs: list[str] = field(
-        default_factory=list, metadata={"description": "Benchmarks to decontaminate against"}
-    )
-    seed_dir: str | None = field(default=None, metadata={"description": "Initial pool"})
-    backend: str = field(default="podman", metadata={"description": "podman | docker"})
-    concurrency: int = field(default=2, metadata={"description": "Trials in flight"})
-    train: bool = field(default=True, metadata={"description": "Run the training node"})
-    base_model: str | None = field(
-        default=None, metadata={"description": "HF weights of the policy, for training"}
-    )
-    train_steps: int = field(default=2, metadata={"description": "GRPO optimizer steps"})
-    train_tasks_per_step: int = field(default=2, metadata={"description": "GRPO groups per step"})
-    brief_examples: int = field(default=2, metadata={"description": "Example tasks in the brief"})
-    brief_file_chars: int = field(default=2500, metadata={"description": "Cap per example file"})
-    num_generations: int = field(default=4, metadata={"description": "GRPO group size"})
-    policy_server: str = field(
-        default="none", metadata={"description": "none | embedded | vllm: who swaps"}
-    )
-    human_review: bool = field(
-        default=False, metadata={"description": "Pause for a human to review admissions"}
-    )
-    proposer_training: bool = field(
-        default=True, metadata={"description": "Train the proposer on the gate's reward too"}
-    )
-    proposer_update_every: int = field(
-        default=1, metadata={"description": "Proposer GRPO update every N rounds"}
-    )
-    proposer_group_size: int = field(
-        default=1,
-        metadata={"description": "Proposers sharing one brief: a proposer GRPO group needs >= 2"},
-    )
-    proposer_train_steps: int = field(default=1, metadata={"description": "Proposer GRPO steps"})
-    cold_start: bool = field(
-        default=False, metadata={"description": "The policy starts from a cold-start checkpoint"}
-    )
-    policy_checkpoint_id: str | None = field(
-        default=None, metadata={"description": "Registry id of the starting checkpoint"}
-    )
-    price_per_mtok: tuple[float, float] = field(
-        default=(0.0, 0.0), metadata={"description": "USD per 1M prompt / completion tokens"}
-    )
 
 
 class FlywheelInput(TypedDict, total=False):
@@ -268,7 +176,7 @@ async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
     # that offers no attach is refused here, before the run folder or any sandbox exists.
     check_stages(ctx.backend, ["solve"])
     run = _run(ctx)
-    config = {**vars(ctx), "decontamination": decontamination_status(ctx)}
+    config = {**ctx.model_dump(), "decontamination": decontamination_status(ctx)}
     manifest = await asyncio.to_thread(run.create, config)
     pool = Pool(run.pool)
     seed = Path(ctx.seed_dir) if ctx.seed_dir else REPO_SEED

@@ -10,6 +10,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autoenvscaling.graphs.config import preset
 from autoenvscaling.graphs.models import ModelConfig, Policy
 from autoenvscaling.tools.metrics import CandidateRecord
 from autoenvscaling.tools.pool import Pool
@@ -21,23 +22,6 @@ if TYPE_CHECKING:
     from autoenvscaling.graphs.flywheel import FlywheelContext, SlotTask
     from autoenvscaling.tools.sandbox.base import Backend
     from autoenvscaling.training.policy import PolicyServer
-
-# Sized so one embedded round fits in ~15 min on 2 CPU cores (SmolLM2-135M at ~50 tokens/s);
-# every value shows in the run's manifest and can be overridden on the command line.
-EMBEDDED_BUDGETS: dict[str, Any] = {
-    "proposer_max_turns": 6,
-    "solver_max_turns": 4,
-    "max_tokens": 384,
-    "refresh_attempts": 1,
-    "refresh_limit": 4,
-    "baseline_tasks": 2,
-    "calibration_rollouts": 4,
-    "train_steps": 2,
-    "num_generations": 4,
-    "train_tasks_per_step": 1,
-    "brief_examples": 1,
-    "brief_file_chars": 1200,
-}
 
 # Live policy servers of this process, by kind: they are processes, not graph state.
 _SERVERS: dict[str, Any] = {}
@@ -72,9 +56,7 @@ async def embedded_defaults(
     values: dict[str, Any] = {
         "policy_model": f"openai:{ref.model}",
         "policy_base_url": ref.base_url,
-        "policy_server": "embedded",
-        "policy_tool_choice": "auto",
-        **EMBEDDED_BUDGETS,
+        **preset("embedded"),
     }
     if base_model is not None:
         values["base_model"] = str(base_model)
