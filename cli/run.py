@@ -11,14 +11,17 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
 from autoenvscaling.cli.config_options import with_config_options
-from autoenvscaling.graphs.config import RunConfig
+from autoenvscaling.graphs.config import FlywheelContext, RunConfig
 from autoenvscaling.tools.progress import TaskProgress
+
+if TYPE_CHECKING:
+    from autoenvscaling.graphs.policy_servers import PolicyServers
 
 run_app = typer.Typer()
 console = Console(stderr=True)
@@ -183,16 +186,18 @@ def run(
     values["seed_dir"] = str(values["seed_dir"]) if values["seed_dir"] else None
 
     async def main() -> None:
-        from autoenvscaling.graphs.flywheel_roles import embedded_defaults, shutdown_servers
+        from autoenvscaling.graphs.flywheel_roles import embedded_defaults
+        from autoenvscaling.graphs.policy_servers import PolicyServers
 
-        try:
+        # The run owns its policy servers: they stop when it ends, crash or Ctrl-C included.
+        async with PolicyServers() as servers:
             if embedded:
-                for key, value in (await embedded_defaults(console)).items():
+                for key, value in (await embedded_defaults(servers, console)).items():
                     if values.get(key) is None:  # the command line wins over the defaults
                         values[key] = value
             if cold_start:
-                values.update(await _cold_start(values, run_dir, embedded))
-            ctx = RunConfig.from_values(values)
+                values.update(await _cold_start(values, run_dir, embedded, servers))
+            ctx = FlywheelContext.from_values(values).with_servers(servers)
             async with AsyncSqliteSaver.from_conn_string(str(graph_db)) as saver:
                 graph = build_flywheel(checkpointer=saver)
                 config = {"configurable": {"thread_id": THREAD}, "recursion_limit": 10_000}
@@ -211,8 +216,6 @@ def run(
                 quiet = human_review and not yes
                 with TaskProgress("rounds", total=rounds, quiet=quiet, console=console) as bar:
                     await _stream(graph, payload, config, ctx, yes, bar)
-        finally:
-            await shutdown_servers()
 
     asyncio.run(main())
     from autoenvscaling.tools.report import write_run_report
@@ -225,16 +228,17 @@ def run(
         console.print(f"[yellow]{exc}[/]")
 
 
-async def _cold_start(values: dict[str, Any], run_dir: Path, embedded: bool) -> dict[str, Any]:
+async def _cold_start(
+    values: dict[str, Any], run_dir: Path, embedded: bool, servers: PolicyServers
+) -> dict[str, Any]:
     """Build (once) and serve the cold-start checkpoint; the values that name it for both roles."""
     from autoenvscaling.graphs.flywheel import REPO_SEED
-    from autoenvscaling.graphs.flywheel_roles import _policy_server
     from autoenvscaling.graphs.models import Policy
     from autoenvscaling.graphs.role_training import adopt_cold_start, cold_start_checkpoint
 
     if not values.get("base_model"):
         raise typer.BadParameter("--cold-start needs the policy's HF weights (--base-model)")
-    server = _policy_server(RunConfig.from_values(values))
+    server = servers.for_config(RunConfig.from_values(values))
     if server is None:
         raise typer.BadParameter("--cold-start needs a policy server that swaps checkpoints")
     if embedded:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from autoenvscaling.graphs.policy_servers import PolicyServers
 
 
 @dataclass(frozen=True)
@@ -140,15 +142,30 @@ class RunConfig(BaseModel):
     )
 
     @classmethod
-    def from_values(cls, values: dict[str, Any]) -> RunConfig:
+    def from_values(cls, values: dict[str, Any]) -> Self:
         """The settings named in `values`; None and names that are not settings are left out
         (None means "not given": the field's default applies)."""
         names = cls.model_fields
         return cls(**{k: v for k, v in values.items() if k in names and v is not None})
 
 
-#: The flywheel graph's context is the run configuration itself.
-FlywheelContext = RunConfig
+class FlywheelContext(RunConfig):
+    """The flywheel graph's runtime context: the run's settings, plus the policy servers the run
+    owns (a live resource, so a private attribute: never in Studio's form, the manifest or a
+    checkpoint). A context made without servers gets an empty set of its own."""
+
+    _servers: PolicyServers = PrivateAttr(default_factory=PolicyServers)
+
+    @property
+    def servers(self) -> PolicyServers:
+        return self._servers
+
+    def with_servers(self, servers: PolicyServers) -> Self:
+        """This context, using the run's `servers`."""
+        copy = self.model_copy()
+        copy._servers = servers
+        return copy
+
 
 #: Presets: settings that differ from the defaults (the defaults are sized for a GPU policy
 #: server). "embedded" is sized so one round fits in ~15 min on 2 CPU cores (SmolLM2-135M at

@@ -19,26 +19,25 @@ from autoenvscaling.tools.run_dir import RunDir
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from autoenvscaling.graphs.flywheel import FlywheelContext, SlotTask
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel import SlotTask
+    from autoenvscaling.graphs.policy_servers import PolicyServers
     from autoenvscaling.tools.sandbox.base import Backend
-    from autoenvscaling.training.policy import PolicyServer
-
-# Live policy servers of this process, by kind: they are processes, not graph state.
-_SERVERS: dict[str, Any] = {}
 
 
 # -- policy serving ------------------------------------------------------------------------------
 async def embedded_defaults(
+    servers: PolicyServers,
     console: Console | None = None,
     *,
     model_path: Path | None = None,
     base_model: Path | None = None,
 ) -> dict[str, Any]:
-    """Set up (once per machine) and start the embedded policy; returns flywheel context values.
+    """Set up (once per machine) and start the embedded policy among the run's `servers`;
+    returns flywheel context values (the "embedded" preset and what the server serves).
 
     `model_path` / `base_model` serve and train another GGUF / HF pair (e.g. a warmed-up model).
     """
-    from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
     from autoenvscaling.training.embedded_setup import ensure_embedded_assets
 
     if console:
@@ -46,13 +45,7 @@ async def embedded_defaults(
     assets = await asyncio.to_thread(ensure_embedded_assets)
     if console:
         console.print(f"  {assets.summary()}")
-    server = _SERVERS.get("embedded")
-    if server is None:
-        server = EmbeddedLlamaServer(model_path=model_path or assets.model_path)
-        ref = await asyncio.to_thread(server.start)
-        _SERVERS["embedded"] = server
-    else:
-        ref = server.current()
+    ref = await servers.start_embedded(model_path or assets.model_path)
     values: dict[str, Any] = {
         "policy_model": f"openai:{ref.model}",
         "policy_base_url": ref.base_url,
@@ -75,16 +68,6 @@ async def embedded_defaults(
     return values
 
 
-def _policy_server(ctx: FlywheelContext) -> PolicyServer | None:
-    if ctx.policy_server == "embedded":
-        return _SERVERS.get("embedded")
-    if ctx.policy_server == "vllm" and ctx.policy_base_url:
-        from autoenvscaling.training.vllm_server import VLLMPolicyServer
-
-        return VLLMPolicyServer(base_url=ctx.policy_base_url, base_model=ctx.base_model or "")
-    return None
-
-
 async def rebind_policy(
     ctx: FlywheelContext, run: RunDir, policy: dict[str, Any] | None
 ) -> str | None:
@@ -97,7 +80,7 @@ async def rebind_policy(
     from autoenvscaling.training.checkpoints import CheckpointRegistry
     from autoenvscaling.training.policy import PolicySwapError
 
-    server = _policy_server(ctx)
+    server = ctx.servers.for_config(ctx)
     if server is None:
         raise PolicySwapError(
             f"the run's policy is checkpoint {policy['checkpoint_id']}, but no policy server "
@@ -112,12 +95,6 @@ async def rebind_policy(
             f"names {policy['model']!r}"
         )
     return ref.model
-
-
-async def shutdown_servers() -> None:
-    for kind in list(_SERVERS):
-        server = _SERVERS.pop(kind)
-        await asyncio.to_thread(server.stop)
 
 
 # -- training ------------------------------------------------------------------------------------
@@ -200,7 +177,7 @@ async def run_training(
             "kind": checkpoint.kind,
         }
     )
-    server = _policy_server(ctx)
+    server = ctx.servers.for_config(ctx)
     if server is None:
         summary["reason"] = (
             "checkpoint published but no policy server swaps it in "
@@ -490,5 +467,4 @@ __all__ = [
     "run_gate",
     "run_proposer",
     "run_training",
-    "shutdown_servers",
 ]

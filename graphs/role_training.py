@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from autoenvscaling.graphs.models import Policy
 
 if TYPE_CHECKING:
-    from autoenvscaling.graphs.flywheel import FlywheelContext
+    from autoenvscaling.graphs.config import FlywheelContext
     from autoenvscaling.tools.run_dir import RunDir
     from autoenvscaling.training.policy import Checkpoint, PolicyServer
 
@@ -72,7 +72,6 @@ async def train_proposer(
     work.mkdir(parents=True, exist_ok=True)
     (work / "plan.json").write_text(plan.model_dump_json(indent=2))
 
-    from autoenvscaling.graphs.flywheel_roles import _policy_server
     from autoenvscaling.training.backend import TrainHyperParams, TrainingError
     from autoenvscaling.training.checkpoints import CheckpointRegistry
     from autoenvscaling.training.policy import PolicySwapError
@@ -113,7 +112,7 @@ async def train_proposer(
             "kind": result.checkpoint.kind,
         }
     )
-    server = _policy_server(ctx)
+    server = ctx.servers.for_config(ctx)
     if server is None:
         summary["reason"] = (
             "checkpoint published; no policy server swaps it in (policy_server=none)"

@@ -89,17 +89,18 @@ from pathlib import Path
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from autoenvscaling.graphs import flywheel_roles
 from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
+from autoenvscaling.graphs.policy_servers import PolicyServers
 from autoenvscaling.tools.run_dir import RunDir
 
 args = json.loads(sys.argv[1])
 
 async def main():
-    try:
+    async with PolicyServers() as servers:
         values = await flywheel_roles.embedded_defaults(
-            model_path=Path(args["gguf"]), base_model=Path(args["hf"])
+            servers, model_path=Path(args["gguf"]), base_model=Path(args["hf"])
         )
         print("SERVING", values["policy_base_url"], flush=True)
-        ctx = FlywheelContext(**{**values, **args["ctx"]})
+        ctx = FlywheelContext(**{**values, **args["ctx"]}).with_servers(servers)
         async with AsyncSqliteSaver.from_conn_string(args["db"]) as saver:
             graph = build_flywheel(checkpointer=saver)
             config = {"configurable": {"thread_id": "t"}, "recursion_limit": 500}
@@ -110,11 +111,9 @@ async def main():
                 )
                 print("REBOUND", name, flush=True)
             final = await graph.ainvoke(None if args["resume"] else {"rounds": 2}, config, context=ctx)
-            served = await flywheel_roles._SERVERS["embedded"].served_models()
+            served = await servers.embedded.served_models()
             print("FINAL", json.dumps({"policy": final["policy"], "served": served,
                                        "rounds": [m["round"] for m in final["metrics"]]}), flush=True)
-    finally:
-        await flywheel_roles.shutdown_servers()
 
 asyncio.run(main())
 """

@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 from autoenvscaling.cli.config_options import option_default, option_flag
 from autoenvscaling.cli.main import app
-from autoenvscaling.graphs.config import PRESETS, RunConfig, cli_marker, preset
+from autoenvscaling.graphs.config import PRESETS, FlywheelContext, RunConfig, cli_marker, preset
 from autoenvscaling.graphs.flywheel import build_flywheel
+from autoenvscaling.graphs.policy_servers import PolicyServers
 
 # The command's own options: how to run, not what the run is.
 OWN = {"resume", "yes", "help"}
@@ -95,7 +96,7 @@ def test_a_preset_with_a_typo_fails():
 
 def test_the_studio_form_is_the_configuration():
     graph = build_flywheel()
-    assert graph.context_schema is RunConfig
+    assert issubclass(graph.context_schema, RunConfig)
     schema = graph.get_context_jsonschema()
     assert set(schema["properties"]) == set(RunConfig.model_fields)
     for name, field in RunConfig.model_fields.items():
@@ -112,3 +113,31 @@ def test_the_embedded_run_overrides_only_what_is_not_given():
     config = RunConfig.from_values(merged)
     assert (config.max_tokens, config.solver_max_turns, config.rounds) == (999, 4, 3)
     assert config.policy_server == "embedded"
+
+
+class _Stoppable:
+    stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+async def test_each_run_owns_its_policy_servers():
+    """No process-wide registry: a context sees only the servers of the run it belongs to, and
+    they stop when that run's block ends."""
+    mine, other = PolicyServers(), PolicyServers()
+    server = _Stoppable()
+    mine.embedded = server  # type: ignore[assignment]
+    ctx = FlywheelContext(policy_server="embedded").with_servers(mine)
+    assert ctx.servers.for_config(ctx) is server
+    assert ctx.model_copy().servers is mine  # a copied context still names the run's servers
+    assert FlywheelContext(policy_server="embedded").with_servers(other).servers.embedded is None
+    assert FlywheelContext(policy_server="embedded").servers.for_config(ctx) is None
+    # A live resource, not a setting: never in the manifest's config or Studio's form.
+    assert set(ctx.model_dump()) == set(RunConfig.model_fields)
+    assert set(FlywheelContext.model_json_schema()["properties"]) == set(RunConfig.model_fields)
+    async with mine:
+        pass
+    assert server.stopped and mine.embedded is None
+    vllm = FlywheelContext(policy_server="vllm", policy_base_url="http://127.0.0.1:9/v1")
+    assert type(vllm.servers.for_config(vllm)).__name__ == "VLLMPolicyServer"
