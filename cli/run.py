@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -80,14 +82,24 @@ async def _stream(
         payload = Command(resume=vetoed)
 
 
+@asynccontextmanager
+async def _saver(graph_db: Path) -> AsyncIterator[Any]:
+    """The run's SQLite checkpointer, restoring the flywheel state's models."""
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from autoenvscaling.graphs.flywheel import checkpoint_serde
+
+    async with aiosqlite.connect(str(graph_db)) as conn:
+        yield AsyncSqliteSaver(conn, serde=checkpoint_serde())
+
+
 async def _checkpointed(graph_db: Path) -> bool:
     """Whether the run's graph database holds a checkpoint (a run that really started)."""
     if not graph_db.is_file():
         return False
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
     try:
-        async with AsyncSqliteSaver.from_conn_string(str(graph_db)) as saver:
+        async with _saver(graph_db) as saver:
             return await saver.aget_tuple({"configurable": {"thread_id": THREAD}}) is not None
     except Exception as exc:  # noqa: BLE001 - a torn or foreign file: say so plainly
         raise typer.BadParameter(
@@ -128,8 +140,6 @@ def run(
     config_values: dict[str, Any],
 ) -> None:
     """Run the flywheel: propose, admit, train, swap, refresh. Resumable with --resume."""
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
     from autoenvscaling.graphs.flywheel import build_flywheel
 
     values = dict(config_values)  # the settings given (None: not given), by field name
@@ -198,7 +208,7 @@ def run(
             if cold_start:
                 values.update(await _cold_start(values, run_dir, embedded, servers))
             ctx = FlywheelContext.from_values(values).with_servers(servers)
-            async with AsyncSqliteSaver.from_conn_string(str(graph_db)) as saver:
+            async with _saver(graph_db) as saver:
                 graph = build_flywheel(checkpointer=saver)
                 config = {"configurable": {"thread_id": THREAD}, "recursion_limit": 10_000}
                 if resume:  # the server is new: load the policy the saved state names

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send, interrupt
@@ -43,7 +44,7 @@ class FlywheelInput(TypedDict, total=False):
 class FlywheelState(TypedDict, total=False):
     run_id: str
     round: int
-    policy: dict[str, Any]
+    policy: Policy  # the model both roles use; a swap writes a new one
     brief: dict[str, Any]
     candidates: Annotated[list[dict[str, Any]], operator.add]
     round_started: float
@@ -56,7 +57,7 @@ class SlotTask(TypedDict):
     slot: int
     round: int
     run_id: str
-    policy: dict[str, Any]
+    policy: Policy
     brief: dict[str, Any]
 
 
@@ -183,15 +184,12 @@ async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
     if not pool.entries() and seed.exists():
         await asyncio.to_thread(pool.seed_from, seed)
     RolloutStore(run.rollouts).close()  # creates the schema once
-    policy = (
-        state.get("policy")
-        or Policy(
-            model=ctx.policy_model,
-            base_url=ctx.policy_base_url,
-            tool_choice=ctx.policy_tool_choice,
-            checkpoint_id=ctx.policy_checkpoint_id,
-            version=ctx.policy_checkpoint_id or "base",
-        ).model_dump()
+    policy = state.get("policy") or Policy(
+        model=ctx.policy_model,
+        base_url=ctx.policy_base_url,
+        tool_choice=ctx.policy_tool_choice,
+        checkpoint_id=ctx.policy_checkpoint_id,
+        version=ctx.policy_checkpoint_id or "base",
     )
     return {"run_id": manifest.run_id, "round": state.get("round", 1), "policy": policy}
 
@@ -205,7 +203,7 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
 
     seconds: dict[str, float] = {}
     if state["round"] == 1:
-        await measure_baseline(ctx, run, state["run_id"], Policy(**state["policy"]))
+        await measure_baseline(ctx, run, state["run_id"], state["policy"])
         seconds["baseline"] = round(time.monotonic() - started, 2)
 
     brief = await asyncio.to_thread(
@@ -215,7 +213,7 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
         solver_feedback=ctx.solver_feedback,
         band=(ctx.band_low, ctx.band_high),
         round=state["round"],
-        policy_version=Policy(**state["policy"]).version,
+        policy_version=state["policy"].version,
         n_examples=ctx.brief_examples,
         max_file_chars=ctx.brief_file_chars,
         variant=state["round"],
@@ -260,7 +258,7 @@ async def propose_one(
 
     ctx = _ctx(runtime)
     candidate = await run_proposer(
-        ctx, _run(ctx), task, _role_model(ctx, Policy(**task["policy"]), "proposer")
+        ctx, _run(ctx), task, _role_model(ctx, task["policy"], "proposer")
     )
     return Command(goto=Send("admit_one", {**task, "candidate": candidate}))
 
@@ -272,7 +270,7 @@ async def admit_one(item: dict[str, Any], runtime: Runtime[FlywheelContext]) -> 
     ctx = _ctx(runtime)
     run = _run(ctx)
     record: CandidateRecord = await run_gate(
-        ctx, run, item, _role_model(ctx, Policy(**item["policy"]), "solver")
+        ctx, run, item, _role_model(ctx, item["policy"], "solver")
     )
     if record.admitted:
         from autoenvscaling.tools.task_format import TaskFormatError, load_task
@@ -367,7 +365,7 @@ async def refresh(
     started = time.monotonic()
     run = _run(ctx)
     pool = Pool(run.pool)
-    policy = Policy(**state["policy"])
+    policy = state["policy"]
     round_ = state["round"]
     entries = pool.entries("active")
     if ctx.refresh_limit:
@@ -444,6 +442,18 @@ async def refresh(
     if round_ >= ctx.rounds:
         return Command(goto=END, update=update)
     return Command(goto="inspect", update=update)
+
+
+#: The models flywheel state holds; a checkpointer restores exactly these (and no other class).
+STATE_MODELS: tuple[type, ...] = (Policy,)
+
+
+def checkpoint_serde() -> JsonPlusSerializer:
+    """The serializer for a flywheel checkpointer: restores the state's models by name and
+    refuses any other class a checkpoint might name (LangGraph's strict msgpack mode)."""
+    return JsonPlusSerializer(
+        allowed_msgpack_modules=[(m.__module__, m.__name__) for m in STATE_MODELS]
+    )
 
 
 def build_flywheel(checkpointer: Any = None, store: Any = None, *, name: str = "flywheel") -> Any:

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from autoenvscaling.graphs.config import FlywheelContext
-    from autoenvscaling.graphs.flywheel import SlotTask
+    from autoenvscaling.graphs.flywheel import FlywheelState, SlotTask
     from autoenvscaling.graphs.policy_servers import PolicyServers
+    from autoenvscaling.tools.gate import GateConfig, Verdict
     from autoenvscaling.tools.sandbox.base import Backend
 
 
@@ -68,14 +69,12 @@ async def embedded_defaults(
     return values
 
 
-async def rebind_policy(
-    ctx: FlywheelContext, run: RunDir, policy: dict[str, Any] | None
-) -> str | None:
+async def rebind_policy(ctx: FlywheelContext, run: RunDir, policy: Policy | None) -> str | None:
     """On resume: make the live policy server (a new process on a new port) serve the checkpoint
     the graph state names, under the same model name. Returns that name, or None when the state
     names the base model (nothing to load). Raises PolicySwapError when it cannot be served:
     resuming against a server that lacks the policy would score the wrong model."""
-    if not policy or not policy.get("checkpoint_id"):
+    if policy is None or not policy.checkpoint_id:
         return None
     from autoenvscaling.training.checkpoints import CheckpointRegistry
     from autoenvscaling.training.policy import PolicySwapError
@@ -83,24 +82,24 @@ async def rebind_policy(
     server = ctx.servers.for_config(ctx)
     if server is None:
         raise PolicySwapError(
-            f"the run's policy is checkpoint {policy['checkpoint_id']}, but no policy server "
+            f"the run's policy is checkpoint {policy.checkpoint_id}, but no policy server "
             f"(policy_server={ctx.policy_server}) can load it on resume; resume with the server "
             "the run started with"
         )
-    checkpoint = CheckpointRegistry(run.checkpoints).get(policy["checkpoint_id"])
+    checkpoint = CheckpointRegistry(run.checkpoints).get(policy.checkpoint_id)
     ref = await server.activate(checkpoint)
-    if f"openai:{ref.model}" != policy["model"]:
+    if f"openai:{ref.model}" != policy.model:
         raise PolicySwapError(
             f"the server serves checkpoint {checkpoint.id} as {ref.model!r}, but the run's state "
-            f"names {policy['model']!r}"
+            f"names {policy.model!r}"
         )
     return ref.model
 
 
 # -- training ------------------------------------------------------------------------------------
 async def run_training(
-    ctx: FlywheelContext, run: RunDir, state: dict[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    ctx: FlywheelContext, run: RunDir, state: FlywheelState
+) -> tuple[dict[str, Any], Policy | None]:
     """Train on the round's admitted + replay tasks; returns (summary, new policy or None)."""
     if not ctx.train:
         return {"reason": "training skipped (train=false); the policy is unchanged"}, None
@@ -125,7 +124,7 @@ async def run_training(
     from autoenvscaling.training.trl_grpo import TRLGRPOBackend
 
     registry = CheckpointRegistry(run.checkpoints)
-    policy = Policy(**state["policy"])
+    policy = state["policy"]
     job = TrainJob(
         job_id=f"{state['run_id']}-r{round_:02d}",
         base_model=ctx.base_model,
@@ -200,7 +199,7 @@ async def run_training(
         version=checkpoint.id,
         tool_choice=policy.tool_choice,
     )
-    return summary, new.model_dump()
+    return summary, new
 
 
 # -- proposer and gate ---------------------------------------------------------------------------
@@ -210,7 +209,7 @@ async def run_training(
 PROPOSER_CHECKED = ("lint", "build", "oracle", "nop", "repeat", "anti_cheat", "decontam")
 
 
-def _gate(ctx: FlywheelContext, run: RunDir, solver: ModelConfig | None) -> Any:
+def _gate(ctx: FlywheelContext, run: RunDir, solver: ModelConfig | None) -> GateConfig:
     from autoenvscaling.graphs.proposer import gate_config
 
     return gate_config(
@@ -233,7 +232,7 @@ async def run_proposer(
     from autoenvscaling.graphs.proposer import ProposerSettings, propose
     from autoenvscaling.tools.brief import ProposerBrief
 
-    policy = Policy(**task["policy"])
+    policy = task["policy"]
     settings = ProposerSettings(
         model=model,
         arm=ctx.arm,
@@ -352,12 +351,12 @@ async def run_gate(
     return record
 
 
-def _recorded(gate: Any, run: RunDir, item: dict[str, Any]) -> Any:
+def _recorded(gate: GateConfig, run: RunDir, item: dict[str, Any]) -> GateConfig:
     """The gate with its calibration solver recording every rollout, linked to the candidate."""
     settings = gate.solver_kwargs.get("settings")
     if not settings:
         return gate
-    policy = Policy(**item["policy"])
+    policy = item["policy"]
     task_id = item["task_id"]
     settings = {
         **settings,
@@ -371,7 +370,7 @@ def _recorded(gate: Any, run: RunDir, item: dict[str, Any]) -> Any:
     return gate.model_copy(update={"solver_kwargs": {**gate.solver_kwargs, "settings": settings}})
 
 
-def _finish_calibration(run: RunDir, verdict: Any, task_id: str) -> None:
+def _finish_calibration(run: RunDir, verdict: Verdict, task_id: str) -> None:
     """Give each recorded calibration rollout its reward (None for infrastructure failures)."""
     from autoenvscaling.tools.rollout_store import AttemptNotFoundError, RolloutStore
 
@@ -408,9 +407,9 @@ async def _check_snapshot(
     item: dict[str, Any],
     task_id: str,
     candidate: Path,
-    submitted: Any,
+    submitted: Verdict,
     solver_model: ModelConfig,
-) -> tuple[Any, Path | None]:
+) -> tuple[Verdict, Path | None]:
     """Freeze the submitted candidate, prove it holds the bytes the proposer's final check saw,
     and run the admission stages (calibrate, dedup) on the frozen copy.
 

@@ -117,7 +117,6 @@ async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
 ):
     from autoenvscaling.graphs import flywheel_roles
     from autoenvscaling.graphs.flywheel import FlywheelContext, _role_model, build_flywheel
-    from autoenvscaling.graphs.models import Policy
     from autoenvscaling.graphs.policy_servers import PolicyServers
     from autoenvscaling.tools.rollout_store import RolloutStore
 
@@ -157,7 +156,7 @@ async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
     metrics = final["metrics"][0]
     training = metrics["training"]
     assert training.get("checkpoint"), training  # reward varied, GRPO stepped, a LoRA was published
-    policy = Policy(**final["policy"])
+    policy = final["policy"]  # a model: flywheel state holds models
     assert policy.checkpoint_id == training["checkpoint"] and policy.version == policy.checkpoint_id
     assert policy.model == f"openai:{policy.checkpoint_id}" and policy.checkpoint_id in served
     # Both roles read the policy from state: the same new model name for each.
