@@ -201,3 +201,43 @@ def preset(name: str) -> dict[str, Any]:
 def cli_marker(name: str) -> Cli | None:
     """The `Cli` marker of field `name`, or None when the field is not a command-line option."""
     return next((m for m in RunConfig.model_fields[name].metadata if isinstance(m, Cli)), None)
+
+
+# -- role contexts: views of the run configuration ------------------------------------------------
+# The proposer and solver graphs served on their own (langgraph.json, Studio) take a context of
+# their own: a few of the run's settings under the role's names, plus what only a standalone
+# graph needs (an output folder, a rollout store). A view field names its run setting; its type
+# and description come from there, and only its default may differ (a standalone graph is sized
+# for a GPU policy). tests/test_run_config.py checks every view against RunConfig.
+
+#: The key under which a view field names its run setting (also shown in Studio's schema).
+RUN_SETTING = "run_setting"
+
+
+def from_run(setting: str, default: Any = ..., description: str | None = None) -> Any:
+    """A role-context field that is the run's `setting`: its description (unless the role words
+    it for its own form) and, unless given, its default come from RunConfig."""
+    field = RunConfig.model_fields[setting]
+    if default is ...:
+        default = field.get_default(call_default_factory=True)
+    return Field(
+        default,
+        description=description or field.description,
+        json_schema_extra={RUN_SETTING: setting},
+    )
+
+
+def run_settings_of(view: type[BaseModel]) -> dict[str, str]:
+    """{view field: run setting} for the fields of `view` that are views of RunConfig."""
+    out = {}
+    for name, field in view.model_fields.items():
+        extra = field.json_schema_extra
+        if isinstance(extra, dict) and isinstance(extra.get(RUN_SETTING), str):
+            out[name] = str(extra[RUN_SETTING])
+    return out
+
+
+def view_of[V: BaseModel](view: type[V], config: RunConfig, **own: Any) -> V:
+    """The role context `view` holding `config`'s values (`own` sets the role's own fields)."""
+    values = {name: getattr(config, setting) for name, setting in run_settings_of(view).items()}
+    return view(**{**values, **own})

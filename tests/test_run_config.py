@@ -12,9 +12,19 @@ from typer.testing import CliRunner
 
 from autoenvscaling.cli.config_options import option_default, option_flag
 from autoenvscaling.cli.main import app
-from autoenvscaling.graphs.config import PRESETS, FlywheelContext, RunConfig, cli_marker, preset
+from autoenvscaling.graphs.config import (
+    PRESETS,
+    FlywheelContext,
+    RunConfig,
+    cli_marker,
+    preset,
+    run_settings_of,
+    view_of,
+)
 from autoenvscaling.graphs.flywheel import build_flywheel
 from autoenvscaling.graphs.policy_servers import PolicyServers
+from autoenvscaling.graphs.proposer import ProposerContext
+from autoenvscaling.graphs.solver import SolverContext
 
 # The command's own options: how to run, not what the run is.
 OWN = {"resume", "yes", "help"}
@@ -141,3 +151,59 @@ async def test_each_run_owns_its_policy_servers():
     assert server.stopped and mine.embedded is None
     vllm = FlywheelContext(policy_server="vllm", policy_base_url="http://127.0.0.1:9/v1")
     assert type(vllm.servers.for_config(vllm)).__name__ == "VLLMPolicyServer"
+
+
+@pytest.mark.parametrize("view", [ProposerContext, SolverContext])
+def test_role_contexts_are_views_of_the_configuration(view):
+    settings = run_settings_of(view)
+    assert settings, f"{view.__name__} names no run setting"
+    for name, setting in settings.items():
+        field, source = view.model_fields[name], RunConfig.model_fields[setting]
+        assert field.annotation == source.annotation, (view.__name__, name, setting)
+        assert field.description
+    # A role's own fields are what a standalone graph needs and the run does not configure.
+    own = set(view.model_fields) - set(settings)
+    assert own <= {"time_budget_sec", "pool_dir", "out_dir", "store_path", "policy_version"}
+
+
+def test_a_view_holds_the_runs_values():
+    run = RunConfig(policy_model="openai:m", proposer_max_turns=7, max_tokens=99, arm="prompt_only")
+    proposer = view_of(ProposerContext, run, out_dir="x")
+    assert (proposer.model, proposer.max_turns, proposer.max_tokens, proposer.arm) == (
+        "openai:m",
+        7,
+        99,
+        "prompt_only",
+    )
+    assert proposer.out_dir == "x"
+    solver = view_of(SolverContext, RunConfig(solver_max_turns=3, backend="docker"))
+    assert (solver.max_turns, solver.backend) == (3, "docker")
+
+
+def test_standalone_graph_defaults_are_unchanged():
+    """The Studio faces keep their own (GPU-sized) defaults."""
+    assert ProposerContext().model_dump() == {
+        "model": "openai:policy",
+        "base_url": None,
+        "arm": "terminal",
+        "solver_feedback": True,
+        "max_turns": 40,
+        "time_budget_sec": 1800,
+        "max_tokens": 8192,
+        "max_revisions": 2,
+        "pool_dir": "tasks/seed",
+        "out_dir": "candidates",
+        "store_path": None,
+        "backend": "podman",
+        "calibrate": False,
+        "policy_version": "base",
+    }
+    assert SolverContext().model_dump() == {
+        "model": "openai:policy",
+        "base_url": None,
+        "max_turns": 20,
+        "time_budget_sec": 900,
+        "backend": "podman",
+        "store_path": None,
+        "policy_version": "base",
+    }
