@@ -263,8 +263,6 @@ def test_a_real_proposer_attempt_leaves_its_transcript(tmp_path: Path) -> None:
 
 
 def test_run_modes_are_in_the_manifest_and_the_round_report(tmp_path: Path) -> None:
-    from dataclasses import asdict
-
     from autoenvscaling.graphs.flywheel import FlywheelContext
     from autoenvscaling.graphs.role_training import run_modes
     from autoenvscaling.tools.metrics import RoundMetrics
@@ -272,7 +270,7 @@ def test_run_modes_are_in_the_manifest_and_the_round_report(tmp_path: Path) -> N
     from autoenvscaling.tools.run_dir import RunDir
 
     ctx = FlywheelContext(run_dir=str(tmp_path / "run"), proposer_group_size=2)
-    manifest = RunDir(tmp_path / "run").create(asdict(ctx))
+    manifest = RunDir(tmp_path / "run").create(ctx.model_dump())
     assert (manifest.config["proposer_training"], manifest.config["cold_start"]) == (True, False)
     assert manifest.config["proposer_update_every"] == 1
     modes = run_modes(ctx)
