@@ -15,12 +15,13 @@ import asyncio
 import operator
 import time
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict, get_args, get_type_hints, is_typeddict
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send, interrupt
+from pydantic import BaseModel
 
 from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.config import FlywheelContext
@@ -444,15 +445,37 @@ async def refresh(
     return Command(goto="inspect", update=update)
 
 
-#: The models flywheel state holds; a checkpointer restores exactly these (and no other class).
-STATE_MODELS: tuple[type, ...] = (Policy,)
+def state_models(*schemas: Any) -> set[type[BaseModel]]:
+    """Every pydantic model a value of these state schemas can hold (fields followed inward)."""
+    found: set[type[BaseModel]] = set()
+
+    def visit(tp: Any) -> None:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            if tp in found:
+                return
+            found.add(tp)
+            for field in tp.model_fields.values():
+                visit(field.annotation)
+        elif is_typeddict(tp):
+            for hint in get_type_hints(tp).values():
+                visit(hint)
+        for arg in get_args(tp):
+            visit(arg)
+
+    for schema in schemas:
+        visit(schema)
+    return found
 
 
 def checkpoint_serde() -> JsonPlusSerializer:
-    """The serializer for a flywheel checkpointer: restores the state's models by name and
-    refuses any other class a checkpoint might name (LangGraph's strict msgpack mode)."""
+    """The serializer for a flywheel checkpointer: restores the models of the flywheel's state
+    and of the graphs that run inside its nodes under the same checkpointer (the validation
+    graph), by name, and refuses any other class a checkpoint might name (strict msgpack)."""
+    from autoenvscaling.graphs.validation import ValidationState
+
+    models = state_models(FlywheelState, SlotTask, ValidationState)
     return JsonPlusSerializer(
-        allowed_msgpack_modules=[(m.__module__, m.__name__) for m in STATE_MODELS]
+        allowed_msgpack_modules=sorted((m.__module__, m.__name__) for m in models)
     )
 
 

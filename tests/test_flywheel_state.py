@@ -48,3 +48,23 @@ def test_the_checkpoint_serde_refuses_classes_the_state_does_not_declare():
     assert not isinstance(restored, Foreign)  # not constructed: blocked by the allowlist
     policy = Policy(model="openai:p")
     assert serde.loads_typed(serde.dumps_typed(policy)) == policy
+
+
+def test_models_of_graphs_run_inside_nodes_are_restored_too():
+    """The validation graph runs inside admit_one under the run's checkpointer: its state's
+    models (Verdict, StageResult) are in the checkpoints too, and a resume must get them back
+    as models (found by a kill-and-resume run that looped when they came back as dicts)."""
+    from autoenvscaling.tools.gate.results import StageResult, Verdict
+
+    serde = checkpoint_serde()
+    verdict = Verdict(
+        task="t",
+        task_name="t",
+        admitted=False,
+        stage="lint",
+        reason="r",
+        proposer_reward=-1.0,
+        stages=[StageResult(stage="lint", passed=False, reason="r")],
+    )
+    restored = serde.loads_typed(serde.dumps_typed(verdict))
+    assert isinstance(restored, Verdict) and isinstance(restored.stages[0], StageResult)
