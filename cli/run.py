@@ -10,25 +10,24 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import fields
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
+from autoenvscaling.cli.config_options import with_config_options
+from autoenvscaling.graphs.config import FlywheelContext, RunConfig
 from autoenvscaling.tools.progress import TaskProgress
+
+if TYPE_CHECKING:
+    from autoenvscaling.graphs.policy_servers import PolicyServers
 
 run_app = typer.Typer()
 console = Console(stderr=True)
 THREAD = "flywheel"
-
-
-def _context(**values: Any) -> Any:
-    from autoenvscaling.graphs.flywheel import FlywheelContext
-
-    names = {f.name for f in fields(FlywheelContext)}
-    return FlywheelContext(**{k: v for k, v in values.items() if k in names and v is not None})
 
 
 async def _stream(
@@ -83,14 +82,24 @@ async def _stream(
         payload = Command(resume=vetoed)
 
 
+@asynccontextmanager
+async def _saver(graph_db: Path) -> AsyncIterator[Any]:
+    """The run's SQLite checkpointer, restoring the flywheel state's models."""
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from autoenvscaling.graphs.flywheel import checkpoint_serde
+
+    async with aiosqlite.connect(str(graph_db)) as conn:
+        yield AsyncSqliteSaver(conn, serde=checkpoint_serde())
+
+
 async def _checkpointed(graph_db: Path) -> bool:
     """Whether the run's graph database holds a checkpoint (a run that really started)."""
     if not graph_db.is_file():
         return False
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
     try:
-        async with AsyncSqliteSaver.from_conn_string(str(graph_db)) as saver:
+        async with _saver(graph_db) as saver:
             return await saver.aget_tuple({"configurable": {"thread_id": THREAD}}) is not None
     except Exception as exc:  # noqa: BLE001 - a torn or foreign file: say so plainly
         raise typer.BadParameter(
@@ -119,81 +128,25 @@ async def _continue(graph: Any, config: dict[str, Any], rounds: int) -> bool:
 
 
 @run_app.command()
+@with_config_options
 def run(
-    rounds: Annotated[int, typer.Option("--rounds", "-r", help="Rounds to run")] = 1,
-    run_dir: Annotated[
-        Path | None, typer.Option(help="Run folder (default: runs/<timestamp>)")
-    ] = None,
     resume: Annotated[
         bool, typer.Option(help="Continue a killed or paused run in RUN_DIR")
     ] = False,
-    proposals: Annotated[int, typer.Option("--proposals", "-k", help="Proposers per round")] = 2,
-    calibrate: Annotated[bool, typer.Option(help="Calibrate candidates against the solver")] = True,
-    max_tokens: Annotated[int | None, typer.Option(help="Cap on one model reply")] = None,
-    train_steps: Annotated[int | None, typer.Option(help="GRPO optimizer steps per round")] = None,
-    model: Annotated[
-        str | None, typer.Option(help="Shared policy model, e.g. openai:Qwen/Qwen3-8B")
-    ] = None,
-    base_url: Annotated[
-        str | None, typer.Option(help="Its OpenAI-compatible endpoint (vLLM...)")
-    ] = None,
-    proposer_model: Annotated[
-        str | None, typer.Option(help="Override the proposer's model")
-    ] = None,
-    proposer_base_url: Annotated[str | None, typer.Option()] = None,
-    arm: Annotated[str, typer.Option(help="terminal | error_feedback | prompt_only")] = "terminal",
-    solver_feedback: Annotated[
-        bool, typer.Option(help="Give proposers the solver's rollouts")
-    ] = True,
-    train: Annotated[bool, typer.Option(help="Run the training node")] = True,
-    base_model: Annotated[
-        str | None, typer.Option(help="HF weights of the policy (training)")
-    ] = None,
-    policy_server: Annotated[str | None, typer.Option(help="embedded | vllm | none")] = None,
-    backend: Annotated[str, typer.Option(help="podman | docker")] = "podman",
-    heldout: Annotated[Path | None, typer.Option(help="Held-out task folder to evaluate")] = None,
-    decontam: Annotated[
-        list[Path] | None,
-        typer.Option(
-            help="Benchmark to decontaminate against (repeatable): a folder of Harbor tasks "
-            "(e.g. a Terminal-Bench checkout) or a prepared index; none = not checked"
-        ),
-    ] = None,
-    seed_dir: Annotated[
-        Path | None, typer.Option(help="Initial pool (default: tasks/seed)")
-    ] = None,
-    human_review: Annotated[bool, typer.Option(help="Pause to review admissions")] = False,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Keep all admissions without asking")
     ] = False,
-    proposer_max_turns: Annotated[int | None, typer.Option()] = None,
-    solver_max_turns: Annotated[int | None, typer.Option()] = None,
-    refresh_attempts: Annotated[int | None, typer.Option()] = None,
-    refresh_limit: Annotated[
-        int | None, typer.Option(help="Pool tasks re-measured per round")
-    ] = None,
-    proposer_training: Annotated[
-        bool, typer.Option(help="Train the proposer on the gate's reward (run mode)")
-    ] = True,
-    proposer_update_every: Annotated[
-        int | None, typer.Option(help="Proposer GRPO update every N rounds")
-    ] = None,
-    proposer_group_size: Annotated[
-        int | None, typer.Option(help="Proposers sharing a brief (proposer GRPO group; >= 2)")
-    ] = None,
-    cold_start: Annotated[
-        bool,
-        typer.Option(
-            help="Start from a cold-start checkpoint: SFT on the seed pool's replayed reference "
-            "solutions, built once per machine (run mode; slow the first time)"
-        ),
-    ] = False,
+    *,
+    config_values: dict[str, Any],
 ) -> None:
     """Run the flywheel: propose, admit, train, swap, refresh. Resumable with --resume."""
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
     from autoenvscaling.graphs.flywheel import build_flywheel
 
+    values = dict(config_values)  # the settings given (None: not given), by field name
+    rounds: int = values["rounds"]
+    run_dir: Path | None = values["run_dir"]
+    human_review: bool = values["human_review"]
+    cold_start: bool = values["cold_start"]
     if run_dir is None:
         if resume:
             raise typer.BadParameter("--resume needs the --run-dir of the run to continue")
@@ -228,50 +181,34 @@ def run(
 
         for name in Pool(run_dir / "pool").sweep():
             console.print(f"removed {name} (a copy a killed run left unfinished)")
-    embedded = model is None and base_url is None and policy_server in (None, "embedded")
-    values: dict[str, Any] = dict(
-        run_dir=str(run_dir),
-        rounds=rounds,
-        proposals=proposals,
-        arm=arm,
-        solver_feedback=solver_feedback,
-        train=train,
-        backend=backend,
-        heldout_dir=str(heldout) if heldout else None,
-        decontam_dirs=[str(p.resolve()) for p in decontam or []],
-        seed_dir=str(seed_dir) if seed_dir else None,
-        human_review=human_review,
-        proposer_model=proposer_model,
-        proposer_base_url=proposer_base_url,
-        policy_model=model,
-        policy_base_url=base_url,
-        base_model=base_model,
-        policy_server=policy_server or ("embedded" if embedded else "vllm" if base_url else "none"),
-        proposer_max_turns=proposer_max_turns,
-        solver_max_turns=solver_max_turns,
-        refresh_attempts=refresh_attempts,
-        refresh_limit=refresh_limit,
-        calibrate=calibrate,
-        max_tokens=max_tokens,
-        train_steps=train_steps,
-        proposer_training=proposer_training,
-        proposer_update_every=proposer_update_every,
-        proposer_group_size=proposer_group_size,
-        cold_start=cold_start,
+    embedded = (
+        values["policy_model"] is None
+        and values["policy_base_url"] is None
+        and values["policy_server"] in (None, "embedded")
     )
+    if values["policy_server"] is None:
+        values["policy_server"] = (
+            "embedded" if embedded else "vllm" if values["policy_base_url"] else "none"
+        )
+    values["run_dir"] = str(run_dir)
+    values["heldout_dir"] = str(values["heldout_dir"]) if values["heldout_dir"] else None
+    values["decontam_dirs"] = [str(p.resolve()) for p in values["decontam_dirs"] or []]
+    values["seed_dir"] = str(values["seed_dir"]) if values["seed_dir"] else None
 
     async def main() -> None:
-        from autoenvscaling.graphs.flywheel_roles import embedded_defaults, shutdown_servers
+        from autoenvscaling.graphs.flywheel_roles import embedded_defaults
+        from autoenvscaling.graphs.policy_servers import PolicyServers
 
-        try:
+        # The run owns its policy servers: they stop when it ends, crash or Ctrl-C included.
+        async with PolicyServers() as servers:
             if embedded:
-                for key, value in (await embedded_defaults(console)).items():
+                for key, value in (await embedded_defaults(servers, console)).items():
                     if values.get(key) is None:  # the command line wins over the defaults
                         values[key] = value
             if cold_start:
-                values.update(await _cold_start(values, run_dir, embedded))
-            ctx = _context(**values)
-            async with AsyncSqliteSaver.from_conn_string(str(graph_db)) as saver:
+                values.update(await _cold_start(values, run_dir, embedded, servers))
+            ctx = FlywheelContext.from_values(values).with_servers(servers)
+            async with _saver(graph_db) as saver:
                 graph = build_flywheel(checkpointer=saver)
                 config = {"configurable": {"thread_id": THREAD}, "recursion_limit": 10_000}
                 if resume:  # the server is new: load the policy the saved state names
@@ -289,8 +226,6 @@ def run(
                 quiet = human_review and not yes
                 with TaskProgress("rounds", total=rounds, quiet=quiet, console=console) as bar:
                     await _stream(graph, payload, config, ctx, yes, bar)
-        finally:
-            await shutdown_servers()
 
     asyncio.run(main())
     from autoenvscaling.tools.report import write_run_report
@@ -303,16 +238,17 @@ def run(
         console.print(f"[yellow]{exc}[/]")
 
 
-async def _cold_start(values: dict[str, Any], run_dir: Path, embedded: bool) -> dict[str, Any]:
+async def _cold_start(
+    values: dict[str, Any], run_dir: Path, embedded: bool, servers: PolicyServers
+) -> dict[str, Any]:
     """Build (once) and serve the cold-start checkpoint; the values that name it for both roles."""
     from autoenvscaling.graphs.flywheel import REPO_SEED
-    from autoenvscaling.graphs.flywheel_roles import _policy_server
     from autoenvscaling.graphs.models import Policy
     from autoenvscaling.graphs.role_training import adopt_cold_start, cold_start_checkpoint
 
     if not values.get("base_model"):
         raise typer.BadParameter("--cold-start needs the policy's HF weights (--base-model)")
-    server = _policy_server(_context(**values))
+    server = servers.for_config(RunConfig.from_values(values))
     if server is None:
         raise typer.BadParameter("--cold-start needs a policy server that swaps checkpoints")
     if embedded:

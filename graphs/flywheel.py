@@ -14,15 +14,17 @@ from __future__ import annotations
 import asyncio
 import operator
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict, get_args, get_type_hints, is_typeddict
 
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send, interrupt
+from pydantic import BaseModel
 
 from autoenvscaling.graphs.agent_loop import LoopBudget
+from autoenvscaling.graphs.config import FlywheelContext
 from autoenvscaling.graphs.models import ModelConfig, Policy
 from autoenvscaling.graphs.solver import SolverSettings, solve_task
 from autoenvscaling.tools.harbor_backends import check_stages
@@ -36,98 +38,6 @@ from autoenvscaling.tools.run_dir import RunDir
 REPO_SEED = Path(__file__).resolve().parents[1] / "tasks" / "seed"
 
 
-@dataclass(kw_only=True)
-class FlywheelContext:
-    """Run configuration; Studio shows it as the flywheel's form."""
-
-    run_dir: str = field(default="runs/default", metadata={"description": "Run folder"})
-    rounds: int = field(default=1, metadata={"description": "Rounds to run"})
-    proposals: int = field(default=2, metadata={"description": "Proposers per round (K)"})
-    arm: str = field(
-        default="terminal", metadata={"description": "terminal | error_feedback | prompt_only"}
-    )
-    solver_feedback: bool = field(
-        default=True, metadata={"description": "Give proposers the solver's rollouts"}
-    )
-    max_revisions: int = field(default=2, metadata={"description": "Revisions after a rejection"})
-    policy_model: str = field(
-        default="openai:policy", metadata={"description": "Shared policy (both roles)"}
-    )
-    policy_base_url: str | None = field(
-        default=None, metadata={"description": "Policy endpoint (vLLM etc.)"}
-    )
-    policy_tool_choice: str | None = field(
-        default=None, metadata={"description": "'auto' for servers that constrain tool calls"}
-    )
-    proposer_model: str | None = field(
-        default=None, metadata={"description": "Override: proposer model"}
-    )
-    proposer_base_url: str | None = field(default=None, metadata={"description": "Its endpoint"})
-    solver_model: str | None = field(
-        default=None, metadata={"description": "Override: solver model"}
-    )
-    solver_base_url: str | None = field(default=None, metadata={"description": "Its endpoint"})
-    proposer_max_turns: int = field(default=16, metadata={"description": "Proposer model calls"})
-    solver_max_turns: int = field(default=8, metadata={"description": "Solver model calls"})
-    max_tokens: int = field(default=4096, metadata={"description": "Cap on one model reply"})
-    band_low: float = field(default=0.25, metadata={"description": "Difficulty band, low"})
-    band_high: float = field(default=0.75, metadata={"description": "Difficulty band, high"})
-    calibration_rollouts: int = field(default=4, metadata={"description": "Solver rollouts"})
-    calibrate: bool = field(default=True, metadata={"description": "Run the calibrate stage"})
-    refresh_attempts: int = field(default=2, metadata={"description": "Solver attempts per task"})
-    refresh_limit: int = field(
-        default=0, metadata={"description": "Pool tasks re-measured (0=all)"}
-    )
-    baseline_tasks: int = field(
-        default=4, metadata={"description": "Pool tasks measured before round 1 (0=none)"}
-    )
-    baseline_attempts: int = field(
-        default=1, metadata={"description": "Solver attempts per baseline task"}
-    )
-    heldout_dir: str | None = field(default=None, metadata={"description": "Held-out tasks"})
-    decontam_dirs: list[str] = field(
-        default_factory=list, metadata={"description": "Benchmarks to decontaminate against"}
-    )
-    seed_dir: str | None = field(default=None, metadata={"description": "Initial pool"})
-    backend: str = field(default="podman", metadata={"description": "podman | docker"})
-    concurrency: int = field(default=2, metadata={"description": "Trials in flight"})
-    train: bool = field(default=True, metadata={"description": "Run the training node"})
-    base_model: str | None = field(
-        default=None, metadata={"description": "HF weights of the policy, for training"}
-    )
-    train_steps: int = field(default=2, metadata={"description": "GRPO optimizer steps"})
-    train_tasks_per_step: int = field(default=2, metadata={"description": "GRPO groups per step"})
-    brief_examples: int = field(default=2, metadata={"description": "Example tasks in the brief"})
-    brief_file_chars: int = field(default=2500, metadata={"description": "Cap per example file"})
-    num_generations: int = field(default=4, metadata={"description": "GRPO group size"})
-    policy_server: str = field(
-        default="none", metadata={"description": "none | embedded | vllm: who swaps"}
-    )
-    human_review: bool = field(
-        default=False, metadata={"description": "Pause for a human to review admissions"}
-    )
-    proposer_training: bool = field(
-        default=True, metadata={"description": "Train the proposer on the gate's reward too"}
-    )
-    proposer_update_every: int = field(
-        default=1, metadata={"description": "Proposer GRPO update every N rounds"}
-    )
-    proposer_group_size: int = field(
-        default=1,
-        metadata={"description": "Proposers sharing one brief: a proposer GRPO group needs >= 2"},
-    )
-    proposer_train_steps: int = field(default=1, metadata={"description": "Proposer GRPO steps"})
-    cold_start: bool = field(
-        default=False, metadata={"description": "The policy starts from a cold-start checkpoint"}
-    )
-    policy_checkpoint_id: str | None = field(
-        default=None, metadata={"description": "Registry id of the starting checkpoint"}
-    )
-    price_per_mtok: tuple[float, float] = field(
-        default=(0.0, 0.0), metadata={"description": "USD per 1M prompt / completion tokens"}
-    )
-
-
 class FlywheelInput(TypedDict, total=False):
     rounds: int
 
@@ -135,7 +45,7 @@ class FlywheelInput(TypedDict, total=False):
 class FlywheelState(TypedDict, total=False):
     run_id: str
     round: int
-    policy: dict[str, Any]
+    policy: Policy  # the model both roles use; a swap writes a new one
     brief: dict[str, Any]
     candidates: Annotated[list[dict[str, Any]], operator.add]
     round_started: float
@@ -148,7 +58,7 @@ class SlotTask(TypedDict):
     slot: int
     round: int
     run_id: str
-    policy: dict[str, Any]
+    policy: Policy
     brief: dict[str, Any]
 
 
@@ -268,22 +178,19 @@ async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
     # that offers no attach is refused here, before the run folder or any sandbox exists.
     check_stages(ctx.backend, ["solve"])
     run = _run(ctx)
-    config = {**vars(ctx), "decontamination": decontamination_status(ctx)}
+    config = {**ctx.model_dump(), "decontamination": decontamination_status(ctx)}
     manifest = await asyncio.to_thread(run.create, config)
     pool = Pool(run.pool)
     seed = Path(ctx.seed_dir) if ctx.seed_dir else REPO_SEED
     if not pool.entries() and seed.exists():
         await asyncio.to_thread(pool.seed_from, seed)
     RolloutStore(run.rollouts).close()  # creates the schema once
-    policy = (
-        state.get("policy")
-        or Policy(
-            model=ctx.policy_model,
-            base_url=ctx.policy_base_url,
-            tool_choice=ctx.policy_tool_choice,
-            checkpoint_id=ctx.policy_checkpoint_id,
-            version=ctx.policy_checkpoint_id or "base",
-        ).model_dump()
+    policy = state.get("policy") or Policy(
+        model=ctx.policy_model,
+        base_url=ctx.policy_base_url,
+        tool_choice=ctx.policy_tool_choice,
+        checkpoint_id=ctx.policy_checkpoint_id,
+        version=ctx.policy_checkpoint_id or "base",
     )
     return {"run_id": manifest.run_id, "round": state.get("round", 1), "policy": policy}
 
@@ -297,7 +204,7 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
 
     seconds: dict[str, float] = {}
     if state["round"] == 1:
-        await measure_baseline(ctx, run, state["run_id"], Policy(**state["policy"]))
+        await measure_baseline(ctx, run, state["run_id"], state["policy"])
         seconds["baseline"] = round(time.monotonic() - started, 2)
 
     brief = await asyncio.to_thread(
@@ -307,7 +214,7 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
         solver_feedback=ctx.solver_feedback,
         band=(ctx.band_low, ctx.band_high),
         round=state["round"],
-        policy_version=Policy(**state["policy"]).version,
+        policy_version=state["policy"].version,
         n_examples=ctx.brief_examples,
         max_file_chars=ctx.brief_file_chars,
         variant=state["round"],
@@ -352,7 +259,7 @@ async def propose_one(
 
     ctx = _ctx(runtime)
     candidate = await run_proposer(
-        ctx, _run(ctx), task, _role_model(ctx, Policy(**task["policy"]), "proposer")
+        ctx, _run(ctx), task, _role_model(ctx, task["policy"], "proposer")
     )
     return Command(goto=Send("admit_one", {**task, "candidate": candidate}))
 
@@ -364,7 +271,7 @@ async def admit_one(item: dict[str, Any], runtime: Runtime[FlywheelContext]) -> 
     ctx = _ctx(runtime)
     run = _run(ctx)
     record: CandidateRecord = await run_gate(
-        ctx, run, item, _role_model(ctx, Policy(**item["policy"]), "solver")
+        ctx, run, item, _role_model(ctx, item["policy"], "solver")
     )
     if record.admitted:
         from autoenvscaling.tools.task_format import TaskFormatError, load_task
@@ -459,7 +366,7 @@ async def refresh(
     started = time.monotonic()
     run = _run(ctx)
     pool = Pool(run.pool)
-    policy = Policy(**state["policy"])
+    policy = state["policy"]
     round_ = state["round"]
     entries = pool.entries("active")
     if ctx.refresh_limit:
@@ -536,6 +443,40 @@ async def refresh(
     if round_ >= ctx.rounds:
         return Command(goto=END, update=update)
     return Command(goto="inspect", update=update)
+
+
+def state_models(*schemas: Any) -> set[type[BaseModel]]:
+    """Every pydantic model a value of these state schemas can hold (fields followed inward)."""
+    found: set[type[BaseModel]] = set()
+
+    def visit(tp: Any) -> None:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            if tp in found:
+                return
+            found.add(tp)
+            for field in tp.model_fields.values():
+                visit(field.annotation)
+        elif is_typeddict(tp):
+            for hint in get_type_hints(tp).values():
+                visit(hint)
+        for arg in get_args(tp):
+            visit(arg)
+
+    for schema in schemas:
+        visit(schema)
+    return found
+
+
+def checkpoint_serde() -> JsonPlusSerializer:
+    """The serializer for a flywheel checkpointer: restores the models of the flywheel's state
+    and of the graphs that run inside its nodes under the same checkpointer (the validation
+    graph), by name, and refuses any other class a checkpoint might name (strict msgpack)."""
+    from autoenvscaling.graphs.validation import ValidationState
+
+    models = state_models(FlywheelState, SlotTask, ValidationState)
+    return JsonPlusSerializer(
+        allowed_msgpack_modules=sorted((m.__module__, m.__name__) for m in models)
+    )
 
 
 def build_flywheel(checkpointer: Any = None, store: Any = None, *, name: str = "flywheel") -> Any:

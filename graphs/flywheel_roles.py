@@ -10,6 +10,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autoenvscaling.graphs.config import preset
 from autoenvscaling.graphs.models import ModelConfig, Policy
 from autoenvscaling.tools.metrics import CandidateRecord
 from autoenvscaling.tools.pool import Pool
@@ -18,43 +19,26 @@ from autoenvscaling.tools.run_dir import RunDir
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from autoenvscaling.graphs.flywheel import FlywheelContext, SlotTask
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel import FlywheelState, SlotTask
+    from autoenvscaling.graphs.policy_servers import PolicyServers
+    from autoenvscaling.tools.gate import GateConfig, Verdict
     from autoenvscaling.tools.sandbox.base import Backend
-    from autoenvscaling.training.policy import PolicyServer
-
-# Sized so one embedded round fits in ~15 min on 2 CPU cores (SmolLM2-135M at ~50 tokens/s);
-# every value shows in the run's manifest and can be overridden on the command line.
-EMBEDDED_BUDGETS: dict[str, Any] = {
-    "proposer_max_turns": 6,
-    "solver_max_turns": 4,
-    "max_tokens": 384,
-    "refresh_attempts": 1,
-    "refresh_limit": 4,
-    "baseline_tasks": 2,
-    "calibration_rollouts": 4,
-    "train_steps": 2,
-    "num_generations": 4,
-    "train_tasks_per_step": 1,
-    "brief_examples": 1,
-    "brief_file_chars": 1200,
-}
-
-# Live policy servers of this process, by kind: they are processes, not graph state.
-_SERVERS: dict[str, Any] = {}
 
 
 # -- policy serving ------------------------------------------------------------------------------
 async def embedded_defaults(
+    servers: PolicyServers,
     console: Console | None = None,
     *,
     model_path: Path | None = None,
     base_model: Path | None = None,
 ) -> dict[str, Any]:
-    """Set up (once per machine) and start the embedded policy; returns flywheel context values.
+    """Set up (once per machine) and start the embedded policy among the run's `servers`;
+    returns flywheel context values (the "embedded" preset and what the server serves).
 
     `model_path` / `base_model` serve and train another GGUF / HF pair (e.g. a warmed-up model).
     """
-    from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
     from autoenvscaling.training.embedded_setup import ensure_embedded_assets
 
     if console:
@@ -62,19 +46,11 @@ async def embedded_defaults(
     assets = await asyncio.to_thread(ensure_embedded_assets)
     if console:
         console.print(f"  {assets.summary()}")
-    server = _SERVERS.get("embedded")
-    if server is None:
-        server = EmbeddedLlamaServer(model_path=model_path or assets.model_path)
-        ref = await asyncio.to_thread(server.start)
-        _SERVERS["embedded"] = server
-    else:
-        ref = server.current()
+    ref = await servers.start_embedded(model_path or assets.model_path)
     values: dict[str, Any] = {
         "policy_model": f"openai:{ref.model}",
         "policy_base_url": ref.base_url,
-        "policy_server": "embedded",
-        "policy_tool_choice": "auto",
-        **EMBEDDED_BUDGETS,
+        **preset("embedded"),
     }
     if base_model is not None:
         values["base_model"] = str(base_model)
@@ -93,55 +69,37 @@ async def embedded_defaults(
     return values
 
 
-def _policy_server(ctx: FlywheelContext) -> PolicyServer | None:
-    if ctx.policy_server == "embedded":
-        return _SERVERS.get("embedded")
-    if ctx.policy_server == "vllm" and ctx.policy_base_url:
-        from autoenvscaling.training.vllm_server import VLLMPolicyServer
-
-        return VLLMPolicyServer(base_url=ctx.policy_base_url, base_model=ctx.base_model or "")
-    return None
-
-
-async def rebind_policy(
-    ctx: FlywheelContext, run: RunDir, policy: dict[str, Any] | None
-) -> str | None:
+async def rebind_policy(ctx: FlywheelContext, run: RunDir, policy: Policy | None) -> str | None:
     """On resume: make the live policy server (a new process on a new port) serve the checkpoint
     the graph state names, under the same model name. Returns that name, or None when the state
     names the base model (nothing to load). Raises PolicySwapError when it cannot be served:
     resuming against a server that lacks the policy would score the wrong model."""
-    if not policy or not policy.get("checkpoint_id"):
+    if policy is None or not policy.checkpoint_id:
         return None
     from autoenvscaling.training.checkpoints import CheckpointRegistry
     from autoenvscaling.training.policy import PolicySwapError
 
-    server = _policy_server(ctx)
+    server = ctx.servers.for_config(ctx)
     if server is None:
         raise PolicySwapError(
-            f"the run's policy is checkpoint {policy['checkpoint_id']}, but no policy server "
+            f"the run's policy is checkpoint {policy.checkpoint_id}, but no policy server "
             f"(policy_server={ctx.policy_server}) can load it on resume; resume with the server "
             "the run started with"
         )
-    checkpoint = CheckpointRegistry(run.checkpoints).get(policy["checkpoint_id"])
+    checkpoint = CheckpointRegistry(run.checkpoints).get(policy.checkpoint_id)
     ref = await server.activate(checkpoint)
-    if f"openai:{ref.model}" != policy["model"]:
+    if f"openai:{ref.model}" != policy.model:
         raise PolicySwapError(
             f"the server serves checkpoint {checkpoint.id} as {ref.model!r}, but the run's state "
-            f"names {policy['model']!r}"
+            f"names {policy.model!r}"
         )
     return ref.model
 
 
-async def shutdown_servers() -> None:
-    for kind in list(_SERVERS):
-        server = _SERVERS.pop(kind)
-        await asyncio.to_thread(server.stop)
-
-
 # -- training ------------------------------------------------------------------------------------
 async def run_training(
-    ctx: FlywheelContext, run: RunDir, state: dict[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    ctx: FlywheelContext, run: RunDir, state: FlywheelState
+) -> tuple[dict[str, Any], Policy | None]:
     """Train on the round's admitted + replay tasks; returns (summary, new policy or None)."""
     if not ctx.train:
         return {"reason": "training skipped (train=false); the policy is unchanged"}, None
@@ -166,7 +124,7 @@ async def run_training(
     from autoenvscaling.training.trl_grpo import TRLGRPOBackend
 
     registry = CheckpointRegistry(run.checkpoints)
-    policy = Policy(**state["policy"])
+    policy = state["policy"]
     job = TrainJob(
         job_id=f"{state['run_id']}-r{round_:02d}",
         base_model=ctx.base_model,
@@ -218,7 +176,7 @@ async def run_training(
             "kind": checkpoint.kind,
         }
     )
-    server = _policy_server(ctx)
+    server = ctx.servers.for_config(ctx)
     if server is None:
         summary["reason"] = (
             "checkpoint published but no policy server swaps it in "
@@ -241,7 +199,7 @@ async def run_training(
         version=checkpoint.id,
         tool_choice=policy.tool_choice,
     )
-    return summary, new.model_dump()
+    return summary, new
 
 
 # -- proposer and gate ---------------------------------------------------------------------------
@@ -251,7 +209,7 @@ async def run_training(
 PROPOSER_CHECKED = ("lint", "build", "oracle", "nop", "repeat", "anti_cheat", "decontam")
 
 
-def _gate(ctx: FlywheelContext, run: RunDir, solver: ModelConfig | None) -> Any:
+def _gate(ctx: FlywheelContext, run: RunDir, solver: ModelConfig | None) -> GateConfig:
     from autoenvscaling.graphs.proposer import gate_config
 
     return gate_config(
@@ -274,7 +232,7 @@ async def run_proposer(
     from autoenvscaling.graphs.proposer import ProposerSettings, propose
     from autoenvscaling.tools.brief import ProposerBrief
 
-    policy = Policy(**task["policy"])
+    policy = task["policy"]
     settings = ProposerSettings(
         model=model,
         arm=ctx.arm,
@@ -393,12 +351,12 @@ async def run_gate(
     return record
 
 
-def _recorded(gate: Any, run: RunDir, item: dict[str, Any]) -> Any:
+def _recorded(gate: GateConfig, run: RunDir, item: dict[str, Any]) -> GateConfig:
     """The gate with its calibration solver recording every rollout, linked to the candidate."""
     settings = gate.solver_kwargs.get("settings")
     if not settings:
         return gate
-    policy = Policy(**item["policy"])
+    policy = item["policy"]
     task_id = item["task_id"]
     settings = {
         **settings,
@@ -412,7 +370,7 @@ def _recorded(gate: Any, run: RunDir, item: dict[str, Any]) -> Any:
     return gate.model_copy(update={"solver_kwargs": {**gate.solver_kwargs, "settings": settings}})
 
 
-def _finish_calibration(run: RunDir, verdict: Any, task_id: str) -> None:
+def _finish_calibration(run: RunDir, verdict: Verdict, task_id: str) -> None:
     """Give each recorded calibration rollout its reward (None for infrastructure failures)."""
     from autoenvscaling.tools.rollout_store import AttemptNotFoundError, RolloutStore
 
@@ -449,9 +407,9 @@ async def _check_snapshot(
     item: dict[str, Any],
     task_id: str,
     candidate: Path,
-    submitted: Any,
+    submitted: Verdict,
     solver_model: ModelConfig,
-) -> tuple[Any, Path | None]:
+) -> tuple[Verdict, Path | None]:
     """Freeze the submitted candidate, prove it holds the bytes the proposer's final check saw,
     and run the admission stages (calibrate, dedup) on the frozen copy.
 
@@ -508,5 +466,4 @@ __all__ = [
     "run_gate",
     "run_proposer",
     "run_training",
-    "shutdown_servers",
 ]

@@ -24,7 +24,6 @@ import shutil
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
@@ -35,9 +34,10 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from autoenvscaling.graphs.agent_loop import LoopBudget, build_agent_loop, steps_from_messages
+from autoenvscaling.graphs.config import from_run
 from autoenvscaling.graphs.mcp_tools import open_mcp_tools
 from autoenvscaling.graphs.models import ModelConfig, load_chat_model
 from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
@@ -511,36 +511,26 @@ def gate_config(
     return GateConfig(**kwargs)
 
 
-@dataclass(kw_only=True)
-class ProposerContext:
-    """What Studio's form shows for the proposer graph."""
+class ProposerContext(BaseModel):
+    """What Studio's form shows for the proposer graph: a view of the run configuration
+    (graphs/config.py) plus the standalone graph's own folders."""
 
-    model: str = field(default="openai:policy", metadata={"description": "init_chat_model string"})
-    base_url: str | None = field(
-        default=None, metadata={"description": "OpenAI-compatible endpoint"}
-    )
-    arm: str = field(
-        default="terminal", metadata={"description": "terminal | error_feedback | prompt_only"}
-    )
-    solver_feedback: bool = field(
-        default=True, metadata={"description": "Show the solver's rollouts"}
-    )
-    max_turns: int = field(default=40, metadata={"description": "Model calls per episode"})
-    time_budget_sec: float = field(default=1800, metadata={"description": "Wall time per episode"})
-    max_tokens: int = field(default=8192, metadata={"description": "Cap on one model reply"})
-    max_revisions: int = field(default=2, metadata={"description": "Revisions after a rejection"})
-    pool_dir: str = field(
-        default="tasks/seed", metadata={"description": "The task pool (examples, dedup)"}
-    )
-    out_dir: str = field(
-        default="candidates", metadata={"description": "Candidate folders go here"}
-    )
-    store_path: str | None = field(default=None, metadata={"description": "Rollout store (SQLite)"})
-    backend: str = field(default="podman", metadata={"description": "Gate engine: podman | docker"})
-    calibrate: bool = field(
-        default=False, metadata={"description": "Calibrate against the solver (same model)"}
-    )
-    policy_version: str = field(default="base", metadata={"description": "Recorded with rollouts"})
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = from_run("policy_model", description="init_chat_model string")
+    base_url: str | None = from_run("policy_base_url", description="OpenAI-compatible endpoint")
+    arm: str = from_run("arm")
+    solver_feedback: bool = from_run("solver_feedback", description="Show the solver's rollouts")
+    max_turns: int = from_run("proposer_max_turns", 40, "Model calls per episode")
+    time_budget_sec: float = Field(1800, description="Wall time per episode")
+    max_tokens: int = from_run("max_tokens", 8192)
+    max_revisions: int = from_run("max_revisions")
+    pool_dir: str = Field("tasks/seed", description="The task pool (examples, dedup)")
+    out_dir: str = Field("candidates", description="Candidate folders go here")
+    store_path: str | None = Field(None, description="Rollout store (SQLite)")
+    backend: str = from_run("backend", description="Gate engine: podman | docker")
+    calibrate: bool = from_run("calibrate", False, "Calibrate against the solver (same model)")
+    policy_version: str = Field("base", description="Recorded with rollouts")
 
 
 class ProposeInput(TypedDict):

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from autoenvscaling.graphs.models import Policy
 
 if TYPE_CHECKING:
-    from autoenvscaling.graphs.flywheel import FlywheelContext
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel import FlywheelState
     from autoenvscaling.tools.run_dir import RunDir
     from autoenvscaling.training.policy import Checkpoint, PolicyServer
 
@@ -45,8 +46,8 @@ async def adopt_checkpoint(checkpoint: Checkpoint, server: PolicyServer, current
 
 
 async def train_proposer(
-    ctx: FlywheelContext, run: RunDir, state: dict[str, Any], policy: dict[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    ctx: FlywheelContext, run: RunDir, state: FlywheelState, policy: Policy
+) -> tuple[dict[str, Any], Policy | None]:
     """The proposer's GRPO update on this round's attempts; (summary, new policy or None)."""
     from autoenvscaling.training.proposer_update import plan_proposer_update, update_due
 
@@ -72,14 +73,13 @@ async def train_proposer(
     work.mkdir(parents=True, exist_ok=True)
     (work / "plan.json").write_text(plan.model_dump_json(indent=2))
 
-    from autoenvscaling.graphs.flywheel_roles import _policy_server
     from autoenvscaling.training.backend import TrainHyperParams, TrainingError
     from autoenvscaling.training.checkpoints import CheckpointRegistry
     from autoenvscaling.training.policy import PolicySwapError
     from autoenvscaling.training.proposer_update import ProposerJob, TRLProposerBackend
 
     registry = CheckpointRegistry(run.checkpoints)
-    current = Policy(**policy)
+    current = policy
     job = ProposerJob(
         job_id=f"{state['run_id']}-r{round_:02d}-proposer",
         base_model=ctx.base_model,
@@ -113,7 +113,7 @@ async def train_proposer(
             "kind": result.checkpoint.kind,
         }
     )
-    server = _policy_server(ctx)
+    server = ctx.servers.for_config(ctx)
     if server is None:
         summary["reason"] = (
             "checkpoint published; no policy server swaps it in (policy_server=none)"
@@ -125,7 +125,7 @@ async def train_proposer(
         summary["reason"] = f"swap failed, the previous policy stays: {exc}"
         return summary, None
     summary["served_as"] = new.model
-    return summary, new.model_dump()
+    return summary, new
 
 
 # -- cold start -----------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import operator
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypedDict, override
 
@@ -23,9 +22,10 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from autoenvscaling.graphs.agent_loop import LoopBudget, build_agent_loop, steps_from_messages
+from autoenvscaling.graphs.config import from_run
 from autoenvscaling.graphs.mcp_tools import open_mcp_tools
 from autoenvscaling.graphs.models import ModelConfig, load_chat_model
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
@@ -254,19 +254,19 @@ async def solve_task(
 # -- the Studio / langgraph.json face: attempt tasks k times each, fanned out with Send ----------
 
 
-@dataclass(kw_only=True)
-class SolverContext:
-    """What Studio's form shows for the solver graph."""
+class SolverContext(BaseModel):
+    """What Studio's form shows for the solver graph: a view of the run configuration
+    (graphs/config.py) plus the standalone graph's own rollout store."""
 
-    model: str = field(default="openai:policy", metadata={"description": "init_chat_model string"})
-    base_url: str | None = field(
-        default=None, metadata={"description": "OpenAI-compatible endpoint"}
-    )
-    max_turns: int = field(default=20, metadata={"description": "Model calls per attempt"})
-    time_budget_sec: float = field(default=900, metadata={"description": "Wall time per attempt"})
-    backend: str = field(default="podman", metadata={"description": "podman | docker"})
-    store_path: str | None = field(default=None, metadata={"description": "Rollout store (SQLite)"})
-    policy_version: str = field(default="base", metadata={"description": "Recorded with rollouts"})
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = from_run("policy_model", description="init_chat_model string")
+    base_url: str | None = from_run("policy_base_url", description="OpenAI-compatible endpoint")
+    max_turns: int = from_run("solver_max_turns", 20, "Model calls per attempt")
+    time_budget_sec: float = Field(900, description="Wall time per attempt")
+    backend: str = from_run("backend")
+    store_path: str | None = Field(None, description="Rollout store (SQLite)")
+    policy_version: str = Field("base", description="Recorded with rollouts")
 
 
 class SolveInput(TypedDict):

@@ -41,7 +41,7 @@ async def _submitted(tmp_path: Path) -> tuple[RunDir, FlywheelContext, dict]:
         "round": 1,
         "slot": 0,
         "run_id": "r",
-        "policy": Policy().model_dump(),
+        "policy": Policy(),
         "candidate": {
             "candidate": str(candidate),
             "attempt_id": "p-1",

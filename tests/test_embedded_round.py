@@ -131,13 +131,13 @@ async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
 ):
     from autoenvscaling.graphs import flywheel_roles
     from autoenvscaling.graphs.flywheel import FlywheelContext, _role_model, build_flywheel
-    from autoenvscaling.graphs.models import Policy
+    from autoenvscaling.graphs.policy_servers import PolicyServers
     from autoenvscaling.tools.rollout_store import RolloutStore
 
     hf, gguf = warmed
     seed = _write(tmp_path / "seed" / "touch-done", TOUCH_TASK).parent
-    try:
-        values = await flywheel_roles.embedded_defaults(model_path=gguf, base_model=hf)
+    async with PolicyServers() as servers:
+        values = await flywheel_roles.embedded_defaults(servers, model_path=gguf, base_model=hf)
         ctx = FlywheelContext(
             **{
                 **values,
@@ -157,21 +157,20 @@ async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
                 "band_low": 0.0,
                 "band_high": 1.0,
             }
-        )
+        ).with_servers(servers)
         final = await build_flywheel(checkpointer=InMemorySaver()).ainvoke(
             {"rounds": 1},
             {"configurable": {"thread_id": "embedded"}, "recursion_limit": 200},
             context=ctx,
         )
-        server = flywheel_roles._SERVERS["embedded"]
+        server = servers.embedded
+        assert server is not None
         served = await server.served_models()
-    finally:
-        await flywheel_roles.shutdown_servers()
 
     metrics = final["metrics"][0]
     training = metrics["training"]
     assert training.get("checkpoint"), training  # reward varied, GRPO stepped, a LoRA was published
-    policy = Policy(**final["policy"])
+    policy = final["policy"]  # a model: flywheel state holds models
     assert policy.checkpoint_id == training["checkpoint"] and policy.version == policy.checkpoint_id
     assert policy.model == f"openai:{policy.checkpoint_id}" and policy.checkpoint_id in served
     # Both roles read the policy from state: the same new model name for each.

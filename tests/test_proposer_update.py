@@ -131,6 +131,7 @@ def test_groups_by_brief_exclude_infrastructure_errors_and_flat_groups(tmp_path:
 
 def test_constant_rewards_are_skipped_with_the_reason(tmp_path: Path) -> None:
     from autoenvscaling.graphs.flywheel import FlywheelContext
+    from autoenvscaling.graphs.models import Policy
     from autoenvscaling.graphs.role_training import train_proposer
     from autoenvscaling.tools.run_dir import RunDir
 
@@ -146,7 +147,7 @@ def test_constant_rewards_are_skipped_with_the_reason(tmp_path: Path) -> None:
     )
     ctx = FlywheelContext(run_dir=str(run.root), base_model="unused: no worker may start")
     summary, policy = asyncio.run(
-        train_proposer(ctx, run, {"round": 1, "run_id": "run"}, {"model": "openai:policy"})
+        train_proposer(ctx, run, {"round": 1, "run_id": "run"}, Policy(model="openai:policy"))
     )
     assert policy is None
     assert "all 2 proposals scored -1: zero advantage" in summary["reason"]
@@ -154,10 +155,10 @@ def test_constant_rewards_are_skipped_with_the_reason(tmp_path: Path) -> None:
     assert not (run.root / "train").exists()  # no worker ran
 
     off = FlywheelContext(run_dir=str(run.root), base_model="x", proposer_training=False)
-    summary, _ = asyncio.run(train_proposer(off, run, {"round": 1, "run_id": "run"}, {}))
+    summary, _ = asyncio.run(train_proposer(off, run, {"round": 1, "run_id": "run"}, Policy()))
     assert summary["reason"] == "proposer training is off for this run"
     later = FlywheelContext(run_dir=str(run.root), base_model="x", proposer_update_every=2)
-    summary, _ = asyncio.run(train_proposer(later, run, {"round": 1, "run_id": "run"}, {}))
+    summary, _ = asyncio.run(train_proposer(later, run, {"round": 1, "run_id": "run"}, Policy()))
     assert "every 2 rounds" in summary["reason"]
 
 
@@ -262,8 +263,6 @@ def test_a_real_proposer_attempt_leaves_its_transcript(tmp_path: Path) -> None:
 
 
 def test_run_modes_are_in_the_manifest_and_the_round_report(tmp_path: Path) -> None:
-    from dataclasses import asdict
-
     from autoenvscaling.graphs.flywheel import FlywheelContext
     from autoenvscaling.graphs.role_training import run_modes
     from autoenvscaling.tools.metrics import RoundMetrics
@@ -271,7 +270,7 @@ def test_run_modes_are_in_the_manifest_and_the_round_report(tmp_path: Path) -> N
     from autoenvscaling.tools.run_dir import RunDir
 
     ctx = FlywheelContext(run_dir=str(tmp_path / "run"), proposer_group_size=2)
-    manifest = RunDir(tmp_path / "run").create(asdict(ctx))
+    manifest = RunDir(tmp_path / "run").create(ctx.model_dump())
     assert (manifest.config["proposer_training"], manifest.config["cold_start"]) == (True, False)
     assert manifest.config["proposer_update_every"] == 1
     modes = run_modes(ctx)

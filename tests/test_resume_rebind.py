@@ -60,7 +60,7 @@ async def test_resume_loads_the_saved_policy_into_a_new_server(tmp_path: Path) -
             base_model=BASE,
         )
         assert ckpt.id not in await VLLMPolicyServer(second.base_url, BASE).served_models()
-        assert await rebind_policy(ctx, run, saved.model_dump()) == ckpt.id
+        assert await rebind_policy(ctx, run, saved) == ckpt.id
         assert ckpt.id in await VLLMPolicyServer(second.base_url, BASE).served_models()
         # Both roles call the live endpoint (not the dead one in state) with the saved name.
         for role in ("proposer", "solver"):
@@ -76,9 +76,9 @@ async def test_resume_refuses_a_policy_no_server_can_load(tmp_path: Path) -> Non
     saved = Policy(model=f"openai:{ckpt.id}", checkpoint_id=ckpt.id, version=ckpt.id)
     ctx = FlywheelContext(run_dir=str(run.root), policy_server="none")
     with pytest.raises(PolicySwapError, match="no policy server"):
-        await rebind_policy(ctx, run, saved.model_dump())
+        await rebind_policy(ctx, run, saved)
     # The base model needs nothing loaded.
-    assert await rebind_policy(ctx, run, Policy().model_dump()) is None
+    assert await rebind_policy(ctx, run, Policy()) is None
 
 
 # -- the long one: kill -9 of a default (embedded) run after its swap, then --resume ------------
@@ -89,17 +89,18 @@ from pathlib import Path
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from autoenvscaling.graphs import flywheel_roles
 from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
+from autoenvscaling.graphs.policy_servers import PolicyServers
 from autoenvscaling.tools.run_dir import RunDir
 
 args = json.loads(sys.argv[1])
 
 async def main():
-    try:
+    async with PolicyServers() as servers:
         values = await flywheel_roles.embedded_defaults(
-            model_path=Path(args["gguf"]), base_model=Path(args["hf"])
+            servers, model_path=Path(args["gguf"]), base_model=Path(args["hf"])
         )
         print("SERVING", values["policy_base_url"], flush=True)
-        ctx = FlywheelContext(**{**values, **args["ctx"]})
+        ctx = FlywheelContext(**{**values, **args["ctx"]}).with_servers(servers)
         async with AsyncSqliteSaver.from_conn_string(args["db"]) as saver:
             graph = build_flywheel(checkpointer=saver)
             config = {"configurable": {"thread_id": "t"}, "recursion_limit": 500}
@@ -110,11 +111,9 @@ async def main():
                 )
                 print("REBOUND", name, flush=True)
             final = await graph.ainvoke(None if args["resume"] else {"rounds": 2}, config, context=ctx)
-            served = await flywheel_roles._SERVERS["embedded"].served_models()
-            print("FINAL", json.dumps({"policy": final["policy"], "served": served,
+            served = await servers.embedded.served_models()
+            print("FINAL", json.dumps({"policy": final["policy"].model_dump(), "served": served,
                                        "rounds": [m["round"] for m in final["metrics"]]}), flush=True)
-    finally:
-        await flywheel_roles.shutdown_servers()
 
 asyncio.run(main())
 """

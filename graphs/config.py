@@ -1,0 +1,243 @@
+"""The run's settings, declared once: `RunConfig`.
+
+Everything else is derived from this model: the flywheel's `context_schema` (Studio's form), the
+options of `autoenvscaling run` (cli/config_options.py builds them from the fields, so a new field
+shows in `--help` without copying), the manifest's `config`, and the presets below. A field shows
+on the command line when it carries a `Cli` marker; the marker holds only what the command line
+needs beyond the field itself (a short flag, another flag name, a path type).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from autoenvscaling.graphs.policy_servers import PolicyServers
+
+
+@dataclass(frozen=True)
+class Cli:
+    """How a setting shows as an option of `autoenvscaling run`.
+
+    `flag` names the option when it differs from the field (`--model` for `policy_model`);
+    `help` replaces the field's description on the command line; `type` is the command line's
+    type when it differs (folders are `Path` there, `str` in the configuration); `unset` makes
+    the option default to None: the value is then resolved at run time (from a preset, or from
+    the policy server the run starts) instead of taken from the field's default."""
+
+    flag: str | None = None
+    short: str | None = None
+    help: str | None = None
+    type: Any = None
+    unset: bool = False
+
+
+class RunConfig(BaseModel):
+    """The run's settings; Studio shows them as the flywheel's form."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    run_dir: Annotated[
+        str, Cli(type=Path, unset=True, help="Run folder (default: runs/<timestamp>)")
+    ] = Field("runs/default", description="Run folder")
+    rounds: Annotated[int, Cli(short="-r")] = Field(1, description="Rounds to run")
+    proposals: Annotated[int, Cli(short="-k")] = Field(2, description="Proposers per round")
+    calibrate: Annotated[bool, Cli(help="Calibrate candidates against the solver")] = Field(
+        True, description="Run the calibrate stage"
+    )
+    max_tokens: Annotated[int, Cli()] = Field(4096, description="Cap on one model reply")
+    train_steps: Annotated[int, Cli(help="GRPO optimizer steps per round")] = Field(
+        2, description="GRPO optimizer steps"
+    )
+    policy_model: Annotated[
+        str, Cli(flag="--model", unset=True, help="Shared policy model, e.g. openai:Qwen/Qwen3-8B")
+    ] = Field("openai:policy", description="Shared policy (both roles)")
+    policy_base_url: Annotated[
+        str | None, Cli(flag="--base-url", help="Its OpenAI-compatible endpoint (vLLM...)")
+    ] = Field(None, description="Policy endpoint (vLLM etc.)")
+    policy_tool_choice: str | None = Field(
+        None, description="'auto' for servers that constrain tool calls"
+    )
+    proposer_model: Annotated[str | None, Cli(help="Override the proposer's model")] = Field(
+        None, description="Override: proposer model"
+    )
+    proposer_base_url: Annotated[str | None, Cli()] = Field(None, description="Its endpoint")
+    solver_model: str | None = Field(None, description="Override: solver model")
+    solver_base_url: str | None = Field(None, description="Its endpoint")
+    arm: Annotated[str, Cli()] = Field(
+        "terminal", description="terminal | error_feedback | prompt_only"
+    )
+    solver_feedback: Annotated[bool, Cli()] = Field(
+        True, description="Give proposers the solver's rollouts"
+    )
+    max_revisions: int = Field(2, description="Revisions after a rejection")
+    train: Annotated[bool, Cli()] = Field(True, description="Run the training node")
+    base_model: Annotated[str | None, Cli(help="HF weights of the policy (training)")] = Field(
+        None, description="HF weights of the policy, for training"
+    )
+    policy_server: Annotated[str, Cli(unset=True, help="embedded | vllm | none")] = Field(
+        "none", description="none | embedded | vllm: who swaps"
+    )
+    backend: Annotated[str, Cli()] = Field("podman", description="podman | docker")
+    heldout_dir: Annotated[
+        str | None, Cli(flag="--heldout", type=Path, help="Held-out task folder to evaluate")
+    ] = Field(None, description="Held-out tasks")
+    decontam_dirs: Annotated[
+        list[str],
+        Cli(
+            flag="--decontam",
+            type=list[Path],
+            unset=True,
+            help="Benchmark to decontaminate against (repeatable): a folder of Harbor tasks "
+            "(e.g. a Terminal-Bench checkout) or a prepared index; none = not checked",
+        ),
+    ] = Field(default_factory=list, description="Benchmarks to decontaminate against")
+    seed_dir: Annotated[str | None, Cli(type=Path, help="Initial pool (default: tasks/seed)")] = (
+        Field(None, description="Initial pool")
+    )
+    human_review: Annotated[bool, Cli(help="Pause to review admissions")] = Field(
+        False, description="Pause for a human to review admissions"
+    )
+    proposer_max_turns: Annotated[int, Cli()] = Field(16, description="Proposer model calls")
+    solver_max_turns: Annotated[int, Cli()] = Field(8, description="Solver model calls")
+    refresh_attempts: Annotated[int, Cli()] = Field(2, description="Solver attempts per task")
+    refresh_limit: Annotated[int, Cli(help="Pool tasks re-measured per round")] = Field(
+        0, description="Pool tasks re-measured (0=all)"
+    )
+    band_low: float = Field(0.25, description="Difficulty band, low")
+    band_high: float = Field(0.75, description="Difficulty band, high")
+    calibration_rollouts: int = Field(4, description="Solver rollouts")
+    baseline_tasks: int = Field(4, description="Pool tasks measured before round 1 (0=none)")
+    baseline_attempts: int = Field(1, description="Solver attempts per baseline task")
+    concurrency: int = Field(2, description="Trials in flight")
+    train_tasks_per_step: int = Field(2, description="GRPO groups per step")
+    brief_examples: int = Field(2, description="Example tasks in the brief")
+    brief_file_chars: int = Field(2500, description="Cap per example file")
+    num_generations: int = Field(4, description="GRPO group size")
+    proposer_training: Annotated[
+        bool, Cli(help="Train the proposer on the gate's reward (run mode)")
+    ] = Field(True, description="Train the proposer on the gate's reward too")
+    proposer_update_every: Annotated[int, Cli(unset=True)] = Field(
+        1, description="Proposer GRPO update every N rounds"
+    )
+    proposer_group_size: Annotated[
+        int, Cli(unset=True, help="Proposers sharing a brief (proposer GRPO group; >= 2)")
+    ] = Field(1, description="Proposers sharing one brief: a proposer GRPO group needs >= 2")
+    proposer_train_steps: int = Field(1, description="Proposer GRPO steps")
+    cold_start: Annotated[
+        bool,
+        Cli(
+            help="Start from a cold-start checkpoint: SFT on the seed pool's replayed reference "
+            "solutions, built once per machine (run mode; slow the first time)"
+        ),
+    ] = Field(False, description="The policy starts from a cold-start checkpoint")
+    policy_checkpoint_id: str | None = Field(
+        None, description="Registry id of the starting checkpoint"
+    )
+    price_per_mtok: tuple[float, float] = Field(
+        (0.0, 0.0), description="USD per 1M prompt / completion tokens"
+    )
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> Self:
+        """The settings named in `values`; None and names that are not settings are left out
+        (None means "not given": the field's default applies)."""
+        names = cls.model_fields
+        return cls(**{k: v for k, v in values.items() if k in names and v is not None})
+
+
+class FlywheelContext(RunConfig):
+    """The flywheel graph's runtime context: the run's settings, plus the policy servers the run
+    owns (a live resource, so a private attribute: never in Studio's form, the manifest or a
+    checkpoint). A context made without servers gets an empty set of its own."""
+
+    _servers: PolicyServers = PrivateAttr(default_factory=PolicyServers)
+
+    @property
+    def servers(self) -> PolicyServers:
+        return self._servers
+
+    def with_servers(self, servers: PolicyServers) -> Self:
+        """This context, using the run's `servers`."""
+        copy = self.model_copy()
+        copy._servers = servers
+        return copy
+
+
+#: Presets: settings that differ from the defaults (the defaults are sized for a GPU policy
+#: server). "embedded" is sized so one round fits in ~15 min on 2 CPU cores (SmolLM2-135M at
+#: ~50 tokens/s); the command line wins over a preset, and every value shows in the manifest.
+PRESETS: dict[str, dict[str, Any]] = {
+    "gpu": {},
+    "embedded": {
+        "policy_server": "embedded",
+        "policy_tool_choice": "auto",
+        "proposer_max_turns": 6,
+        "solver_max_turns": 4,
+        "max_tokens": 384,
+        "refresh_attempts": 1,
+        "refresh_limit": 4,
+        "baseline_tasks": 2,
+        "calibration_rollouts": 4,
+        "train_steps": 2,
+        "num_generations": 4,
+        "train_tasks_per_step": 1,
+        "brief_examples": 1,
+        "brief_file_chars": 1200,
+    },
+}
+
+
+def preset(name: str) -> dict[str, Any]:
+    """The values of preset `name`, checked against the configuration (a typo fails here)."""
+    values = PRESETS[name]
+    RunConfig(**values)  # every name is a setting and every value has its type
+    return dict(values)
+
+
+def cli_marker(name: str) -> Cli | None:
+    """The `Cli` marker of field `name`, or None when the field is not a command-line option."""
+    return next((m for m in RunConfig.model_fields[name].metadata if isinstance(m, Cli)), None)
+
+
+# -- role contexts: views of the run configuration ------------------------------------------------
+# The proposer and solver graphs served on their own (langgraph.json, Studio) take a context of
+# their own: a few of the run's settings under the role's names, plus what only a standalone
+# graph needs (an output folder, a rollout store). A view field names its run setting; its type
+# and description come from there, and only its default may differ (a standalone graph is sized
+# for a GPU policy). tests/test_run_config.py checks every view against RunConfig.
+
+#: The key under which a view field names its run setting (also shown in Studio's schema).
+RUN_SETTING = "run_setting"
+
+
+def from_run(setting: str, default: Any = ..., description: str | None = None) -> Any:
+    """A role-context field that is the run's `setting`: its description (unless the role words
+    it for its own form) and, unless given, its default come from RunConfig."""
+    field = RunConfig.model_fields[setting]
+    if default is ...:
+        default = field.get_default(call_default_factory=True)
+    return Field(
+        default,
+        description=description or field.description,
+        json_schema_extra={RUN_SETTING: setting},
+    )
+
+
+def run_settings_of(view: type[BaseModel]) -> dict[str, str]:
+    """{view field: run setting} for the fields of `view` that are views of RunConfig."""
+    out = {}
+    for name, field in view.model_fields.items():
+        extra = field.json_schema_extra
+        if isinstance(extra, dict) and isinstance(extra.get(RUN_SETTING), str):
+            out[name] = str(extra[RUN_SETTING])
+    return out
+
+
+def view_of[V: BaseModel](view: type[V], config: RunConfig, **own: Any) -> V:
+    """The role context `view` holding `config`'s values (`own` sets the role's own fields)."""
+    values = {name: getattr(config, setting) for name, setting in run_settings_of(view).items()}
+    return view(**{**values, **own})

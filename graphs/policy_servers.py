@@ -1,0 +1,59 @@
+"""The policy servers one run started: processes, not settings and not graph state.
+
+A `PolicyServers` lives exactly as long as the run that opened it (`async with`): the CLI opens
+one per `autoenvscaling run`, puts it on the flywheel's runtime context, and every node that swaps
+a checkpoint in asks it for the server of the configured kind. Two runs in one process (tests,
+an app embedding the graph) each own theirs; nothing is registered process-wide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+if TYPE_CHECKING:
+    from autoenvscaling.graphs.config import RunConfig
+    from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
+    from autoenvscaling.training.policy import PolicyRef, PolicyServer
+
+
+class PolicyServers:
+    """The run's live policy servers, by kind; stopped when the run ends, crash included."""
+
+    def __init__(self) -> None:
+        self.embedded: EmbeddedLlamaServer | None = None
+
+    async def start_embedded(self, model_path: Path) -> PolicyRef:
+        """Start the embedded (llama.cpp) server once; later calls return what it serves."""
+        if self.embedded is not None:
+            return self.embedded.current()
+        from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
+
+        server = EmbeddedLlamaServer(model_path=model_path)
+        ref = await asyncio.to_thread(server.start)
+        self.embedded = server
+        return ref
+
+    def for_config(self, config: RunConfig) -> PolicyServer | None:
+        """The server that swaps checkpoints for `config.policy_server`, or None (no swaps)."""
+        if config.policy_server == "embedded":
+            return self.embedded
+        if config.policy_server == "vllm" and config.policy_base_url:
+            from autoenvscaling.training.vllm_server import VLLMPolicyServer
+
+            return VLLMPolicyServer(
+                base_url=config.policy_base_url, base_model=config.base_model or ""
+            )
+        return None
+
+    async def aclose(self) -> None:
+        server, self.embedded = self.embedded, None
+        if server is not None:
+            await asyncio.to_thread(server.stop)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

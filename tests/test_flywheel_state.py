@@ -1,0 +1,70 @@
+"""Flywheel state holds models, and the run's SQLite checkpointer restores them as models: in a
+new process-like saver on the same file, with no "unregistered type" warning, and refusing any
+class the state does not declare."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import aiosqlite
+import pytest
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from pydantic import BaseModel
+
+from autoenvscaling.graphs.flywheel import build_flywheel, checkpoint_serde
+from autoenvscaling.graphs.models import Policy
+
+pytestmark = pytest.mark.timeout(60)
+CONFIG = {"configurable": {"thread_id": "t"}}
+
+
+class Foreign(BaseModel):
+    """A class no flywheel state declares: a checkpoint naming it must not construct it."""
+
+    x: int = 1
+
+
+async def test_policy_survives_the_sqlite_checkpointer_as_a_model(tmp_path: Path, caplog):
+    db = str(tmp_path / "graph.sqlite")
+    policy = Policy(model="openai:ck-1", checkpoint_id="ck-1", version="ck-1", base_url="http://x")
+    async with aiosqlite.connect(db) as conn:
+        graph = build_flywheel(checkpointer=AsyncSqliteSaver(conn, serde=checkpoint_serde()))
+        await graph.aupdate_state(
+            CONFIG, {"run_id": "r", "round": 2, "policy": policy}, as_node="setup"
+        )
+    caplog.set_level(logging.WARNING)
+    async with aiosqlite.connect(db) as conn:  # a resumed run: a new saver on the same file
+        graph = build_flywheel(checkpointer=AsyncSqliteSaver(conn, serde=checkpoint_serde()))
+        values = (await graph.aget_state(CONFIG)).values
+    assert isinstance(values["policy"], Policy) and values["policy"] == policy
+    assert values["round"] == 2
+    assert not [r for r in caplog.records if "unregistered" in r.getMessage()]
+
+
+def test_the_checkpoint_serde_refuses_classes_the_state_does_not_declare():
+    serde = checkpoint_serde()
+    restored = serde.loads_typed(serde.dumps_typed(Foreign(x=3)))
+    assert not isinstance(restored, Foreign)  # not constructed: blocked by the allowlist
+    policy = Policy(model="openai:p")
+    assert serde.loads_typed(serde.dumps_typed(policy)) == policy
+
+
+def test_models_of_graphs_run_inside_nodes_are_restored_too():
+    """The validation graph runs inside admit_one under the run's checkpointer: its state's
+    models (Verdict, StageResult) are in the checkpoints too, and a resume must get them back
+    as models (found by a kill-and-resume run that looped when they came back as dicts)."""
+    from autoenvscaling.tools.gate.results import StageResult, Verdict
+
+    serde = checkpoint_serde()
+    verdict = Verdict(
+        task="t",
+        task_name="t",
+        admitted=False,
+        stage="lint",
+        reason="r",
+        proposer_reward=-1.0,
+        stages=[StageResult(stage="lint", passed=False, reason="r")],
+    )
+    restored = serde.loads_typed(serde.dumps_typed(verdict))
+    assert isinstance(restored, Verdict) and isinstance(restored.stages[0], StageResult)
