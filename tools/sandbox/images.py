@@ -28,6 +28,7 @@ from autoenvscaling.tools.sandbox.cleanup import (
     BASE_REPO,
     IMAGE_REPO,
     LABEL,
+    OWNER_LABEL,
     RUN_LABEL,
     TASK_LABEL,
     CleanupReport,
@@ -297,8 +298,8 @@ def gc_images(keep: Iterable[str], *, backend: Backend = "podman") -> CleanupRep
 def remove_task_image(task_dir: Path, *, backend: Backend = "podman") -> bool:
     """Remove the image built for one task folder (a rejected candidate). False if none.
 
-    Only an image this run built: the tag is a content hash, so another run on the same engine
-    may have built the same one and may be about to start a container from it.
+    Not an image another live run built: the tag is a content hash, so that run may be about to
+    start a container from the same image. (A killed run's images go: its resume rejects them.)
     """
     api = client(backend).api
     task_dir = Path(task_dir).resolve()
@@ -307,7 +308,8 @@ def remove_task_image(task_dir: Path, *, backend: Backend = "podman") -> bool:
         image_labels = api.inspect_image(tag).get("Config", {}).get("Labels") or {}
     except docker.errors.APIError:  # gone (podman answers "no such image" with several codes)
         return False
-    if image_labels.get(RUN_LABEL) != cleanup.RUN_ID:
+    ours = image_labels.get(RUN_LABEL) == cleanup.RUN_ID
+    if not ours and cleanup.owner_alive(image_labels.get(OWNER_LABEL, "")) is not False:
         return False
     try:
         api.remove_image(tag, force=False, noprune=False)
