@@ -57,6 +57,14 @@ class TrainHyperParams(BaseModel):
         description="Recompute activations in the backward pass (TRL's default): trades step time "
         "for peak memory (benchmarks/RESULTS.md has the measured GRPO step).",
     )
+    micro_batch_size: int | None = Field(
+        1,
+        ge=1,
+        description="Rollouts per forward/backward pass. The step's num_generations x "
+        "tasks_per_step rollouts are still generated, scored and normalised together, and their "
+        "gradients accumulate into one optimizer step (the same update); a pass holds only this "
+        "many sequences' activations. None = all in one pass (faster on a GPU with room).",
+    )
     command_timeout_sec: float = Field(60.0, gt=0, description="Per bash tool call in an episode.")
     tool_output_chars: int = Field(
         2000, ge=100, description="Cap on one tool result shown to the model."
@@ -64,6 +72,14 @@ class TrainHyperParams(BaseModel):
     torch_threads: int | None = Field(
         None, description="torch.set_num_threads in the worker (CPU)."
     )
+
+    def passes(self, rollouts: int) -> tuple[int, int]:
+        """(rollouts per pass, passes) for one optimizer step over `rollouts` rollouts: the largest
+        pass size up to micro_batch_size that divides them (TRL splits the step evenly)."""
+        size = min(self.micro_batch_size or rollouts, rollouts)
+        while rollouts % size:
+            size -= 1
+        return size, rollouts // size
 
 
 class TrainJob(BaseModel):

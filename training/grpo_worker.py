@@ -241,6 +241,7 @@ def run(job: TrainJob) -> WorkerResult:
     from trl import GRPOConfig, GRPOTrainer
 
     from autoenvscaling.training.episode_env import EpisodeConfig, EventLoop, TaskEpisode
+    from autoenvscaling.training.fused_head import score_labelled_positions_only
     from autoenvscaling.training.sandboxes import task_starter
 
     started = time.monotonic()
@@ -250,6 +251,7 @@ def run(job: TrainJob) -> WorkerResult:
     if hyper.torch_threads:
         torch.set_num_threads(hyper.torch_threads)
     device = _device(job)
+    score_labelled_positions_only()  # CPU: TRL's LM head scores only completion tokens (as on CUDA)
     emit("load", job.job_id, total=hyper.steps, message=f"loading {job.base_model} on {device}")
     model, tokenizer, peft_config, kind, new_base = load_policy(job, device)
     plan = step_plan(job)
@@ -268,12 +270,14 @@ def run(job: TrainJob) -> WorkerResult:
         return TaskEpisode(loop, start, episode_config)
 
     cuda = device == "cuda"
+    # One optimizer step per generation batch, its gradient accumulated over passes of per_pass.
+    per_pass, passes = hyper.passes(hyper.num_generations * tasks_per_step)
     config = GRPOConfig(
         output_dir=str(work / "trainer"),
         max_steps=hyper.steps,
         learning_rate=hyper.learning_rate,
-        per_device_train_batch_size=hyper.num_generations * tasks_per_step,
-        gradient_accumulation_steps=1,
+        per_device_train_batch_size=per_pass,
+        gradient_accumulation_steps=passes,
         num_generations=hyper.num_generations,
         max_completion_length=hyper.max_completion_length,
         max_tool_calling_iterations=hyper.max_turns,
