@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=1100)
     parser.add_argument("--completion", type=int, default=256)
     parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--skip", default="", help="comma-separated prefixes of phases to skip")
+    parser.add_argument("--skip", default="", help="prefixes of phases to skip, separated by ;")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -91,7 +91,7 @@ def main() -> None:
     seq = args.prompt + args.completion
     ids = torch.randint(100, vocab, (args.batch, seq))
     mask = torch.ones_like(ids)
-    skip = set(filter(None, args.skip.split(",")))
+    skip = set(filter(None, args.skip.split(";")))
 
     def generate() -> None:
         model.eval()

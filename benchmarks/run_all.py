@@ -1,12 +1,14 @@
 """Run the project's benchmarks and write one table: benchmarks/RESULTS.md and results.json.
 
-    .venv/bin/python benchmarks/run_all.py            # (make bench) ~2-4 min on 2 cores
+    .venv/bin/python benchmarks/run_all.py            # (make bench) ~2-4 min on 2 cores + GRPO
+    .venv/bin/python benchmarks/run_all.py --no-train # without the GRPO runs (~15-25 min of it)
     .venv/bin/python benchmarks/run_all.py --sandbox  # MCP over a container sandbox: + stdio, HTTP
 
 Every "before" and "after" in the table is measured in the same run on the same machine: the MCP
 benchmark runs once with mcp's own per-call schema validation (AUTOENVSCALING_MCP_SCHEMA_CACHE=0)
 and once with the cache, the store benchmark times the old and the new search query on the same
-database, the dedup benchmark the old (all shingles at once) and the streamed MinHash. The
+database, the dedup benchmark the old (all shingles at once) and the streamed MinHash, the GRPO
+benchmark one embedded-round training step per memory setting (bench_grpo_memory.py). The
 "issue #18" column is the figure the issue reported, for reference. A benchmark that fails is
 reported as such in the table; the others still run.
 """
@@ -178,6 +180,52 @@ def dedup_rows() -> list[dict[str, Any]]:
     ]
 
 
+def grpo_rows() -> list[dict[str, Any]]:
+    result = _bench("bench_grpo_memory.py", [])
+    if "error" in result:
+        return [{"measure": "GRPO memory benchmark", "error": result["error"]}]
+    by = {name.split(" (")[0]: value for name, value in result.items() if isinstance(value, dict)}
+    off = by.get("checkpointing off, whole batch, TRL's CPU head", {})
+    main = by.get("checkpointing on, whole batch, TRL's CPU head", {})
+    fast = by.get("checkpointing off, one rollout a pass, completion-only head", {})
+    now = by.get("checkpointing on, one rollout a pass, completion-only head", {})
+    failed = [n for n, v in by.items() if "error" in v]
+    if failed:
+        return [
+            {"measure": "GRPO memory benchmark", "error": f"{failed[0]}: {by[failed[0]]['error']}"}
+        ]
+
+    def note(row: dict[str, Any]) -> str:
+        return f"{row.get('tokens_per_s')} tok/s" if row else "-"
+
+    return [
+        {
+            "measure": "GRPO worker peak RSS (GB), 1 embedded step, checkpointing off",
+            "unit": "GB",
+            "issue": 16.1,
+            "before": off.get("peak_rss_gb"),
+            "after": fast.get("peak_rss_gb"),
+            "goal": 3.0,
+            "note": f"{note(off)} -> {note(fast)}",
+        },
+        {
+            "measure": "GRPO worker peak RSS (GB), 1 embedded step, checkpointing on (default)",
+            "unit": "GB",
+            "issue": 16.1,
+            "before": main.get("peak_rss_gb"),
+            "after": now.get("peak_rss_gb"),
+            "goal": 3.0,
+            "note": f"{note(main)} -> {note(now)}",
+        },
+        {
+            "measure": "GRPO completion tokens/s (default vs issue #18's setting; higher is better)",
+            "note": f"{now.get('tokens_per_s')} vs {off.get('tokens_per_s')} "
+            f"({now.get('completion_tokens')} / {off.get('completion_tokens')} tokens, "
+            f"task {result.get('task')})",
+        },
+    ]
+
+
 def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -235,8 +283,28 @@ CAUSES = """
 - **Dedup memory**: `MinHash.update_batch` over every shingle of the text at once allocates a
   shingles x 128 uint64 matrix (+ the shingle set): 3.2 GB for 21 MB. Fix: shingles streamed in
   batches of 2,048 (a minimum ignores repeats, so the hash values are identical).
-- Not done: GRPO worker memory, set-up time (pip caches, prebuilt wheels) and the gate-vs-Harbor
-  ratio (benchmarks/bench_gate.py, not part of this run).
+- **GRPO worker memory** (benchmarks/profile_grpo_memory.py: one phase at a time on the worker's
+  own model set-up, peak RSS over the RSS before it): not the model (135M fp32, the loaded worker
+  is ~0.9 GB) and not generation (+181 MB for 2 prompts of 600 tokens + 64 new). Three causes,
+  all in the policy-gradient pass, measured on 2 rollouts x 664 tokens:
+  1. activations: without checkpointing a pass peaks at ~2.7 MB a token (+1,770 MB for one
+     664-token rollout): 4 rollouts x ~1,360 tokens in one pass is the issue's 12-16 GB.
+     Checkpointing (main's default since 9f94f34) keeps one layer's: +565 MB for that rollout.
+  2. TRL's fused LM head scores *every* position on CPU (prompt and padding too; only CUDA gets
+     the labelled positions), in 4,096 x 32,768 float32 tiles with several tile-sized
+     temporaries: +544 MB at 1,326 positions (+1,619 vs +1,075 MB), ~0.5 GB a tile and GBs at
+     the embedded step's ~5,400 positions whatever checkpointing does. Fix:
+     training/fused_head.py scores only the completion positions on CPU too (identical
+     log-probabilities and gradients: tests/test_fused_head.py), and the pass is ~22% faster.
+  3. one pass over all of the step's rollouts. Fix: TrainHyperParams.micro_batch_size=1: the
+     rollouts are still generated, scored and normalised together and their gradients summed
+     into one optimizer step (TRL's DAPO loss divides by the step's completion tokens, so the
+     update is the same); a pass holds one rollout.
+  Left: of a checkpointed one-rollout pass's +565 MB, ~420 MB is glibc heap growth (its dynamic
+  mmap threshold): MALLOC_MMAP_THRESHOLD_=262144 gave +142 MB, but the pass ran ~2x slower on
+  the busy machine, so it is not applied.
+- Not done: set-up time (pip caches, prebuilt wheels) and the gate-vs-Harbor ratio
+  (benchmarks/bench_gate.py, not part of this run).
 """
 
 
@@ -245,10 +313,17 @@ def main() -> None:
     parser.add_argument(
         "--sandbox", action="store_true", help="MCP over a podman sandbox (make bases first)"
     )
+    parser.add_argument(
+        "--no-train",
+        action="store_true",
+        help="skip the GRPO memory benchmark (~15-25 min: four one-step training runs)",
+    )
     parser.add_argument("--out", type=Path, default=HERE, help="where RESULTS.md/results.json go")
     args = parser.parse_args()
     load_start = round(os.getloadavg()[0], 1)
     rows = [*mcp_rows(args.sandbox), *store_rows(), *dedup_rows()]
+    if not args.no_train:
+        rows += grpo_rows()
     meta = {
         "load_start": load_start,
         "load_end": round(os.getloadavg()[0], 1),
