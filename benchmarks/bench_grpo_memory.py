@@ -1,7 +1,7 @@
 """GRPO worker peak memory and tokens/s: one embedded-round step, side by side per setting.
 
     .venv/bin/python benchmarks/bench_grpo_memory.py [--task access-log-report]
-        [--settings NAME,...] [--json OUT]
+        [--settings 'PREFIX;...'] [--json OUT]
 
 Runs the real worker (training/grpo_worker.py through TRLGRPOBackend, as the flywheel's training
 node does) on the embedded SmolLM2-135M HF weights, with the embedded round's budgets
@@ -112,7 +112,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", default="access-log-report", help="a folder of tasks/seed/")
     parser.add_argument(
-        "--settings", help="comma-separated prefixes of the settings to run (default: all)"
+        "--settings", help="prefixes of the settings to run, separated by ; (default: all)"
     )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -129,7 +129,7 @@ def main() -> None:
     chosen = [
         name
         for name in SETTINGS
-        if not args.settings or any(name.startswith(p) for p in args.settings.split(","))
+        if not args.settings or any(name.startswith(p) for p in args.settings.split(";"))
     ]
     model = _setup(task_dir)
     results: dict[str, Any] = {"task": args.task, "load_start": round(os.getloadavg()[0], 1)}
