@@ -10,7 +10,7 @@ export LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=1 HARBOR_TELEMETR
 # llama-cpp-python (the embedded extra) compiles llama.cpp: skip its tools (~6 min instead of ~12).
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: setup system bases test run bench
+.PHONY: setup system bases test typecheck architecture run bench
 
 # The engine (podman, rootful, with runc and catatonit for --init) and debootstrap for the offline
 # base image. Each package is checked by the file it provides, so a set-up machine starts at once.
@@ -44,6 +44,15 @@ setup: system $(VENV)/.installed-$(EXTRAS) bases
 
 test: setup
 	$(VENV)/bin/python -m pytest -q -rs $(PYTEST_ARGS)
+
+# The type checker over the package (config: [tool.pyright] in pyproject.toml); fails on any error.
+typecheck: $(VENV)/.installed-$(EXTRAS)
+	$(VENV)/bin/pyright --pythonpath $(VENV)/bin/python
+
+# Redraw ARCHITECTURE.md's flywheel diagram from the compiled graph (tests/test_architecture.py
+# fails until the committed file matches).
+architecture: $(VENV)/.installed-$(EXTRAS)
+	$(VENV)/bin/python -m tests.architecture_doc
 
 run: setup
 	$(VENV)/bin/autoenvscaling run
