@@ -22,8 +22,10 @@ class ResolvedModel(BaseModel):
     model: str = Field(description="init_chat_model string that answers.")
     base_url: str | None = None
     tool_choice: str | None = None
-    embedded: bool = Field(False, description="The embedded default, started for this command.")
-    label: str = Field("", description="What answered, for people and --json output.")
+    embedded: bool = Field(
+        default=False, description="The embedded default, started for this command."
+    )
+    label: str = Field(default="", description="What answered, for people and --json output.")
 
 
 @contextmanager

@@ -97,7 +97,7 @@ def role_tool_schemas(store: Path) -> dict[str, list[dict[str, Any]]]:
 
     async def gather() -> dict[str, list[dict[str, Any]]]:
         # Built, never started: listing tools opens no sandbox and reads no file.
-        terminal = await listed(build_terminal_server(lambda: None))  # type: ignore[arg-type]
+        terminal = await listed(build_terminal_server())
         filesystem = await listed(build_filesystem_server(store.parent))
         rollouts = await listed(build_rollouts_server(store))
         return {"solver": terminal, "proposer": terminal + filesystem + rollouts}
@@ -134,7 +134,10 @@ def rollouts(
     if not run.rollouts.exists():
         raise typer.BadParameter(f"{run.root} has no rollouts.db; pass a flywheel run folder")
     try:
-        where = RolloutFilter(role=role, round=round_, outcome=outcome, tag=tag, attempts=attempt)
+        # Validated from the user's strings: a bad --role or --outcome is a BadParameter.
+        where = RolloutFilter.model_validate(
+            {"role": role, "round": round_, "outcome": outcome, "tag": tag, "attempts": attempt}
+        )
     except ValidationError as exc:
         raise typer.BadParameter(str(exc)) from None
     default = {"atif": "rollouts-atif", "jsonl": "rollouts.jsonl", "hf": "rollouts-hf"}[fmt]
@@ -142,7 +145,7 @@ def rollouts(
     result = export_rollouts(
         run.rollouts,
         target,
-        fmt=fmt,  # type: ignore[arg-type]
+        fmt=fmt,
         where=where,
         task_dirs=[run.pool, *sorted((run.root / "candidates").glob("r*"))],
         tools=role_tool_schemas(run.rollouts),

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from autoenvscaling.mcp_servers.serve import ServerName
 
 mcp_app = typer.Typer(
     help="Run an MCP server over stdio (default) or streamable HTTP (--transport http).",
@@ -22,13 +25,14 @@ PortOpt = Annotated[
 ]
 
 
-def _serve(name: str, transport: str, host: str, port: int | None, **options: object) -> None:
+def _serve(name: ServerName, transport: str, host: str, port: int | None, **options: Any) -> None:
     from autoenvscaling.mcp_servers.serve import serve
 
     # stdout carries the protocol under stdio: logs go to stderr, and only warnings.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        serve(name, transport=transport, host=host, port=port, **options)  # type: ignore[arg-type]
+        # typer gives str; serve() rejects an unknown transport with ValueError.
+        serve(name, transport=transport, host=host, port=port, **options)  # pyright: ignore[reportArgumentType]
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc
 

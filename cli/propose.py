@@ -86,7 +86,7 @@ def propose(
         return ProposerSettings(
             model=proposer,
             arm=arm,
-            solver_feedback=solver_feedback,  # type: ignore[arg-type]
+            solver_feedback=solver_feedback,
             budget=LoopBudget(max_turns=max_turns, max_total_tokens=400_000),
             max_revisions=max_revisions,
             store_path=str(store),

@@ -10,7 +10,7 @@ import asyncio
 import json
 import secrets
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -154,7 +154,7 @@ def train(
         console.print("[red]no valid task folders found (give --tasks, or --sft DATASET)[/]")
         raise typer.Exit(2)
     job_id = f"{'sft' if sft else 'train'}-{secrets.token_hex(4)}"
-    job_kwargs = dict(
+    job_kwargs: dict[str, Any] = dict(
         job_id=job_id,
         base_model=base,
         parent=parent_ckpt,
@@ -175,7 +175,7 @@ def train(
             seed=seed,
             device=device,
             use_vllm=use_vllm,
-            vllm_mode=vllm_mode,  # type: ignore[arg-type]
+            vllm_mode=vllm_mode,  # pyright: ignore[reportArgumentType] - typer gives a str; pydantic checks it
             vllm_server_base_url=vllm_server_url,
             torch_threads=threads,
         ),
@@ -187,8 +187,10 @@ def train(
             **job_kwargs, dataset=sft.resolve(), batch_size=batch_size, max_length=max_length
         )
         what = f"SFT on {sft}"
+        backend_type = TRLSFTBackend
     else:
         job = TrainJob(**job_kwargs)
+        backend_type = TRLGRPOBackend
         what = f"{len(task_dirs)} tasks + {len(replay_dirs)} replay"
     console.print(
         f"job {job_id}: {what}, from {parent_ckpt.id if parent_ckpt else base}; "
@@ -211,7 +213,6 @@ def train(
         launcher = AccelerateLauncher.named(accelerate_config) if accelerate_config else None
     except TrainingError as exc:
         raise typer.BadParameter(str(exc)) from None
-    backend_type = TRLSFTBackend if sft is not None else TRLGRPOBackend
     backend = backend_type(reg, timeout_sec=timeout, launcher=launcher)
     try:
         with TaskProgress("train steps", total=None, quiet=as_json, console=console) as bar:

@@ -13,12 +13,12 @@ import random
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Final, Literal, Required, TypedDict
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command
 from pydantic import BaseModel, Field
@@ -29,16 +29,26 @@ StopReason = Literal["done", "submitted", "max_turns", "max_tokens", "time_budge
 
 
 class LoopBudget(BaseModel):
-    max_turns: int = Field(30, description="Model calls per attempt")
-    max_total_tokens: int = Field(120_000, description="Prompt + completion tokens per attempt")
-    time_budget_sec: float = Field(900, description="Wall time per attempt")
-    max_retries: int = Field(2, description="Retries of a failed model call (exponential backoff)")
-    retry_base_sec: float = Field(0.5, description="First backoff; doubles per retry (+ jitter)")
-    retry_max_sec: float = Field(8.0, description="Cap on one backoff")
+    max_turns: int = Field(default=30, description="Model calls per attempt")
+    max_total_tokens: int = Field(
+        default=120_000, description="Prompt + completion tokens per attempt"
+    )
+    time_budget_sec: float = Field(default=900, description="Wall time per attempt")
+    max_retries: int = Field(
+        default=2, description="Retries of a failed model call (exponential backoff)"
+    )
+    retry_base_sec: float = Field(
+        default=0.5, description="First backoff; doubles per retry (+ jitter)"
+    )
+    retry_max_sec: float = Field(default=8.0, description="Cap on one backoff")
+
+
+#: langgraph's END, typed as the literal the nodes' `Command[Literal[...]]` routes name.
+END: Final = "__end__"
 
 
 class LoopState(TypedDict, total=False):
-    messages: Annotated[list[AnyMessage], add_messages]
+    messages: Required[Annotated[list[AnyMessage], add_messages]]
     turns: int
     prompt_tokens: int
     completion_tokens: int
@@ -108,7 +118,7 @@ def build_agent_loop(
         }
         try:
             reply: AIMessage = await call_model(state["messages"], retried)
-        except Exception as exc:  # after retries: recorded as an error outcome, never raised
+        except Exception as exc:  # noqa: BLE001 - after retries: recorded as an error outcome, never raised
             recorded["model_retries"] += len(retried)
             recorded["retry_errors"] = (recorded["retry_errors"] + retried)[-10:]
             if _context_full(exc):
@@ -152,6 +162,7 @@ def build_agent_loop(
         results: list[ToolMessage] = []
         seconds = dict(state.get("tool_seconds", {}))
         for call in last.tool_calls:
+            call_id = call["id"] or ""  # OpenAI-style servers always send one
             started = time.monotonic()
             tool = by_name.get(call["name"])
             if tool is None:
@@ -165,14 +176,14 @@ def build_agent_loop(
             else:
                 try:
                     message = await tool.ainvoke({**call, "type": "tool_call"})
-                except Exception as exc:  # a tool's failure is the model's feedback, not a crash
+                except Exception as exc:  # noqa: BLE001 - a tool's failure is the model's feedback, not a crash
                     message = ToolMessage(
                         content=f"{type(exc).__name__}: {exc}",
                         tool_call_id=call["id"],
                         name=call["name"],
                         status="error",
                     )
-            seconds[call["id"]] = round(time.monotonic() - started, 4)
+            seconds[call_id] = round(time.monotonic() - started, 4)
             # Plain text: several OpenAI-compatible servers (llama.cpp among them) reject the
             # content-block lists MCP tools return.
             if not isinstance(message.content, str):
@@ -226,7 +237,7 @@ def steps_from_messages(messages: Sequence[BaseMessage], seconds: dict[str, floa
             steps.append(Step(index=len(steps), message=text))
             continue
         for i, call in enumerate(message.tool_calls):
-            out = outputs.get(call["id"])
+            out = outputs.get(call["id"] or "")
             output = _text(out.content) if out else None
             steps.append(
                 Step(
@@ -237,7 +248,7 @@ def steps_from_messages(messages: Sequence[BaseMessage], seconds: dict[str, floa
                     tool_output=output,
                     output_bytes=len(output.encode()) if output is not None else None,
                     exit_code=_exit_code(output) if output else None,
-                    duration_sec=seconds.get(call["id"]),
+                    duration_sec=seconds.get(call["id"] or ""),
                 )
             )
     return steps

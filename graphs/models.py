@@ -17,11 +17,17 @@ from pydantic import BaseModel, Field
 class Policy(BaseModel):
     """The model both roles use this round; the training node replaces it with a new checkpoint."""
 
-    model: str = Field("openai:policy", description="init_chat_model string, e.g. openai:policy")
-    base_url: str | None = Field(None, description="OpenAI-compatible endpoint (vLLM, llama.cpp)")
-    checkpoint_id: str | None = Field(None, description="Registry id of the served checkpoint")
-    version: str = Field("base", description="Recorded with every rollout")
-    tool_choice: str | None = Field(None, description="See ModelConfig.tool_choice")
+    model: str = Field(
+        default="openai:policy", description="init_chat_model string, e.g. openai:policy"
+    )
+    base_url: str | None = Field(
+        default=None, description="OpenAI-compatible endpoint (vLLM, llama.cpp)"
+    )
+    checkpoint_id: str | None = Field(
+        default=None, description="Registry id of the served checkpoint"
+    )
+    version: str = Field(default="base", description="Recorded with every rollout")
+    tool_choice: str | None = Field(default=None, description="See ModelConfig.tool_choice")
 
 
 class ModelConfig(BaseModel):
@@ -30,16 +36,17 @@ class ModelConfig(BaseModel):
     model: str = "openai:policy"
     base_url: str | None = None
     api_key_env: str = Field(
-        "OPENAI_API_KEY", description="Env var holding the key ('none' if unset)"
+        default="OPENAI_API_KEY", description="Env var holding the key ('none' if unset)"
     )
     temperature: float = 0.7
-    max_tokens: int = Field(1024, description="Cap on one reply")
+    max_tokens: int = Field(default=1024, description="Cap on one reply")
     timeout_sec: float = 180
     max_retries: int = Field(
-        2, description="Retries with exponential backoff before an error outcome"
+        default=2, description="Retries with exponential backoff before an error outcome"
     )
     tool_choice: str | None = Field(
-        None, description="Sent with tool calls; 'auto' makes llama.cpp constrain replies to a call"
+        default=None,
+        description="Sent with tool calls; 'auto' makes llama.cpp constrain replies to a call",
     )
     extra: dict[str, Any] = Field(default_factory=dict, description="More init_chat_model kwargs")
 

@@ -61,7 +61,7 @@ class ScriptedChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "scripted"
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
         return self  # the script already knows which tools it calls
 
     def _next(self, messages: Sequence[BaseMessage]) -> AIMessage:

@@ -41,7 +41,7 @@ class SolverInterface(BaseModel):
 
     system_prompt: str
     tools: list[dict[str, Any]] = Field(description="OpenAI function schemas, as bound")
-    strip_instruction: bool = Field(False, description="The served user turn is stripped")
+    strip_instruction: bool = Field(default=False, description="The served user turn is stripped")
 
     def first_messages(self, instruction: str) -> list[dict[str, str]]:
         """The conversation a served attempt starts from."""

@@ -58,6 +58,11 @@ class ValidationState(ValidationInput):
     verdict: Verdict | None = None
 
 
+type ValidationGraph = CompiledStateGraph[
+    ValidationState, GateConfig, ValidationInput, ValidationOutput
+]
+
+
 def _config(runtime: Runtime[GateConfig]) -> GateConfig:
     return runtime.context if runtime.context is not None else GateConfig()
 
@@ -66,7 +71,7 @@ async def _stage(
     stage: StageName, after: str, state: ValidationState, runtime: Runtime[GateConfig]
 ) -> Command[Any]:
     config = _config(runtime)
-    prior = {r.stage: r for r in state.results}
+    prior: dict[StageName, StageResult] = {r.stage: r for r in state.results}
     result = await run_stage(stage, state.task, config, prior)
     runtime.stream_writer(
         {
@@ -165,7 +170,7 @@ def build_validation_graph(
     checkpointer: BaseCheckpointSaver | None = None,
     store: BaseStore | None = None,
     name: str = "validation",
-) -> CompiledStateGraph:
+) -> ValidationGraph:
     builder = StateGraph(
         ValidationState,
         context_schema=GateConfig,
@@ -197,6 +202,9 @@ class BatchState(BatchInput):
     admitted: list[str] = Field(default_factory=list)
 
 
+type BatchGraph = CompiledStateGraph[BatchState, GateConfig, BatchInput, BatchOutput]
+
+
 class Candidate(BaseModel):
     task: str
     index: int
@@ -216,7 +224,7 @@ def fan_out(state: BatchState) -> Command[Literal["validate_candidate", "report"
     )
 
 
-def make_validate_candidate(validation: CompiledStateGraph):
+def make_validate_candidate(validation: ValidationGraph):
     async def validate_candidate(
         state: Candidate, runtime: Runtime[GateConfig]
     ) -> Command[Literal["report"]]:
@@ -224,7 +232,7 @@ def make_validate_candidate(validation: CompiledStateGraph):
         config = _config(runtime)
         async with slots("candidate", config.concurrency):
             try:
-                out = await validation.ainvoke({"task": state.task}, context=config)
+                out = await validation.ainvoke(ValidationInput(task=state.task), context=config)
                 result = out["verdict"] if isinstance(out, dict) else out.verdict
                 verdict_ = Verdict.model_validate(result)
             except Exception as exc:  # noqa: BLE001 - one broken candidate never stops a batch
@@ -254,11 +262,11 @@ def report(state: BatchState) -> dict[str, list[str]]:
 
 def build_batch_graph(
     *,
-    validation: CompiledStateGraph | None = None,
+    validation: ValidationGraph | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
     store: BaseStore | None = None,
     name: str = "validation_batch",
-) -> CompiledStateGraph:
+) -> BatchGraph:
     builder = StateGraph(
         BatchState, context_schema=GateConfig, input_schema=BatchInput, output_schema=BatchOutput
     )
@@ -277,7 +285,7 @@ async def validate_batch(
     config: GateConfig | None = None,
     *,
     on_event: Callable[[dict[str, Any]], None] | None = None,
-    graph: CompiledStateGraph | None = None,
+    graph: BatchGraph | None = None,
 ) -> list[Verdict]:
     """Run the batch graph over `tasks`; `on_event` gets each progress event (stage, verdict)
     as it happens. Verdicts come back in the order of `tasks`."""
@@ -285,11 +293,11 @@ async def validate_batch(
     names = [str(Path(t)) for t in tasks]
     final: dict[str, Any] = {}
     async for namespace, mode, chunk in (graph or batch_graph).astream(
-        {"tasks": names}, context=config, stream_mode=["custom", "values"], subgraphs=True
+        BatchInput(tasks=names), context=config, stream_mode=["custom", "values"], subgraphs=True
     ):
-        if mode == "custom" and on_event is not None:
+        if mode == "custom" and on_event is not None and isinstance(chunk, dict):
             on_event(chunk)
-        elif mode == "values" and not namespace:
+        elif mode == "values" and not namespace and isinstance(chunk, dict):
             final = chunk
     verdicts = [Verdict.model_validate(v) for v in final.get("verdicts", [])]
     by_task = {v.task: v for v in verdicts}

@@ -35,9 +35,12 @@ class CheckReport(BaseModel):
     passed: bool = Field(description="Every stage that ran passed.")
     stage: StageName | None = Field(description="The first failing stage, if any.")
     reason: str = Field(description="What was found and what to change.")
-    excerpt: str = Field("", description="Tail of the failing output (build, verifier, lint).")
+    excerpt: str = Field(
+        default="", description="Tail of the failing output (build, verifier, lint)."
+    )
     infrastructure_error: bool = Field(
-        False, description="The gate itself failed (not your task's fault): try check again."
+        default=False,
+        description="The gate itself failed (not your task's fault): try check again.",
     )
     stages: list[StageLine]
     seconds: float

@@ -108,11 +108,13 @@ def build_rollouts_server(
 ) -> FastMCP:
     """A reader over `store` (an open store, or a database path opened read-only on first use)."""
     opened: list[RolloutStore] = [store] if isinstance(store, RolloutStore) else []
+    path = None if isinstance(store, RolloutStore) else store
 
     def get_store() -> RolloutStore:
         if not opened:
+            assert path is not None  # an open store was put in `opened` above
             try:
-                opened.append(RolloutStore(store, read_only=True))  # type: ignore[arg-type]
+                opened.append(RolloutStore(path, read_only=True))
             except RolloutStoreError as exc:
                 raise RolloutStoreError(f"{exc} (no rollouts were recorded yet?)") from exc
         return opened[0]

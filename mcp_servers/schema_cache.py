@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 import jsonschema
+import jsonschema.validators
 from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
 
@@ -71,7 +72,7 @@ def install() -> None:
                 ValidationError=jsonschema.ValidationError,
                 SchemaError=jsonschema.SchemaError,
             )
-            lowlevel.jsonschema = shim  # type: ignore[attr-defined]
+            lowlevel.jsonschema = shim  # pyright: ignore[reportAttributeAccessIssue] - replaces mcp's module ref
         original = ClientSession._validate_tool_result
 
         async def _validate_tool_result(self: ClientSession, name: str, result: Any) -> None:
@@ -94,5 +95,5 @@ def install() -> None:
                 raise RuntimeError(f"Invalid schema for tool {name}: {exc}") from exc
             return None
 
-        ClientSession._validate_tool_result = _validate_tool_result  # type: ignore[method-assign]
+        ClientSession._validate_tool_result = _validate_tool_result
         _installed = True

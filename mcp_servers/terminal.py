@@ -48,7 +48,9 @@ class TerminalResult(BaseModel):
     duration_sec: float = Field(description="Seconds since the command started.")
     running: bool = Field(description="The command outlived the timeout and is still running.")
     restarted: bool = Field(description="The shell was restarted: cwd and environment were reset.")
-    note: str | None = Field(None, description="What to do next, when there is something to say.")
+    note: str | None = Field(
+        default=None, description="What to do next, when there is something to say."
+    )
 
 
 def attached_shells(ref: SandboxRef, *, cwd: str | None = None) -> ShellOpener:

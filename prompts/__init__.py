@@ -1,4 +1,8 @@
-"""Prompt files (markdown package data): one per role and generation arm. No prompt text in code."""
+"""Prompt files (markdown package data): each role's and generation arm's instructions.
+
+Text that code composes for a model lives with that code instead: the solver's tool
+descriptions and result rendering (tools/agent_interface.py), lint findings and gate verdicts.
+"""
 
 from __future__ import annotations
 

@@ -27,8 +27,10 @@ class CategoryStats(BaseModel):
     category: str
     tasks: int = Field(description="Pool tasks in this category.")
     difficulties: dict[str, int] = Field(default_factory=dict)
-    attempts: int = Field(0, description="Finished solver attempts on the pool's tasks.")
-    pass_rate: float | None = Field(None, description="None when the solver has no scored attempt.")
+    attempts: int = Field(default=0, description="Finished solver attempts on the pool's tasks.")
+    pass_rate: float | None = Field(
+        default=None, description="None when the solver has no scored attempt."
+    )
 
 
 class TaskRate(BaseModel):
@@ -59,7 +61,7 @@ class ProposerBrief(BaseModel):
 
     round: int = 0
     policy_version: str | None = None
-    solver_feedback: bool = Field(True, description="False: the no-solver-feedback arm.")
+    solver_feedback: bool = Field(default=True, description="False: the no-solver-feedback arm.")
     band: tuple[float, float] = DEFAULT_BAND
     pool_size: int = 0
     categories: list[CategoryStats] = Field(default_factory=list)
@@ -71,7 +73,8 @@ class ProposerBrief(BaseModel):
     failures: list[FailureNote] = Field(default_factory=list)
     examples: list[ExampleTask] = Field(default_factory=list)
     focus: str | None = Field(
-        None, description="This proposer's own aim (K proposers are spread over the targets)."
+        default=None,
+        description="This proposer's own aim (K proposers are spread over the targets).",
     )
 
     def for_slot(self, slot: int, slots: int) -> ProposerBrief:

@@ -140,7 +140,7 @@ def clean_docker() -> list[str]:
     lines = []
     for backend in ("podman", "docker"):
         try:
-            report = cleanup_stale(backend)  # type: ignore[arg-type]
+            report = cleanup_stale(backend)
         except Exception as exc:  # noqa: BLE001 - an engine that is not here
             lines.append(f"{backend}: nothing cleaned ({exc})")
             continue

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.pool import Pool
-from autoenvscaling.tools.rollout_store import RolloutStore
+from autoenvscaling.tools.rollout_store import Attempt, RolloutStore
 
 
 class CandidateRecord(BaseModel):
@@ -32,11 +32,12 @@ class CandidateRecord(BaseModel):
     stage: str | None = None
     reason: str = ""
     proposer_reward: float | None = Field(
-        -1.0, description="None when infrastructure kept the gate from judging the candidate."
+        default=-1.0,
+        description="None when infrastructure kept the gate from judging the candidate.",
     )
     infrastructure_error: bool = False
-    content_hash: str | None = Field(None, description="The checked (and admitted) bytes.")
-    snapshot: str | None = Field(None, description="The frozen copy the pool received.")
+    content_hash: str | None = Field(default=None, description="The checked (and admitted) bytes.")
+    snapshot: str | None = Field(default=None, description="The frozen copy the pool received.")
     not_configured: list[str] = Field(
         default_factory=list, description="Gate stages that did not run (nothing configured)."
     )
@@ -58,13 +59,18 @@ class PriceTable(BaseModel):
 class RoundMetrics(BaseModel):
     round: int
     candidates: int = 0
-    revisions: int = Field(0, description="Revisions the proposers made after rejections")
+    revisions: int = Field(default=0, description="Revisions the proposers made after rejections")
     scored: int = 0
-    infrastructure_failures: int = Field(0, description="Candidates the gate could not judge")
-    solver_infrastructure_failures: int = Field(
-        0, description="Solver attempts lost to infrastructure (no reward; excluded from means)"
+    infrastructure_failures: int = Field(
+        default=0, description="Candidates the gate could not judge"
     )
-    model_retries: int = Field(0, description="Model calls retried after a transient failure")
+    solver_infrastructure_failures: int = Field(
+        default=0,
+        description="Solver attempts lost to infrastructure (no reward; excluded from means)",
+    )
+    model_retries: int = Field(
+        default=0, description="Model calls retried after a transient failure"
+    )
     admitted: int = 0
     valid_environment_rate: float | None = None
     reject_reasons: dict[str, int] = Field(default_factory=dict)
@@ -81,8 +87,10 @@ class RoundMetrics(BaseModel):
     training: dict[str, Any] = Field(default_factory=dict)
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     policy: str = ""
-    decontamination: str = Field("", description="Whether and against what decontam checked.")
-    heldout_configured: bool = Field(False, description="A held-out set was evaluated.")
+    decontamination: str = Field(
+        default="", description="Whether and against what decontam checked."
+    )
+    heldout_configured: bool = Field(default=False, description="A held-out set was evaluated.")
     notes: list[str] = Field(default_factory=list)
 
 
@@ -105,6 +113,11 @@ def difficulty_bin(mean: float) -> str:
     if mean <= 0.75:
         return "[0.25,0.75]"
     return "(0.75,1)"
+
+
+def _mean(attempts: list[Attempt]) -> float | None:
+    rewards = [a.reward for a in attempts if a.reward is not None]
+    return statistics.fmean(rewards) if rewards else None
 
 
 def round_metrics(
@@ -163,8 +176,8 @@ def round_metrics(
         tokens_per_valid_environment=tokens / len(admitted) if admitted else None,
         cost_per_valid_environment=cost / len(admitted) if admitted else None,
         solver_attempts=len(solver),
-        solver_mean_reward_pool=statistics.fmean(a.reward for a in solver) if solver else None,
-        solver_mean_reward_heldout=statistics.fmean(a.reward for a in heldout) if heldout else None,
+        solver_mean_reward_pool=_mean(solver),
+        solver_mean_reward_heldout=_mean(heldout),
         pool_active=len(pool.entries("active")),
         pool_retired=len(pool.entries("retired")),
         difficulty_histogram={label: histogram.get(label, 0) for *_, label in BINS},

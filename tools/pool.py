@@ -44,7 +44,8 @@ class PoolEntry(BaseModel):
     retired_round: int | None = None
     retired_reason: str | None = None
     content_hash: str | None = Field(
-        None, description="Hash of the admitted bytes (tools/snapshot.py); the verdict names it."
+        default=None,
+        description="Hash of the admitted bytes (tools/snapshot.py); the verdict names it.",
     )
     history: list[EvalPoint] = Field(default_factory=list)
 

@@ -76,8 +76,10 @@ class TaskProgress:
     def advance(self, n: int = 1, status: str | None = None) -> None:
         self.done += n
         if self._progress is not None and self._task is not None:
-            fields = {} if status is None else {"status": status}
-            self._progress.update(self._task, advance=n, **fields)
+            if status is None:
+                self._progress.update(self._task, advance=n)
+            else:
+                self._progress.update(self._task, advance=n, status=status)
 
     def set_total(self, total: int) -> None:
         """For work whose size is known only once it starts (training steps)."""

@@ -25,32 +25,33 @@ try:  # google-re2: linear-time matching, so no pattern can make grep hang
     import re2 as _re2
 except ImportError:  # pragma: no cover - the fallback puts a time limit on each line
     _re2 = None
-    import regex as _regex
 
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _LINE_TIMEOUT_SEC = 0.2
 
 _BINARY_PROBE = 8192
-_SKIP_DIRS = {".git", "__pycache__", "node_modules", ".venv"}
+_SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv"})
 
 
 class FsLimits(BaseModel):
     max_file_bytes: int = Field(
-        10_000_000, description="Larger files are not read, edited or grepped."
+        default=10_000_000, description="Larger files are not read, edited or grepped."
     )
-    max_read_bytes: int = Field(64_000, description="Most content one read returns.")
+    max_read_bytes: int = Field(default=64_000, description="Most content one read returns.")
     max_write_bytes: int = Field(
-        2_000_000, description="Largest content one write or edit may produce."
+        default=2_000_000, description="Largest content one write or edit may produce."
     )
-    max_entries: int = Field(1000, description="Most entries a listing or glob returns.")
-    max_matches: int = Field(200, description="Most lines a grep returns.")
-    max_line_chars: int = Field(400, description="Longest grep line shown; longer ones are cut.")
+    max_entries: int = Field(default=1000, description="Most entries a listing or glob returns.")
+    max_matches: int = Field(default=200, description="Most lines a grep returns.")
+    max_line_chars: int = Field(
+        default=400, description="Longest grep line shown; longer ones are cut."
+    )
     max_walk_entries: int = Field(
-        20_000, description="Most entries a glob or grep walk visits before it stops."
+        default=20_000, description="Most entries a glob or grep walk visits before it stops."
     )
-    max_depth: int = Field(64, description="Deepest folder a glob or grep walk enters.")
-    max_grep_bytes: int = Field(50_000_000, description="Most text one grep searches.")
-    max_grep_sec: float = Field(10.0, description="Longest one grep runs before it stops.")
+    max_depth: int = Field(default=64, description="Deepest folder a glob or grep walk enters.")
+    max_grep_bytes: int = Field(default=50_000_000, description="Most text one grep searches.")
+    max_grep_sec: float = Field(default=10.0, description="Longest one grep runs before it stops.")
 
 
 class ReadResult(BaseModel):
@@ -80,7 +81,9 @@ class Entry(BaseModel):
     name: str
     kind: Literal["file", "dir", "symlink", "other"]
     size: int | None = None
-    target: str | None = Field(None, description="Symlink target, when it stays inside the root.")
+    target: str | None = Field(
+        default=None, description="Symlink target, when it stays inside the root."
+    )
 
 
 class ListResult(BaseModel):
@@ -106,7 +109,7 @@ class GrepResult(BaseModel):
     matches: list[GrepMatch]
     files_searched: int
     truncated: bool
-    skipped: int = Field(0, description="Files skipped: binary, too large, or unreadable.")
+    skipped: int = Field(default=0, description="Files skipped: binary, too large, or unreadable.")
 
 
 class RootedFs:
@@ -569,6 +572,8 @@ def compile_search(pattern: str, *, ignore_case: bool = False, fixed: bool = Fal
                 f"backreferences or lookaround): {why}",
             ) from None
         return lambda line: compiled.search(line) is not None
+    import regex as _regex  # only without google-re2 (a dependency: normally never reached)
+
     try:
         compiled_re = _regex.compile(pattern, _regex.IGNORECASE if ignore_case else 0)
     except _regex.error as exc:

@@ -19,27 +19,29 @@ class Settings(BaseSettings):
         description="Base root filesystems, built layers, model files. Reused across runs.",
     )
     base_rootfs: Path | None = Field(
-        None, description="Use this ready root filesystem instead of building one with debootstrap."
+        default=None,
+        description="Use this ready root filesystem instead of building one with debootstrap.",
     )
     debian_mirror: str | None = Field(
-        None,
+        default=None,
         description="Debian mirror for debootstrap; default: the first one apt is configured with.",
     )
     debian_suite: str = "bookworm"
     engine: Backend = Field(
-        "podman", description="Container engine when none is named: podman (ours) or docker."
+        default="podman",
+        description="Container engine when none is named: podman (ours) or docker.",
     )
-    max_memory_mb: int = Field(8192, description="No sandbox gets more memory than this.")
-    max_pids: int = Field(4096, description="No sandbox runs more processes at once.")
+    max_memory_mb: int = Field(default=8192, description="No sandbox gets more memory than this.")
+    max_pids: int = Field(default=4096, description="No sandbox runs more processes at once.")
     max_cpus: float | None = Field(
-        None, description="No sandbox gets more CPUs (and never more than the machine has)."
+        default=None, description="No sandbox gets more CPUs (and never more than the machine has)."
     )
-    max_disk_mb: int = Field(4096, description="Cap on a sandbox's writable layer.")
+    max_disk_mb: int = Field(default=4096, description="Cap on a sandbox's writable layer.")
     max_download_mb: int = Field(
-        512, description="Cap on one download (logs, artifacts) from a sandbox."
+        default=512, description="Cap on one download (logs, artifacts) from a sandbox."
     )
     control_channel: bool = Field(
-        False,
+        default=False,
         description="Harbor trials serve root execs through one long-lived bash per container "
         "(sandbox/control.py; opt-in until the whole suite has run with it); off: every exec "
         "is a fresh engine exec.",

@@ -202,7 +202,7 @@ class DedupIndex:
         still reports the closest entry so a verdict can say how far the task is from the pool.
         """
         m = self.minhash(text)
-        keys = [k for k in self._lsh.query(m) if k != exclude]
+        keys = [str(k) for k in self._lsh.query(m) if k != exclude]  # keys are task ids
         if not keys:
             keys = [k for k in self._hashes if k != exclude]
         if not keys:

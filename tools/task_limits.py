@@ -33,25 +33,33 @@ class TaskLimits(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="AUTOENVSCALING_TASK_", extra="forbid")
 
-    max_files: int = Field(2000, ge=1, description="Most files and folders in one task.")
-    max_total_bytes: int = Field(50_000_000, ge=1, description="Largest sum of file sizes.")
-    max_file_bytes: int = Field(20_000_000, ge=1, description="Largest single file.")
-    max_instruction_bytes: int = Field(100_000, ge=1, description="Largest instruction.md.")
-    max_toml_bytes: int = Field(65_536, ge=1, description="Largest task.toml.")
-    max_toml_depth: int = Field(8, ge=1, description="Deepest nesting of tables and arrays.")
-    max_depth: int = Field(16, ge=1, description="Deepest folder nesting below the task root.")
-    max_name_bytes: int = Field(200, ge=1, description="Longest file or folder name.")
-    max_agent_timeout_sec: float = Field(3600.0, gt=0, description="[agent].timeout_sec cap.")
-    max_verifier_timeout_sec: float = Field(1800.0, gt=0, description="[verifier].timeout_sec cap.")
-    max_build_timeout_sec: float = Field(
-        1800.0, gt=0, description="[environment].build_timeout_sec cap."
+    max_files: int = Field(default=2000, ge=1, description="Most files and folders in one task.")
+    max_total_bytes: int = Field(default=50_000_000, ge=1, description="Largest sum of file sizes.")
+    max_file_bytes: int = Field(default=20_000_000, ge=1, description="Largest single file.")
+    max_instruction_bytes: int = Field(default=100_000, ge=1, description="Largest instruction.md.")
+    max_toml_bytes: int = Field(default=65_536, ge=1, description="Largest task.toml.")
+    max_toml_depth: int = Field(
+        default=8, ge=1, description="Deepest nesting of tables and arrays."
     )
-    max_cpus: float = Field(8.0, gt=0, description="[environment].cpus cap.")
-    min_memory_mb: int = Field(64, ge=1, description="Least [environment].memory_mb.")
-    max_memory_mb: int = Field(16_384, ge=1, description="[environment].memory_mb cap.")
-    min_storage_mb: int = Field(64, ge=1, description="Least [environment].storage_mb.")
-    max_storage_mb: int = Field(65_536, ge=1, description="[environment].storage_mb cap.")
-    max_gpus: int = Field(0, ge=0, description="[environment].gpus cap (0: no GPU tasks).")
+    max_depth: int = Field(
+        default=16, ge=1, description="Deepest folder nesting below the task root."
+    )
+    max_name_bytes: int = Field(default=200, ge=1, description="Longest file or folder name.")
+    max_agent_timeout_sec: float = Field(
+        default=3600.0, gt=0, description="[agent].timeout_sec cap."
+    )
+    max_verifier_timeout_sec: float = Field(
+        default=1800.0, gt=0, description="[verifier].timeout_sec cap."
+    )
+    max_build_timeout_sec: float = Field(
+        default=1800.0, gt=0, description="[environment].build_timeout_sec cap."
+    )
+    max_cpus: float = Field(default=8.0, gt=0, description="[environment].cpus cap.")
+    min_memory_mb: int = Field(default=64, ge=1, description="Least [environment].memory_mb.")
+    max_memory_mb: int = Field(default=16_384, ge=1, description="[environment].memory_mb cap.")
+    min_storage_mb: int = Field(default=64, ge=1, description="Least [environment].storage_mb.")
+    max_storage_mb: int = Field(default=65_536, ge=1, description="[environment].storage_mb cap.")
+    max_gpus: int = Field(default=0, ge=0, description="[environment].gpus cap (0: no GPU tasks).")
 
 
 class LimitProblem(BaseModel):

@@ -26,8 +26,11 @@ from pydantic import BaseModel, Field
 from autoenvscaling.tools.sandbox.base import Backend
 from autoenvscaling.tools.scratch import make_scratch
 
-#: Where a trial runs: one of our engines, or Harbor's own docker compose backend.
+#: Where the gate's trials run: one of our engines, or Harbor's own docker compose backend.
 BackendName = Literal[Backend, "harbor-docker"]
+#: Where any other trial may run: a `BackendName`, or any Harbor backend as `harbor:<type>`
+#: (e.g. harbor:modal; tools/harbor_backends.py), which no Literal can spell.
+TrialBackend = BackendName | str
 
 ENVIRONMENTS: dict[str, dict[str, str]] = {
     "podman": {"import_path": "autoenvscaling.tools.sandbox.harbor_env:PodmanEnvironment"},
@@ -45,9 +48,11 @@ class TrialOutcome(BaseModel):
     backend: str
     reward: float | None = Field(description="The verifier's reward; None when there was none.")
     rewards: dict[str, float] = Field(default_factory=dict)
-    error: str | None = Field(None, description="Exception type and message, if the trial failed.")
+    error: str | None = Field(
+        default=None, description="Exception type and message, if the trial failed."
+    )
     error_kind: Literal["build", "agent", "verifier", "timeout", "infrastructure"] | None = None
-    verifier_output: str = Field("", description="Tail of the verifier's test-stdout.txt.")
+    verifier_output: str = Field(default="", description="Tail of the verifier's test-stdout.txt.")
     trial_dir: str | None = None
     duration_sec: float = 0.0
     agent_metadata: dict[str, Any] = Field(default_factory=dict)
@@ -137,7 +142,7 @@ async def run_trial(
     task_dir: Path,
     *,
     agent: str = "oracle",
-    backend: BackendName = "podman",
+    backend: TrialBackend = "podman",
     trials_dir: Path | None = None,
     agent_kwargs: dict[str, Any] | None = None,
     agent_env: dict[str, str] | None = None,
@@ -193,7 +198,7 @@ async def run_trial(
                 f"the trial ran past the gate's wall-time cap of {max_trial_sec:g} s and was "
                 "stopped: the task hangs or is far too slow (agent, verifier or build)"
             ) from None
-    except Exception as exc:  # a task Harbor cannot even load
+    except Exception as exc:  # noqa: BLE001 - a task Harbor cannot load is its outcome
         capped = await asyncio.to_thread(cap_folder, trials_dir, max_artifact_bytes)
         return outcome.model_copy(
             update={

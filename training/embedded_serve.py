@@ -178,18 +178,25 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
             if self._current_model_alias == name:
                 super().__call__(self._default_model_alias)
 
-    base = ModelSettings(
-        model=str(config.model_path),
-        model_alias=config.served_name,
-        chat_format=config.chat_format,
-        n_ctx=config.n_ctx,
-        verbose=config.verbose,
-        **({"n_threads": config.n_threads} if config.n_threads else {}),
-        **({"n_threads_batch": config.n_threads_batch} if config.n_threads_batch else {}),
+    threads: dict[str, int] = {}  # unset: llama-cpp-python's own defaults
+    if config.n_threads:
+        threads["n_threads"] = config.n_threads
+    if config.n_threads_batch:
+        threads["n_threads_batch"] = config.n_threads_batch
+    base = ModelSettings.model_validate(
+        {
+            "model": str(config.model_path),
+            "model_alias": config.served_name,
+            "chat_format": config.chat_format,
+            "n_ctx": config.n_ctx,
+            "verbose": config.verbose,
+            **threads,
+        }
     )
     # Two clients (proposer and solver) may stream at once: do not cut one off for the other.
     server = ServerSettings(host=config.host, port=config.port, interrupt_requests=False)
-    llama_app.LlamaProxy = StrictLlamaProxy  # create_app builds its proxy from this module name
+    # create_app builds its proxy from this module name (imported there, not re-exported).
+    llama_app.LlamaProxy = StrictLlamaProxy  # pyright: ignore[reportPrivateImportUsage]
     app = llama_app.create_app(server_settings=server, model_settings=[base])
     proxy_dependency = Depends(llama_app.get_llama_proxy)  # holds the server's model lock
 
@@ -247,7 +254,7 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
                 update={"model_alias": body.model_name, "model": str(resolve_gguf(body.model_path))}
             )
             proxy.add(body.model_name, settings)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any load failure is the client's 400, as llama.cpp answers
             return error(
                 400, f"Failed to load model '{body.model_name}': {exc}", "InvalidUserInput"
             )

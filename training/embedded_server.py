@@ -148,14 +148,14 @@ class EmbeddedLlamaServer:
         self._owns_work_dir = cfg.work_dir is None
         self._work_dir.mkdir(parents=True, exist_ok=True)
         with socket.create_server(("127.0.0.1", 0)) as sock:
-            self._port = sock.getsockname()[1]
+            self._port = port = sock.getsockname()[1]
             serve = ServeConfig(
                 model_path=self._model_path,
                 served_name=cfg.served_name,
                 n_ctx=cfg.n_ctx,
                 n_threads=cfg.n_threads,
                 listen_fd=sock.fileno(),
-                port=self._port,
+                port=port,
                 parent_pid=os.getpid(),
                 orphan_cleanup=self._work_dir if self._owns_work_dir else None,
             )

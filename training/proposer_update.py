@@ -71,7 +71,7 @@ class ProposerPlan(BaseModel):
     excluded: dict[str, str] = Field(
         default_factory=dict, description="attempt id -> why it is in no group"
     )
-    trimmed: int = Field(0, description="Valid proposals left out to keep one group size.")
+    trimmed: int = Field(default=0, description="Valid proposals left out to keep one group size.")
 
     @property
     def reason(self) -> str | None:
@@ -194,9 +194,11 @@ class ProposerJob(TrainJob):
     task_dirs: list[Path] = Field(default_factory=list, description="Unused by this job.")
     groups: list[ProposerGroup]
     group_size: int = Field(ge=2)
-    groups_per_step: int = Field(2, ge=1, description="Groups in one optimizer step's batch.")
+    groups_per_step: int = Field(
+        default=2, ge=1, description="Groups in one optimizer step's batch."
+    )
     max_completion_tokens: int = Field(
-        1024, ge=16, description="A longer conversation is cut (its tail is not trained)."
+        default=1024, ge=16, description="A longer conversation is cut (its tail is not trained)."
     )
 
 

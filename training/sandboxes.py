@@ -33,7 +33,7 @@ from autoenvscaling.tools.sandbox.harbor_env import ENVIRONMENTS
 from autoenvscaling.training.episode_env import StartTask
 
 # Backends whose Harbor environment exposes a live `Sandbox` (for the persistent shell).
-ENVIRONMENT_IMPORT_PATHS = ENVIRONMENTS
+ENVIRONMENT_IMPORT_PATHS: dict[str, str] = dict(ENVIRONMENTS)  # looked up by any name
 
 
 class VerifierError(RuntimeError):

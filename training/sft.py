@@ -24,12 +24,13 @@ class SFTJob(TrainJob):
 
     task_dirs: list[Path] = Field(default_factory=list, description="Unused by SFT.")
     dataset: Path = Field(description="A dataset folder (save_to_disk) or an sft.jsonl file.")
-    batch_size: int = Field(2, ge=1, description="Examples per optimizer step.")
+    batch_size: int = Field(default=2, ge=1, description="Examples per optimizer step.")
     max_length: int = Field(
-        2048, ge=16, description="Token cap per example (longer ones are cut at the end)."
+        default=2048, ge=16, description="Token cap per example (longer ones are cut at the end)."
     )
     assistant_only_loss: bool = Field(
-        True, description="Train only on the model's own turns, not on prompts or tool results."
+        default=True,
+        description="Train only on the model's own turns, not on prompts or tool results.",
     )
 
 

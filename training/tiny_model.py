@@ -53,7 +53,7 @@ class TinyModelSpec(BaseModel):
     """Shape of the random Qwen2 model. The defaults train 2 GRPO steps on 2 CPU cores in seconds."""
 
     vocab_size: int = Field(
-        768, description="Target BPE vocabulary (the real size may be smaller)."
+        default=768, description="Target BPE vocabulary (the real size may be smaller)."
     )
     hidden_size: int = 64
     intermediate_size: int = 128

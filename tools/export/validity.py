@@ -48,9 +48,9 @@ class Probe(BaseModel):
     what the leak scan found (must be nothing)."""
 
     passed: bool = Field(description="Whether the task withstood this probe.")
-    reward: float | None = Field(None, description="The probe trial's reward.")
+    reward: float | None = Field(default=None, description="The probe trial's reward.")
     reason: str = ""
-    leaks: int | None = Field(None, description="Answers found readable (leak scan only).")
+    leaks: int | None = Field(default=None, description="Answers found readable (leak scan only).")
     files_scanned: int | None = None
 
 
@@ -58,8 +58,8 @@ class Calibration(BaseModel):
     pass_rate: float | None = Field(description="Mean solver reward over the rollouts.")
     rewards: list[float] = Field(default_factory=list)
     band: list[float] = Field(default_factory=list)
-    solver: str | None = Field(None, description="The solver model the rollouts ran on.")
-    policy_version: str | None = Field(None, description="Policy version at admission.")
+    solver: str | None = Field(default=None, description="The solver model the rollouts ran on.")
+    policy_version: str | None = Field(default=None, description="Policy version at admission.")
 
 
 class Decontamination(BaseModel):
@@ -102,6 +102,11 @@ class ValidityCard(BaseModel):
     calibration: Calibration | None = None
     decontamination: Decontamination | None = None
     nearest: Neighbour | None = None
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """A stored report's sub-object, or empty when it is missing or not an object."""
+    return value if isinstance(value, dict) else {}
 
 
 def verdict_paths(run: RunDir, entry: PoolEntry) -> tuple[Path, Path] | None:
@@ -194,7 +199,7 @@ def build_card(
     cheat = _details(admission, precheck, "anti_cheat") or {}
     # The stage keeps one sub-result per probe (tools/gate/anti_cheat.py); the card lists those
     # that ran (a probe switched off says so in the stage's reason, not here).
-    probes = cheat.get("probes") if isinstance(cheat.get("probes"), dict) else {}
+    probes = _mapping(cheat.get("probes"))
     card.anti_cheat = {
         name: Probe(
             passed=bool(result.get("passed")),
@@ -205,7 +210,7 @@ def build_card(
         )
         for name, result in probes.items()
         if isinstance(result, dict) and not result.get("skipped")
-        for extra in [result.get("details") if isinstance(result.get("details"), dict) else {}]
+        for extra in [_mapping(result.get("details"))]
     }
     calibrate = _details(admission, precheck, "calibrate")
     if calibrate is not None:

@@ -202,7 +202,7 @@ class OracleAuditAgent(OracleAgent):
     ) -> None:
         env = environment
         clock = _Laps()
-        workdir = (await env.exec("pwd")).stdout.strip() or "/"
+        workdir = ((await env.exec("pwd")).stdout or "").strip() or "/"
         before = await self._listing(env, "before")
         # Contents of the workspace before, so a file the oracle only touched (a checkout that
         # restored it, a rewrite with the same bytes) does not count as an output.

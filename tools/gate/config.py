@@ -45,7 +45,7 @@ class GateConfig(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AUTOENVSCALING_GATE_", extra="forbid")
 
     backend: str = Field(
-        "podman",
+        default="podman",
         description="Engine for builds and trials: podman (ours, daemonless), docker (a running "
         "daemon), harbor-docker (Harbor's own docker compose backend) or harbor:<type> (Harbor's "
         "environment types, e.g. harbor:modal; see README 'Scaling out').",
@@ -56,28 +56,33 @@ class GateConfig(BaseSettings):
         '{"kwargs": {...}, "override_cpus": 2} for a harbor:<type> backend).',
     )
     repeat: int = Field(
-        2,
+        default=2,
         ge=0,
         description="How many more times the oracle runs after the first oracle trial; "
         "every rerun must give the same reward (catches flaky verifiers).",
     )
     nop_threshold: float = Field(
-        0.5, description="An empty attempt (Harbor's nop agent) must score below this."
+        default=0.5, description="An empty attempt (Harbor's nop agent) must score below this."
     )
     band: tuple[float, float] = Field(
-        (0.25, 0.75), description="Calibration band: the solver's mean reward must lie inside."
+        default=(0.25, 0.75),
+        description="Calibration band: the solver's mean reward must lie inside.",
     )
-    calibration_rollouts: int = Field(4, ge=1, description="Solver rollouts for calibration.")
+    calibration_rollouts: int = Field(
+        default=4, ge=1, description="Solver rollouts for calibration."
+    )
     calibration_rollouts_near_edge: int = Field(
-        8,
+        default=8,
         ge=1,
         description="Total rollouts when the first mean is within `edge_margin` of an edge.",
     )
     edge_margin: float = Field(
-        0.15, ge=0.0, description="How close to a band edge a mean must be to earn more rollouts."
+        default=0.15,
+        ge=0.0,
+        description="How close to a band edge a mean must be to earn more rollouts.",
     )
     solver: str | None = Field(
-        None,
+        default=None,
         description="The current solver as a Harbor agent: 'oracle', 'nop' or an import "
         "path 'module:Class'. None skips calibration (reported as 'no solver configured').",
     )
@@ -88,17 +93,18 @@ class GateConfig(BaseSettings):
         default_factory=dict, description="Environment variables for the solver agent."
     )
     cheat_model: str | None = Field(
-        None,
+        default=None,
         description="anti_cheat's cheat agent: the solver's agent (same tools and budget) with "
         "the prompt prompts/cheat.md, on this init_chat_model string (e.g. 'openai:policy'). "
         "None: the cheat agent does not run, and the verdict says so.",
     )
     cheat_base_url: str | None = Field(
-        None, description="OpenAI-compatible endpoint for `cheat_model` (None: the provider's)."
+        default=None,
+        description="OpenAI-compatible endpoint for `cheat_model` (None: the provider's).",
     )
-    cheat_max_turns: int = Field(20, ge=1, description="Turn budget of the cheat agent.")
+    cheat_max_turns: int = Field(default=20, ge=1, description="Turn budget of the cheat agent.")
     cheat_agent: str | None = Field(
-        None,
+        default=None,
         description="Another Harbor agent (import path 'module:Class') to run as the cheat "
         "agent instead of the solver with `cheat_model`.",
     )
@@ -106,27 +112,29 @@ class GateConfig(BaseSettings):
         default_factory=dict, description="Keyword arguments for `cheat_agent`."
     )
     near_miss: bool = Field(
-        True,
+        default=True,
         description="anti_cheat runs the task's tests on wrong answers derived from the "
         "oracle's outputs; any that scores >= `nop_threshold` rejects the task.",
     )
     max_near_misses: int = Field(
-        4, ge=1, description="Most near-miss variants tried per task (each is one test run)."
+        default=4,
+        ge=1,
+        description="Most near-miss variants tried per task (each is one test run).",
     )
     tamperer_probe: bool = Field(
-        False,
+        default=False,
         description="anti_cheat leaves a process running after the agent phase that tampers "
         "with /tests, outputs and reward during verification; it must score below the threshold. "
         "Off by default until every verifier runs where the agent's processes cannot reach: with "
         "a shared verifier whose agent processes live on, no task can defend against it.",
     )
     tamper_interpreters: bool = Field(
-        False,
+        default=False,
         description="anti_cheat also plants always-pass python3/pytest wrappers on PATH. "
         "Off by default: in Harbor's shared-verifier mode no task can defend against it.",
     )
     leak_min_bytes: int = Field(
-        16,
+        default=16,
         ge=1,
         description="Smallest file anti_cheat compares against the agent's image "
         "(tiny files such as '3\\n' match by chance).",
@@ -136,12 +144,13 @@ class GateConfig(BaseSettings):
         description="Held-out benchmark folders (task folders or .md/.txt "
         "files) whose instructions a candidate must not share a word n-gram with.",
     )
-    ngram: int = Field(13, ge=1, description="n of the decontamination n-gram check.")
+    ngram: int = Field(default=13, ge=1, description="n of the decontamination n-gram check.")
     pool_dir: Path | None = Field(
-        None, description="The task pool a candidate must not nearly duplicate. None skips dedup."
+        default=None,
+        description="The task pool a candidate must not nearly duplicate. None skips dedup.",
     )
     dedup_threshold: float = Field(
-        0.8,
+        default=0.8,
         gt=0.0,
         le=1.0,
         description="MinHash Jaccard similarity at which a task is a duplicate.",
@@ -149,24 +158,29 @@ class GateConfig(BaseSettings):
     skip: list[StageName] = Field(
         default_factory=list, description="Stages not to run (reported as skipped)."
     )
-    concurrency: int = Field(2, ge=1, description="Candidates validated at once (batch graph).")
+    concurrency: int = Field(
+        default=2, ge=1, description="Candidates validated at once (batch graph)."
+    )
     trial_concurrency: int = Field(
-        4, ge=1, description="Harbor trials in flight at once in this process, over all candidates."
+        default=4,
+        ge=1,
+        description="Harbor trials in flight at once in this process, over all candidates.",
     )
     trials_dir: Path | None = Field(
-        None, description="Keep every trial folder under this folder; None: temporary, deleted."
+        default=None,
+        description="Keep every trial folder under this folder; None: temporary, deleted.",
     )
     timeout_multiplier: float = Field(
-        1.0, gt=0.0, description="Scales the task's own agent and verifier timeouts."
+        default=1.0, gt=0.0, description="Scales the task's own agent and verifier timeouts."
     )
     max_trial_sec: float = Field(
-        1800.0,
+        default=1800.0,
         gt=0.0,
         description="Hard cap on one trial's wall time (build, agent and verifier together), "
         "whatever the task's timeouts say; a trial past it is stopped and blamed on the task.",
     )
     max_artifact_bytes: int = Field(
-        1_000_000,
+        default=1_000_000,
         ge=1024,
         description="Most bytes kept of any one file a trial stores (its tail; the full size is "
         "recorded).",

@@ -145,7 +145,7 @@ def archive_members(name: str, data: bytes) -> Iterator[tuple[str, bytes]]:
             pass
         for suffix, opener in ((".gz", gzip), (".bz2", bz2), (".xz", lzma)):
             if lower.endswith(suffix):
-                reader = opener.open(io.BytesIO(data))  # type: ignore[attr-defined]
+                reader = opener.open(io.BytesIO(data))
                 content = reader.read(MAX_MEMBER_BYTES + 1)
                 if len(content) <= MAX_MEMBER_BYTES:
                     yield PurePosixPath(name).name.removesuffix(suffix), content

@@ -230,7 +230,7 @@ class TamperAgent(BaseAgent):
     async def run(
         self, instruction: str, environment: BaseEnvironment, context: AgentContext
     ) -> None:
-        workdir = (await environment.exec("pwd")).stdout.strip() or "/"
+        workdir = ((await environment.exec("pwd")).stdout or "").strip() or "/"
         tampered: dict[str, list[str]] = {}
         codes: dict[str, int] = {}
         for mode in self.modes:

@@ -43,13 +43,17 @@ def scrub_paths(text: str, task: Path) -> str:
 class StageResult(BaseModel):
     stage: StageName
     passed: bool = Field(description="True when the stage admits the task (or was skipped).")
-    skipped: bool = Field(False, description="Not run: by request or nothing to check against.")
+    skipped: bool = Field(
+        default=False, description="Not run: by request or nothing to check against."
+    )
     reason: str = Field(description="One specific sentence: what was found and what to change.")
     details: dict[str, Any] = Field(default_factory=dict, description="Measured values.")
-    excerpt: str = Field("", description="Tail of the failing output (verifier, build, lint).")
+    excerpt: str = Field(
+        default="", description="Tail of the failing output (verifier, build, lint)."
+    )
     duration_sec: float = 0.0
     infrastructure_error: bool = Field(
-        False,
+        default=False,
         description="The stage could not judge the task (sandbox, engine, harness "
         "failure): not the task's fault, not counted against the proposer.",
     )
@@ -71,7 +75,7 @@ class Verdict(BaseModel):
     admitted: bool
     stage: StageName | None = Field(description="The rejecting stage; None when admitted.")
     reason: str = Field(description="Why: specific enough for the proposer to act on.")
-    excerpt: str = Field("", description="Failing output of the rejecting stage.")
+    excerpt: str = Field(default="", description="Failing output of the rejecting stage.")
     proposer_reward: float | None = Field(
         description="+1 admitted, -0.25 failed calibration, -1 failed validation; None when an "
         "infrastructure failure kept the gate from judging the task."
@@ -87,12 +91,12 @@ class Verdict(BaseModel):
         "(decontam without a held-out benchmark): the task was admitted WITHOUT these checks.",
     )
     content_hash: str | None = Field(
-        None, description="sha256 over every file of the task folder the stages checked."
+        default=None, description="sha256 over every file of the task folder the stages checked."
     )
     duration_sec: float = 0.0
     backend: str = ""
     verifier_mode: VerifierMode | None = Field(
-        None,
+        default=None,
         description="Where the task's tests run: 'separate' (a fresh container with the agent's "
         "work copied in) or 'shared' (the agent's container, its processes killed first: the "
         "task opted in to check system state, and relies on the anti-cheat probes).",
@@ -139,7 +143,7 @@ def make_verdict(task: Path | str, results: Sequence[StageResult], *, backend: s
         note = f"; skipped: {', '.join(skipped)}" if skipped else ""
         if unchecked:
             note += f"; NOT RUN (not configured): {', '.join(unchecked)}"
-        missing = [s for s in STAGES if s not in {r.stage for r in ordered}]
+        missing: list[StageName] = [s for s in STAGES if s not in {r.stage for r in ordered}]
         if missing:  # a partial run (e.g. a caller stopped early) admits nothing
             return Verdict(
                 admitted=False,

@@ -221,7 +221,7 @@ async def repeat(task: Path, config: GateConfig, prior: Prior) -> StageResult:
         )
     shown = ", ".join("no reward" if r is None else f"{r:g}" for r in [expected, *rewards])
     first = odd[0]
-    why = f" ({failure(first).describe()})" if failure(first) else ""  # type: ignore[union-attr]
+    why = f" ({found.describe()})" if (found := failure(first)) else ""
     return StageResult(
         stage="repeat",
         passed=False,

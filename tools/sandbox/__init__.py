@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-async def start_workspace(**kwargs):  # type: ignore[no-untyped-def]
+async def start_workspace(**kwargs):
     """A bare sandbox on the project's base image (see `container.start_workspace`)."""
     from autoenvscaling.tools.sandbox.container import start_workspace as start
 

@@ -31,13 +31,18 @@ class BuildError(SandboxError):
 class SandboxLimits(BaseModel):
     """Resource limits applied to every process in the sandbox."""
 
-    memory_mb: int | None = Field(2048, description="Memory ceiling for the whole sandbox.")
-    pids: int | None = Field(512, description="Most processes alive at once in the sandbox.")
-    cpus: float | None = Field(None, description="CPUs (a share of the machine's).")
-    disk_mb: int | None = Field(
-        None, description="Cap on the container's writable layer (default: the configured max)."
+    memory_mb: int | None = Field(default=2048, description="Memory ceiling for the whole sandbox.")
+    pids: int | None = Field(
+        default=512, description="Most processes alive at once in the sandbox."
     )
-    output_bytes: int = Field(1_000_000, description="Cap on one command's captured output.")
+    cpus: float | None = Field(default=None, description="CPUs (a share of the machine's).")
+    disk_mb: int | None = Field(
+        default=None,
+        description="Cap on the container's writable layer (default: the configured max).",
+    )
+    output_bytes: int = Field(
+        default=1_000_000, description="Cap on one command's captured output."
+    )
 
 
 class SandboxRef(BaseModel):

@@ -18,6 +18,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -45,8 +46,10 @@ class ShellResult(BaseModel):
     output_bytes: int = Field(description="Full size of the output this result covers.")
     truncated: bool = False
     duration_sec: float = Field(description="Seconds since the command started.")
-    running: bool = Field(False, description="True when the command outlived the timeout.")
-    restarted: bool = Field(False, description="True when the shell had exited and was restarted.")
+    running: bool = Field(default=False, description="True when the command outlived the timeout.")
+    restarted: bool = Field(
+        default=False, description="True when the shell had exited and was restarted."
+    )
 
 
 class _Pending:
@@ -111,8 +114,8 @@ class PersistentShell:
         self._lock = asyncio.Lock()
 
     @classmethod
-    async def start(cls, spawn: Spawn, **kwargs: object) -> PersistentShell:
-        shell = cls(spawn, **kwargs)  # type: ignore[arg-type]
+    async def start(cls, spawn: Spawn, **kwargs: Any) -> PersistentShell:
+        shell = cls(spawn, **kwargs)
         await shell._launch()
         return shell
 
