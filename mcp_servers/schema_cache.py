@@ -72,7 +72,7 @@ def install() -> None:
                 ValidationError=jsonschema.ValidationError,
                 SchemaError=jsonschema.SchemaError,
             )
-            lowlevel.jsonschema = shim  # pyright: ignore[reportAttributeAccessIssue] - replaces mcp's module ref
+            lowlevel.jsonschema = shim  # pyright: ignore[reportPrivateImportUsage] - replaces mcp's module ref
         original = ClientSession._validate_tool_result
 
         async def _validate_tool_result(self: ClientSession, name: str, result: Any) -> None:

@@ -33,7 +33,8 @@ from autoenvscaling.tools.sandbox.harbor_env import ENVIRONMENTS
 from autoenvscaling.training.episode_env import StartTask
 
 # Backends whose Harbor environment exposes a live `Sandbox` (for the persistent shell).
-ENVIRONMENT_IMPORT_PATHS: dict[str, str] = dict(ENVIRONMENTS)  # looked up by any name
+# Looked up by any name a caller gives (str keys), not only our Backend literals.
+ENVIRONMENT_IMPORT_PATHS: dict[str, str] = {name: path for name, path in ENVIRONMENTS.items()}
 
 
 class VerifierError(RuntimeError):
