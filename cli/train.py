@@ -173,7 +173,7 @@ def train(
             lora=lora,
             lora_rank=lora_rank,
             seed=seed,
-            device=device,
+            device=device,  # pyright: ignore[reportArgumentType] - typer gives a str; pydantic checks it
             use_vllm=use_vllm,
             vllm_mode=vllm_mode,  # pyright: ignore[reportArgumentType] - typer gives a str; pydantic checks it
             vllm_server_base_url=vllm_server_url,

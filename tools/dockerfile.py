@@ -13,7 +13,9 @@ import posixpath
 import re
 import shlex
 import stat
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from dockerfile_parse import DockerfileParser
 from dockerfile_parse.parser import image_from
@@ -47,7 +49,8 @@ class Dockerfile(BaseModel):
     @classmethod
     def parse(cls, text: str) -> Dockerfile:
         try:
-            parser = DockerfileParser(fileobj=io.BytesIO(text.encode("utf-8")))
+            # dockerfile-parse reads bytes from `fileobj` (its annotation says IO[str]).
+            parser = DockerfileParser(fileobj=io.BytesIO(text.encode("utf-8")))  # pyright: ignore[reportArgumentType]
             structure = parser.structure
             parents = list(parser.parent_images)
             stages = []
@@ -111,7 +114,7 @@ def copy_args(value: str) -> tuple[list[str], list[str]]:
     return flags, rest[:-1]
 
 
-def _instructions(structure: list[dict]) -> list[Instruction]:
+def _instructions(structure: Sequence[Mapping[str, Any]]) -> list[Instruction]:
     """Instructions in order, heredoc bodies skipped (dockerfile-parse reads them as lines)."""
     out: list[Instruction] = []
     pending: list[str] = []

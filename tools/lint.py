@@ -275,7 +275,7 @@ def _hidden_files(task: _View) -> dict[str, tuple[str, bool]]:
     """
     out: dict[str, tuple[str, bool]] = {}
     for folder in (task.solution_dir, task.tests_dir):
-        if not folder.is_dir():
+        if folder is None or not folder.is_dir():
             continue
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
             if path.stat().st_size:  # empty files (e.g. __init__.py) leak nothing

@@ -84,7 +84,7 @@ class Attempt(BaseModel):
     category: str = ""
     policy_version: str = ""
     reward: float | None = None
-    outcome: Outcome | None = Field(None, description="None while the attempt is running.")
+    outcome: Outcome | None = Field(default=None, description="None while the attempt is running.")
     turns: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -101,12 +101,12 @@ class Step(BaseModel):
 
     attempt_id: str = ""
     index: int
-    message: str | None = Field(None, description="The model's text for this turn.")
+    message: str | None = Field(default=None, description="The model's text for this turn.")
     tool_name: str | None = None
     tool_args: dict[str, Any] | None = None
-    tool_output: str | None = Field(None, description="Capped head + tail with a marker.")
+    tool_output: str | None = Field(default=None, description="Capped head + tail with a marker.")
     output_bytes: int | None = Field(
-        None, description="Full size of the tool output in bytes, before any cap."
+        default=None, description="Full size of the tool output in bytes, before any cap."
     )
     exit_code: int | None = None
     duration_sec: float | None = None

@@ -59,7 +59,7 @@ def verifier_mode(task_dir: Path | str) -> VerifierMode | None:
         config = TaskConfig.model_validate_toml(text)
     except (ValueError, RecursionError):
         return None
-    return resolve_task_verifier_mode(config).value  # type: ignore[return-value]
+    return resolve_task_verifier_mode(config).value
 
 
 def _small_toml_text(path: Path) -> str | None:

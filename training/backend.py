@@ -21,56 +21,62 @@ from autoenvscaling.training.policy import Checkpoint
 class TrainHyperParams(BaseModel):
     """GRPO knobs. Defaults are sized for the embedded CPU round (visible and overridable)."""
 
-    steps: int = Field(2, ge=1, description="Optimizer steps (GRPOConfig.max_steps).")
-    learning_rate: float = Field(1e-4, gt=0)
+    steps: int = Field(default=2, ge=1, description="Optimizer steps (GRPOConfig.max_steps).")
+    learning_rate: float = Field(default=1e-4, gt=0)
     num_generations: int = Field(
-        4, ge=2, description="Rollouts per task per step (the group size)."
+        default=4, ge=2, description="Rollouts per task per step (the group size)."
     )
     tasks_per_step: int = Field(
-        2, ge=1, description="Groups per step; batch = this x num_generations."
+        default=2, ge=1, description="Groups per step; batch = this x num_generations."
     )
     max_completion_length: int = Field(
-        256, ge=8, description="Token budget of one episode: every turn plus tool output."
+        default=256, ge=8, description="Token budget of one episode: every turn plus tool output."
     )
     max_turns: int = Field(
-        4, ge=1, description="Tool calls per episode (max_tool_calling_iterations)."
+        default=4, ge=1, description="Tool calls per episode (max_tool_calling_iterations)."
     )
-    temperature: float = Field(1.0, gt=0)
-    beta: float = Field(0.0, ge=0, description="KL coefficient; 0 = no reference model (cheaper).")
-    lora: bool = Field(True, description="Train a LoRA adapter (peft) instead of all weights.")
-    lora_rank: int = Field(8, ge=1)
-    lora_alpha: int = Field(16, ge=1)
+    temperature: float = Field(default=1.0, gt=0)
+    beta: float = Field(
+        default=0.0, ge=0, description="KL coefficient; 0 = no reference model (cheaper)."
+    )
+    lora: bool = Field(
+        default=True, description="Train a LoRA adapter (peft) instead of all weights."
+    )
+    lora_rank: int = Field(default=8, ge=1)
+    lora_alpha: int = Field(default=16, ge=1)
     lora_target_modules: list[str] | str = Field(
-        "all-linear",
+        default="all-linear",
         description="peft target_modules; 'all-linear' = every linear layer but lm_head.",
     )
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = Field(
-        "auto", description="'auto' = cuda when available, else cpu (fp32)."
+        default="auto", description="'auto' = cuda when available, else cpu (fp32)."
     )
-    use_vllm: bool = Field(False, description="Generate with vLLM (GPU only).")
+    use_vllm: bool = Field(default=False, description="Generate with vLLM (GPU only).")
     vllm_mode: Literal["colocate", "server"] = "colocate"
-    vllm_server_base_url: str | None = Field(None, description="For vllm_mode='server'.")
-    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
+    vllm_server_base_url: str | None = Field(default=None, description="For vllm_mode='server'.")
+    vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0, le=1)
     gradient_checkpointing: bool = Field(
-        True,
+        default=True,
         description="Recompute activations in the backward pass (TRL's default): trades step time "
         "for peak memory (benchmarks/RESULTS.md has the measured GRPO step).",
     )
     micro_batch_size: int | None = Field(
-        1,
+        default=1,
         ge=1,
         description="Rollouts per forward/backward pass. The step's num_generations x "
         "tasks_per_step rollouts are still generated, scored and normalised together, and their "
         "gradients accumulate into one optimizer step (the same update); a pass holds only this "
         "many sequences' activations. None = all in one pass (faster on a GPU with room).",
     )
-    command_timeout_sec: float = Field(60.0, gt=0, description="Per bash tool call in an episode.")
+    command_timeout_sec: float = Field(
+        default=60.0, gt=0, description="Per bash tool call in an episode."
+    )
     tool_output_chars: int = Field(
-        2000, ge=100, description="Cap on one tool result shown to the model."
+        default=2000, ge=100, description="Cap on one tool result shown to the model."
     )
     torch_threads: int | None = Field(
-        None, description="torch.set_num_threads in the worker (CPU)."
+        default=None, description="torch.set_num_threads in the worker (CPU)."
     )
 
     def passes(self, rollouts: int) -> tuple[int, int]:
@@ -88,7 +94,8 @@ class TrainJob(BaseModel):
     job_id: str
     base_model: str = Field(description="HF model folder (or name) the policy family is based on.")
     parent: Checkpoint | None = Field(
-        None, description="Checkpoint to continue from; None = train from base_model itself."
+        default=None,
+        description="Checkpoint to continue from; None = train from base_model itself.",
     )
     task_dirs: list[Path] = Field(description="Admitted Harbor task folders of this round.")
     replay_task_dirs: list[Path] = Field(
@@ -99,13 +106,14 @@ class TrainJob(BaseModel):
         description="Scratch folder for the worker (weights, logs, result.json)."
     )
     sandbox_backend: str = Field(
-        "podman", description="Episode sandboxes: podman | docker | harbor:<type> (Harbor's own)."
+        default="podman",
+        description="Episode sandboxes: podman | docker | harbor:<type> (Harbor's own).",
     )
     sandbox_options: dict[str, Any] = Field(
         default_factory=dict,
         description="Harbor EnvironmentConfig fields passed through (harbor:<type> backends).",
     )
-    system_prompt: str | None = Field(None, description="System message of every episode.")
+    system_prompt: str | None = Field(default=None, description="System message of every episode.")
 
     @model_validator(mode="after")
     def _sandboxes_can_run_episodes(self) -> TrainJob:
@@ -137,10 +145,10 @@ class TrainResult(BaseModel):
     steps_done: int = 0
     groups_total: int = 0
     groups_dropped_no_variance: int = Field(
-        0, description="Groups whose rewards were all equal: zero advantage, no gradient."
+        default=0, description="Groups whose rewards were all equal: zero advantage, no gradient."
     )
     reason: str | None = Field(
-        None, description="Why no checkpoint was published (None if one was)."
+        default=None, description="Why no checkpoint was published (None if one was)."
     )
     duration_sec: float = 0.0
     log_path: Path | None = None

@@ -238,7 +238,8 @@ def _steps_of(records: list[dict[str, Any]], per_step: int) -> list[list[str]]:
 def run(job: TrainJob) -> WorkerResult:
     import torch
     from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl.trainer.grpo_config import GRPOConfig
+    from trl.trainer.grpo_trainer import GRPOTrainer
 
     from autoenvscaling.training.episode_env import EpisodeConfig, EventLoop, TaskEpisode
     from autoenvscaling.training.fused_head import score_labelled_positions_only
@@ -354,7 +355,8 @@ def run(job: TrainJob) -> WorkerResult:
         return result
     emit("save", job.job_id, step=result.steps_done, total=hyper.steps, message="saving weights")
     weights = work / WEIGHTS_DIR
-    trainer.model.save_pretrained(str(weights))
+    # A PreTrainedModel or PeftModel here; transformers types Trainer.model as any nn.Module.
+    trainer.model.save_pretrained(str(weights))  # pyright: ignore[reportOptionalMemberAccess, reportCallIssue]
     if kind == "full":
         tokenizer.save_pretrained(str(weights))
     result.weights_dir = str(weights)

@@ -88,7 +88,8 @@ def run(job: ProposerJob) -> WorkerResult:
     import torch
     from datasets import Dataset
     from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl.trainer.grpo_config import GRPOConfig
+    from trl.trainer.grpo_trainer import GRPOTrainer
 
     started = time.monotonic()
     hyper = job.hyper
@@ -131,7 +132,7 @@ def run(job: ProposerJob) -> WorkerResult:
             used.append({"attempt_id": sample.attempt_id, "reward": sample.reward})
         return {**out, "logprobs": None}
 
-    def gate_reward(prompts, completions, recorded_reward=None, **_: Any) -> list[float]:
+    def gate_reward(prompts, completions, recorded_reward=None, **_: Any) -> list[float | None]:
         if recorded_reward is None:
             raise RuntimeError("the rollout function returned no recorded rewards")
         emit("rewards", job.job_id, metrics={"rewards": list(recorded_reward)})
@@ -180,7 +181,8 @@ def run(job: ProposerJob) -> WorkerResult:
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,
-        rollout_func=recorded_rollouts,
+        # TRL hands conversational prompts (message lists); its RolloutFunc alias says list[str].
+        rollout_func=recorded_rollouts,  # pyright: ignore[reportArgumentType]
         callbacks=[Progress()],
     )
     before = _trainable_snapshot(trainer.model)
@@ -208,7 +210,8 @@ def run(job: ProposerJob) -> WorkerResult:
     )
     emit("save", job.job_id, step=result.steps_done, total=hyper.steps, message="saving weights")
     weights = work / WEIGHTS_DIR
-    trainer.model.save_pretrained(str(weights))
+    # A PreTrainedModel or PeftModel here; transformers types Trainer.model as any nn.Module.
+    trainer.model.save_pretrained(str(weights))  # pyright: ignore[reportOptionalMemberAccess, reportCallIssue]
     if kind == "full":
         tokenizer.save_pretrained(str(weights))
     result.weights_dir = str(weights)

@@ -27,7 +27,8 @@ from autoenvscaling.training.worker_protocol import WEIGHTS_DIR, WorkerResult, e
 def run(job: SFTJob) -> WorkerResult:
     import torch
     from transformers import TrainerCallback
-    from trl import SFTConfig, SFTTrainer
+    from trl.trainer.sft_config import SFTConfig
+    from trl.trainer.sft_trainer import SFTTrainer
 
     from autoenvscaling.training.sft_data import load_sft_dataset
 
@@ -109,7 +110,8 @@ def run(job: SFTJob) -> WorkerResult:
     )
     emit("save", job.job_id, step=result.steps_done, total=hyper.steps, message="saving weights")
     weights = work / WEIGHTS_DIR
-    trainer.model.save_pretrained(str(weights))
+    # A PreTrainedModel or PeftModel here; transformers types Trainer.model as any nn.Module.
+    trainer.model.save_pretrained(str(weights))  # pyright: ignore[reportOptionalMemberAccess, reportCallIssue]
     if kind == "full":
         tokenizer.padding_side = "left"
         tokenizer.save_pretrained(str(weights))

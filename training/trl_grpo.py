@@ -89,9 +89,11 @@ class AccelerateLauncher(BaseModel):
     """
 
     config_file: Path = Field(description="accelerate config (DeepSpeed / FSDP / multi-GPU).")
-    num_processes: int | None = Field(None, ge=1, description="Overrides the config's count.")
-    num_machines: int | None = Field(None, ge=1)
-    machine_rank: int | None = Field(None, ge=0)
+    num_processes: int | None = Field(
+        default=None, ge=1, description="Overrides the config's count."
+    )
+    num_machines: int | None = Field(default=None, ge=1)
+    machine_rank: int | None = Field(default=None, ge=0)
     main_process_ip: str | None = None
     main_process_port: int | None = None
 
@@ -209,12 +211,10 @@ class TRLGRPOBackend:
         finally:
             self.worker_pid = None
 
-        if proc.returncode != 0:
-            how = (
-                f"was killed by signal {-proc.returncode}"
-                if proc.returncode < 0
-                else f"exited with code {proc.returncode}"
-            )
+        code = proc.returncode
+        assert code is not None  # the worker was awaited above
+        if code != 0:
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
             detail = last_error or "\n".join(list(tail)[-15:])
             raise TrainingError(
                 f"training job {job.job_id}: the {self.worker_name} {how}; no checkpoint published, "

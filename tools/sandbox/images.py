@@ -44,7 +44,9 @@ class ContainerImage(BaseModel):
 
     tag: str
     id: str
-    built: bool = Field(False, description="True when this call built it (not from the cache).")
+    built: bool = Field(
+        default=False, description="True when this call built it (not from the cache)."
+    )
     notes: list[str] = Field(default_factory=list)
 
 
