@@ -64,3 +64,22 @@ def test_every_package_import_path_is_a_real_path():
         link = root / "autoenvscaling" / folder
         assert link.is_symlink() and link.readlink() == Path("..") / folder, link
         assert (link / "__init__.py").is_file()
+
+
+@pytest.mark.timeout(60)
+def test_setuptools_finds_every_package_through_the_links():
+    """pyproject's package discovery (what wheels and editable installs use) reaches every
+    package of every folder through autoenvscaling/."""
+    import tomllib
+
+    from setuptools import find_packages
+
+    root = DOC.parent
+    setuptools_cfg = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = set(find_packages(where=str(root), **setuptools_cfg["packages"]["find"]))
+    expected = {"autoenvscaling"} | {
+        "autoenvscaling." + init.parent.relative_to(root).as_posix().replace("/", ".")
+        for folder in FOLDERS
+        for init in (root / folder).rglob("__init__.py")
+    }
+    assert found == expected
