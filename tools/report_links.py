@@ -28,14 +28,18 @@ class CandidateLinks(BaseModel):
     admitted: bool
     stage: str | None = None
     reason: str = ""
-    folder: str | None = Field(None, description="The candidate's task folder, relative.")
-    verdict: str | None = Field(None, description="Its admission verdict JSON, relative.")
-    precheck: str | None = Field(None, description="The proposer's last gate run, relative.")
+    folder: str | None = Field(default=None, description="The candidate's task folder, relative.")
+    verdict: str | None = Field(default=None, description="Its admission verdict JSON, relative.")
+    precheck: str | None = Field(
+        default=None, description="The proposer's last gate run, relative."
+    )
     trials: list[str] = Field(default_factory=list, description="Trial folders, relative.")
     attempts: list[str] = Field(
         default_factory=list, description="Rollout ids: the proposer's, then calibration's."
     )
-    export: str | None = Field(None, description="`export rollouts` selecting those attempts.")
+    export: str | None = Field(
+        default=None, description="`export rollouts` selecting those attempts."
+    )
 
 
 def verdict_files(candidate: Path) -> tuple[Path, Path]:
