@@ -39,7 +39,7 @@ def option_type(name: str, field: FieldInfo) -> Any:
     """The option's type: the marker's, else the field's; Optional when its default is None."""
     marker = cli_marker(name)
     assert marker is not None
-    kind = marker.type or field.annotation
+    kind: Any = marker.type or field.annotation
     return kind | None if option_default(name, field) is None else kind
 
 
@@ -96,6 +96,6 @@ def with_config_options(command: Callable[..., Any]) -> Callable[..., Any]:
     params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + generated
     wrapper.__name__ = command.__name__
     wrapper.__doc__ = command.__doc__
-    wrapper.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+    wrapper.__signature__ = inspect.Signature(params, return_annotation=None)
     wrapper.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
     return wrapper

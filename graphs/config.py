@@ -42,49 +42,51 @@ class RunConfig(BaseModel):
 
     run_dir: Annotated[
         str, Cli(type=Path, unset=True, help="Run folder (default: runs/<timestamp>)")
-    ] = Field("runs/default", description="Run folder")
-    rounds: Annotated[int, Cli(short="-r")] = Field(1, description="Rounds to run")
-    proposals: Annotated[int, Cli(short="-k")] = Field(2, description="Proposers per round")
+    ] = Field(default="runs/default", description="Run folder")
+    rounds: Annotated[int, Cli(short="-r")] = Field(default=1, description="Rounds to run")
+    proposals: Annotated[int, Cli(short="-k")] = Field(default=2, description="Proposers per round")
     calibrate: Annotated[bool, Cli(help="Calibrate candidates against the solver")] = Field(
-        True, description="Run the calibrate stage"
+        default=True, description="Run the calibrate stage"
     )
-    max_tokens: Annotated[int, Cli()] = Field(4096, description="Cap on one model reply")
+    max_tokens: Annotated[int, Cli()] = Field(default=4096, description="Cap on one model reply")
     train_steps: Annotated[int, Cli(help="GRPO optimizer steps per round")] = Field(
-        2, description="GRPO optimizer steps"
+        default=2, description="GRPO optimizer steps"
     )
     policy_model: Annotated[
         str, Cli(flag="--model", unset=True, help="Shared policy model, e.g. openai:Qwen/Qwen3-8B")
-    ] = Field("openai:policy", description="Shared policy (both roles)")
+    ] = Field(default="openai:policy", description="Shared policy (both roles)")
     policy_base_url: Annotated[
         str | None, Cli(flag="--base-url", help="Its OpenAI-compatible endpoint (vLLM...)")
-    ] = Field(None, description="Policy endpoint (vLLM etc.)")
+    ] = Field(default=None, description="Policy endpoint (vLLM etc.)")
     policy_tool_choice: str | None = Field(
-        None, description="'auto' for servers that constrain tool calls"
+        default=None, description="'auto' for servers that constrain tool calls"
     )
     proposer_model: Annotated[str | None, Cli(help="Override the proposer's model")] = Field(
-        None, description="Override: proposer model"
+        default=None, description="Override: proposer model"
     )
-    proposer_base_url: Annotated[str | None, Cli()] = Field(None, description="Its endpoint")
-    solver_model: str | None = Field(None, description="Override: solver model")
-    solver_base_url: str | None = Field(None, description="Its endpoint")
+    proposer_base_url: Annotated[str | None, Cli()] = Field(
+        default=None, description="Its endpoint"
+    )
+    solver_model: str | None = Field(default=None, description="Override: solver model")
+    solver_base_url: str | None = Field(default=None, description="Its endpoint")
     arm: Annotated[str, Cli()] = Field(
-        "terminal", description="terminal | error_feedback | prompt_only"
+        default="terminal", description="terminal | error_feedback | prompt_only"
     )
     solver_feedback: Annotated[bool, Cli()] = Field(
-        True, description="Give proposers the solver's rollouts"
+        default=True, description="Give proposers the solver's rollouts"
     )
-    max_revisions: int = Field(2, description="Revisions after a rejection")
-    train: Annotated[bool, Cli()] = Field(True, description="Run the training node")
+    max_revisions: int = Field(default=2, description="Revisions after a rejection")
+    train: Annotated[bool, Cli()] = Field(default=True, description="Run the training node")
     base_model: Annotated[str | None, Cli(help="HF weights of the policy (training)")] = Field(
-        None, description="HF weights of the policy, for training"
+        default=None, description="HF weights of the policy, for training"
     )
     policy_server: Annotated[str, Cli(unset=True, help="embedded | vllm | none")] = Field(
-        "none", description="none | embedded | vllm: who swaps"
+        default="none", description="none | embedded | vllm: who swaps"
     )
-    backend: Annotated[str, Cli()] = Field("podman", description="podman | docker")
+    backend: Annotated[str, Cli()] = Field(default="podman", description="podman | docker")
     heldout_dir: Annotated[
         str | None, Cli(flag="--heldout", type=Path, help="Held-out task folder to evaluate")
-    ] = Field(None, description="Held-out tasks")
+    ] = Field(default=None, description="Held-out tasks")
     decontam_dirs: Annotated[
         list[str],
         Cli(
@@ -96,49 +98,57 @@ class RunConfig(BaseModel):
         ),
     ] = Field(default_factory=list, description="Benchmarks to decontaminate against")
     seed_dir: Annotated[str | None, Cli(type=Path, help="Initial pool (default: tasks/seed)")] = (
-        Field(None, description="Initial pool")
+        Field(default=None, description="Initial pool")
     )
     human_review: Annotated[bool, Cli(help="Pause to review admissions")] = Field(
-        False, description="Pause for a human to review admissions"
+        default=False, description="Pause for a human to review admissions"
     )
-    proposer_max_turns: Annotated[int, Cli()] = Field(16, description="Proposer model calls")
-    solver_max_turns: Annotated[int, Cli()] = Field(8, description="Solver model calls")
-    refresh_attempts: Annotated[int, Cli()] = Field(2, description="Solver attempts per task")
+    proposer_max_turns: Annotated[int, Cli()] = Field(
+        default=16, description="Proposer model calls"
+    )
+    solver_max_turns: Annotated[int, Cli()] = Field(default=8, description="Solver model calls")
+    refresh_attempts: Annotated[int, Cli()] = Field(
+        default=2, description="Solver attempts per task"
+    )
     refresh_limit: Annotated[int, Cli(help="Pool tasks re-measured per round")] = Field(
-        0, description="Pool tasks re-measured (0=all)"
+        default=0, description="Pool tasks re-measured (0=all)"
     )
-    band_low: float = Field(0.25, description="Difficulty band, low")
-    band_high: float = Field(0.75, description="Difficulty band, high")
-    calibration_rollouts: int = Field(4, description="Solver rollouts")
-    baseline_tasks: int = Field(4, description="Pool tasks measured before round 1 (0=none)")
-    baseline_attempts: int = Field(1, description="Solver attempts per baseline task")
-    concurrency: int = Field(2, description="Trials in flight")
-    train_tasks_per_step: int = Field(2, description="GRPO groups per step")
-    brief_examples: int = Field(2, description="Example tasks in the brief")
-    brief_file_chars: int = Field(2500, description="Cap per example file")
-    num_generations: int = Field(4, description="GRPO group size")
+    band_low: float = Field(default=0.25, description="Difficulty band, low")
+    band_high: float = Field(default=0.75, description="Difficulty band, high")
+    calibration_rollouts: int = Field(default=4, description="Solver rollouts")
+    baseline_tasks: int = Field(
+        default=4, description="Pool tasks measured before round 1 (0=none)"
+    )
+    baseline_attempts: int = Field(default=1, description="Solver attempts per baseline task")
+    concurrency: int = Field(default=2, description="Trials in flight")
+    train_tasks_per_step: int = Field(default=2, description="GRPO groups per step")
+    brief_examples: int = Field(default=2, description="Example tasks in the brief")
+    brief_file_chars: int = Field(default=2500, description="Cap per example file")
+    num_generations: int = Field(default=4, description="GRPO group size")
     proposer_training: Annotated[
         bool, Cli(help="Train the proposer on the gate's reward (run mode)")
-    ] = Field(True, description="Train the proposer on the gate's reward too")
+    ] = Field(default=True, description="Train the proposer on the gate's reward too")
     proposer_update_every: Annotated[int, Cli(unset=True)] = Field(
-        1, description="Proposer GRPO update every N rounds"
+        default=1, description="Proposer GRPO update every N rounds"
     )
     proposer_group_size: Annotated[
         int, Cli(unset=True, help="Proposers sharing a brief (proposer GRPO group; >= 2)")
-    ] = Field(1, description="Proposers sharing one brief: a proposer GRPO group needs >= 2")
-    proposer_train_steps: int = Field(1, description="Proposer GRPO steps")
+    ] = Field(
+        default=1, description="Proposers sharing one brief: a proposer GRPO group needs >= 2"
+    )
+    proposer_train_steps: int = Field(default=1, description="Proposer GRPO steps")
     cold_start: Annotated[
         bool,
         Cli(
             help="Start from a cold-start checkpoint: SFT on the seed pool's replayed reference "
             "solutions, built once per machine (run mode; slow the first time)"
         ),
-    ] = Field(False, description="The policy starts from a cold-start checkpoint")
+    ] = Field(default=False, description="The policy starts from a cold-start checkpoint")
     policy_checkpoint_id: str | None = Field(
-        None, description="Registry id of the starting checkpoint"
+        default=None, description="Registry id of the starting checkpoint"
     )
     price_per_mtok: tuple[float, float] = Field(
-        (0.0, 0.0), description="USD per 1M prompt / completion tokens"
+        default=(0.0, 0.0), description="USD per 1M prompt / completion tokens"
     )
 
     @classmethod
@@ -221,7 +231,7 @@ def from_run(setting: str, default: Any = ..., description: str | None = None) -
     if default is ...:
         default = field.get_default(call_default_factory=True)
     return Field(
-        default,
+        default=default,
         description=description or field.description,
         json_schema_extra={RUN_SETTING: setting},
     )

@@ -15,10 +15,20 @@ import asyncio
 import operator
 import time
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypedDict, get_args, get_type_hints, is_typeddict
+from typing import (
+    Annotated,
+    Any,
+    Final,
+    Literal,
+    Required,
+    TypedDict,
+    get_args,
+    get_type_hints,
+    is_typeddict,
+)
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send, interrupt
 from pydantic import BaseModel
@@ -42,11 +52,16 @@ class FlywheelInput(TypedDict, total=False):
     rounds: int
 
 
+#: langgraph's END, typed as the literal the nodes' `Command[Literal[...]]` routes name.
+END: Final = "__end__"
+
+
 class FlywheelState(TypedDict, total=False):
-    run_id: str
-    round: int
-    policy: Policy  # the model both roles use; a swap writes a new one
-    brief: dict[str, Any]
+    # Required: `setup` and `inspect` write them before any node that reads them runs.
+    run_id: Required[str]
+    round: Required[int]
+    policy: Required[Policy]  # the model both roles use; a swap writes a new one
+    brief: Required[dict[str, Any]]
     candidates: Annotated[list[dict[str, Any]], operator.add]
     round_started: float
     stage_seconds: dict[str, float]
@@ -128,7 +143,7 @@ def _attempter(ctx: FlywheelContext, run: RunDir, run_id: str, round_: int, poli
                 path,
                 settings.model_copy(update={"tags": tags}),
                 sample=sample,
-                backend=ctx.backend,  # type: ignore[arg-type]
+                backend=ctx.backend,
                 trials_dir=run.trials,
             )
         return None if result.outcome == "error" else (result.reward or 0.0)
@@ -251,10 +266,11 @@ def propose(
 
 
 async def propose_one(
-    task: SlotTask, runtime: Runtime[FlywheelContext]
+    state: SlotTask, runtime: Runtime[FlywheelContext]
 ) -> Command[Literal["admit_one"]]:
     """One proposer attempt in its own workspace: episodes and revisions against the gate's
     checks (all but calibrate), recorded as a proposer rollout."""
+    task = state  # the slot's task, sent by `propose`
     from autoenvscaling.graphs.flywheel_roles import run_proposer
 
     ctx = _ctx(runtime)
@@ -486,7 +502,8 @@ def build_flywheel(checkpointer: Any = None, store: Any = None, *, name: str = "
     builder.add_node("inspect", inspect)
     builder.add_node("propose", propose)
     builder.add_node("propose_one", propose_one)
-    builder.add_node("admit_one", admit_one)
+    # A Send target: its input is the dict propose_one sends, which StateNode cannot name.
+    builder.add_node("admit_one", admit_one)  # pyright: ignore[reportArgumentType]
     # Deferred: waits until every proposer branch (with its revisions) has finished.
     builder.add_node("review", review, defer=True)
     builder.add_node("train", train)

@@ -235,8 +235,8 @@ async def run_proposer(
     policy = task["policy"]
     settings = ProposerSettings(
         model=model,
-        arm=ctx.arm,
-        solver_feedback=ctx.solver_feedback,  # type: ignore[arg-type]
+        arm=ctx.arm,  # pyright: ignore[reportArgumentType] - a str option; pydantic checks it
+        solver_feedback=ctx.solver_feedback,
         budget=LoopBudget(max_turns=ctx.proposer_max_turns, time_budget_sec=900),
         max_revisions=ctx.max_revisions,
         gate=_gate(ctx, run, None),
@@ -327,9 +327,11 @@ async def run_gate(
             }
         )
         # The proposer's rollout earns the admission's reward, not the pre-check's.
+        proposal_attempt = record.attempt_id
+        assert proposal_attempt is not None  # every proposal is a recorded attempt
         with RolloutStore(run.rollouts) as store:
             store.finish_attempt(
-                record.attempt_id,
+                proposal_attempt,
                 reward=verdict.proposer_reward,
                 outcome="error"
                 if verdict.infrastructure_error
@@ -337,7 +339,7 @@ async def run_gate(
                 metadata={"admission": verdict.summary()},
             )
     if not record.admitted and ctx.backend in ("podman", "docker"):
-        await _drop_candidate_image(candidate, ctx.backend)  # type: ignore[arg-type]
+        await _drop_candidate_image(candidate, ctx.backend)
     if verdict is not None:
         (candidate.parent / f"{candidate.name}.verdict.json").write_text(
             verdict.model_dump_json(indent=2)
@@ -415,7 +417,7 @@ async def _check_snapshot(
 
     Returns (verdict, frozen folder or None). The verdict merges the final check's stages with
     the admission's, so it lists every stage's result for exactly these bytes."""
-    from autoenvscaling.graphs.validation import build_validation_graph
+    from autoenvscaling.graphs.validation import ValidationInput, build_validation_graph
     from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict, make_verdict
     from autoenvscaling.tools.gate.results import infrastructure_verdict
     from autoenvscaling.tools.snapshot import SnapshotError, content_hash, freeze
@@ -437,7 +439,7 @@ async def _check_snapshot(
             }
         ), None
     gate = _recorded(_gate(ctx, run, solver_model), run, item).with_skip(*PROPOSER_CHECKED)
-    state = await build_validation_graph().ainvoke({"task": str(frozen)}, context=gate)
+    state = await build_validation_graph().ainvoke(ValidationInput(task=str(frozen)), context=gate)
     admission = Verdict.model_validate(state["verdict"])
     await asyncio.to_thread(_finish_calibration, run, admission, task_id)
     kept = [r for r in submitted.stages if r.stage in PROPOSER_CHECKED]

@@ -78,20 +78,22 @@ class ProposerSettings(BaseModel):
         description="The proposer's model; one-reply arms need room for a whole task per reply.",
     )
     arm: Arm = "terminal"
-    solver_feedback: bool = Field(True, description="False: no rollout evidence in the brief.")
+    solver_feedback: bool = Field(
+        default=True, description="False: no rollout evidence in the brief."
+    )
     budget: LoopBudget = Field(
         default_factory=lambda: LoopBudget(
             max_turns=40, max_total_tokens=400_000, time_budget_sec=1800
         ),
         description="Per episode (the first submission and each revision).",
     )
-    max_revisions: int = Field(2, ge=0, description="Revisions after a rejection.")
+    max_revisions: int = Field(default=2, ge=0, description="Revisions after a rejection.")
     gate: GateConfig = Field(
         default_factory=GateConfig,
         description="The full gate after submit; `check` runs the same minus calibrate. "
         "calibrate runs only when gate.solver is set.",
     )
-    store_path: str | None = Field(None, description="Rollout store; None records nothing")
+    store_path: str | None = Field(default=None, description="Rollout store; None records nothing")
     run_id: str = ""
     round: int = 0
     policy_version: str = "base"
@@ -119,8 +121,8 @@ class ProposalResult(BaseModel):
     admitted: bool = False
     reward: float | None = Field(description="The gate's proposer reward; None on an error.")
     outcome: Outcome
-    revisions: int = Field(0, description="Revisions used after the first rejection.")
-    verdict: Verdict | None = Field(None, description="The last full-gate verdict.")
+    revisions: int = Field(default=0, description="Revisions used after the first rejection.")
+    verdict: Verdict | None = Field(default=None, description="The last full-gate verdict.")
     gates: list[GateRun] = Field(default_factory=list)
     submitted: bool = False
     stop_reason: str | None = None
@@ -201,7 +203,7 @@ def workspace_with_task(
         from autoenvscaling.tools.sandbox.container import start_workspace
 
         sandbox = await start_workspace(
-            backend=engine,  # type: ignore[arg-type]
+            backend=engine,
             limits=limits,
             workdir=TASK_MOUNT,
             binds=[(candidate, TASK_MOUNT)],
@@ -522,15 +524,15 @@ class ProposerContext(BaseModel):
     arm: str = from_run("arm")
     solver_feedback: bool = from_run("solver_feedback", description="Show the solver's rollouts")
     max_turns: int = from_run("proposer_max_turns", 40, "Model calls per episode")
-    time_budget_sec: float = Field(1800, description="Wall time per episode")
+    time_budget_sec: float = Field(default=1800, description="Wall time per episode")
     max_tokens: int = from_run("max_tokens", 8192)
     max_revisions: int = from_run("max_revisions")
-    pool_dir: str = Field("tasks/seed", description="The task pool (examples, dedup)")
-    out_dir: str = Field("candidates", description="Candidate folders go here")
-    store_path: str | None = Field(None, description="Rollout store (SQLite)")
+    pool_dir: str = Field(default="tasks/seed", description="The task pool (examples, dedup)")
+    out_dir: str = Field(default="candidates", description="Candidate folders go here")
+    store_path: str | None = Field(default=None, description="Rollout store (SQLite)")
     backend: str = from_run("backend", description="Gate engine: podman | docker")
     calibrate: bool = from_run("calibrate", False, "Calibrate against the solver (same model)")
-    policy_version: str = Field("base", description="Recorded with rollouts")
+    policy_version: str = Field(default="base", description="Recorded with rollouts")
 
 
 class ProposeInput(TypedDict):
@@ -583,10 +585,12 @@ async def _inspect(state: ProposeState, runtime: Runtime[ProposerContext]) -> di
 
 
 def _fan_out(state: ProposeState) -> list[Send]:
-    return [Send("propose_one", _Slot(index=i, brief=b)) for i, b in enumerate(state["briefs"])]
+    briefs = state.get("briefs", [])  # written by _inspect
+    return [Send("propose_one", _Slot(index=i, brief=b)) for i, b in enumerate(briefs)]
 
 
-async def _propose_one(slot: _Slot, runtime: Runtime[ProposerContext]) -> dict[str, Any]:
+async def _propose_one(state: _Slot, runtime: Runtime[ProposerContext]) -> dict[str, Any]:
+    slot = state  # one brief, sent by _fan_out
     ctx = runtime.context or ProposerContext()
     result = await propose(
         ProposerBrief.model_validate(slot["brief"]),

@@ -37,7 +37,7 @@ from autoenvscaling.tools.rollout_store import (
     new_attempt_id,
     stable_attempt_id,
 )
-from autoenvscaling.tools.trials import BackendName, TrialOutcome, run_trial
+from autoenvscaling.tools.trials import TrialBackend, TrialOutcome, run_trial
 
 SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
 
@@ -47,7 +47,7 @@ class SolverSettings(BaseModel):
 
     model: ModelConfig = Field(default_factory=ModelConfig)
     budget: LoopBudget = Field(default_factory=lambda: LoopBudget(max_turns=20))
-    store_path: str | None = Field(None, description="Rollout store; None records nothing")
+    store_path: str | None = Field(default=None, description="Rollout store; None records nothing")
     run_id: str = ""
     round: int = 0
     policy_version: str = "base"
@@ -55,7 +55,9 @@ class SolverSettings(BaseModel):
     task_id: str = ""
     category: str = ""
     tags: dict[str, Any] = Field(default_factory=dict, description="Extra rollout metadata")
-    system_prompt: str = Field("solver", description="Prompt file (prompts/<name>.md) to use")
+    system_prompt: str = Field(
+        default="solver", description="Prompt file (prompts/<name>.md) to use"
+    )
 
 
 class SolverAttempt(BaseModel):
@@ -176,7 +178,7 @@ async def solve_task(
     settings: SolverSettings,
     *,
     sample: int = 0,
-    backend: BackendName = "podman",
+    backend: TrialBackend = "podman",
     trials_dir: Path | None = None,
 ) -> SolverAttempt:
     """One solver attempt in a real Harbor trial; recorded and rewarded in the store."""
@@ -263,10 +265,10 @@ class SolverContext(BaseModel):
     model: str = from_run("policy_model", description="init_chat_model string")
     base_url: str | None = from_run("policy_base_url", description="OpenAI-compatible endpoint")
     max_turns: int = from_run("solver_max_turns", 20, "Model calls per attempt")
-    time_budget_sec: float = Field(900, description="Wall time per attempt")
+    time_budget_sec: float = Field(default=900, description="Wall time per attempt")
     backend: str = from_run("backend")
-    store_path: str | None = Field(None, description="Rollout store (SQLite)")
-    policy_version: str = Field("base", description="Recorded with rollouts")
+    store_path: str | None = Field(default=None, description="Rollout store (SQLite)")
+    policy_version: str = Field(default="base", description="Recorded with rollouts")
 
 
 class SolveInput(TypedDict):
@@ -291,7 +293,8 @@ def _fan_out(state: SolveState) -> list[Send]:
     ]
 
 
-async def _attempt(item: _One, runtime: Runtime[SolverContext]) -> dict[str, Any]:
+async def _attempt(state: _One, runtime: Runtime[SolverContext]) -> dict[str, Any]:
+    item = state  # one (task, sample), sent by _fan_out
     ctx = runtime.context or SolverContext()
     settings = SolverSettings(
         model=ModelConfig(model=ctx.model, base_url=ctx.base_url),
@@ -302,7 +305,7 @@ async def _attempt(item: _One, runtime: Runtime[SolverContext]) -> dict[str, Any
     )
     result = await solve_task(
         Path(item["task"]), settings, sample=item["sample"], backend=ctx.backend
-    )  # type: ignore[arg-type]
+    )
     return {"results": [result.model_dump(mode="json")]}
 
 
