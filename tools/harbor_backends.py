@@ -87,7 +87,7 @@ def offers(backend: str) -> frozenset[Capability]:
 def check_stages(backend: str, stages: Iterable[str]) -> None:
     """Raise MissingCapabilityError naming each stage and the capability `backend` lacks."""
     have = offers(backend)
-    gaps = [
+    gaps: list[tuple[str, Capability]] = [
         (stage, need) for stage in stages for need in STAGE_NEEDS.get(stage, ()) if need not in have
     ]
     if not gaps:
