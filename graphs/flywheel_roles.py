@@ -137,7 +137,7 @@ async def run_training(
             tasks_per_step=min(ctx.train_tasks_per_step, max(1, len(admitted) + len(replay))),
         ),
         work_dir=run.root / "train" / f"r{round_:02d}",
-        sandbox_backend=ctx.backend,  # type: ignore[arg-type]
+        sandbox_backend=ctx.backend,
     )
     try:
         # CURRENT moves only once the new checkpoint is served (below), never before.

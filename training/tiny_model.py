@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +208,7 @@ def demo_rows(tokenizer, demo: Demo, tools: list | None = None) -> tuple[list[in
 def warm_up(
     model,
     tokenizer,
-    examples: list[Demo | tuple[list[dict], str]],
+    examples: Sequence[Demo | tuple[list[dict], str]],
     *,
     steps: int = 200,
     lr: float = 3e-3,
