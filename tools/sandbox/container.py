@@ -32,7 +32,7 @@ from autoenvscaling.tools.sandbox.base import (
 from autoenvscaling.tools.sandbox.cleanup import labels as our_labels
 from autoenvscaling.tools.sandbox.cleanup import remove_container, sweep_once
 from autoenvscaling.tools.sandbox.control import ControlChannel
-from autoenvscaling.tools.sandbox.engine import call, cli_argv, client, engine_url
+from autoenvscaling.tools.sandbox.engine import call, cli_argv, client, engine_url, inspect_image
 from autoenvscaling.tools.sandbox.proctree import KILL_TREE, exec_quiet, kill_tree_host
 from autoenvscaling.tools.sandbox.shell import PersistentShell, _Pending
 from autoenvscaling.tools.settings import get_settings
@@ -102,7 +102,7 @@ class ContainerSandbox(Sandbox):
         api = (await call(client, backend)).api
         await call(sweep_once, backend)
         try:
-            config = (await call(api.inspect_image, image)).get("Config") or {}
+            config = (await call(inspect_image, api, image)).get("Config") or {}
         except Exception as exc:
             raise SandboxError(f"image {image} is not available in the engine: {exc}") from exc
         host_config = await call(profile.host_config, api, backend, limits, binds=binds)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import docker.errors
 
 from autoenvscaling.tools.sandbox.base import Backend, SandboxError
 from autoenvscaling.tools.settings import get_settings
@@ -68,6 +69,25 @@ _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix
 async def call[T](fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_POOL, functools.partial(fn, *args, **kwargs))
+
+
+def inspect_image(api: Any, name: str) -> dict[str, Any]:
+    """`api.inspect_image`, asked again when the engine answers 500 for a moment.
+
+    podman's image lookup fails with "failed to convert ImageData to ImageInspect" while another
+    tag of the same image is being removed (two candidates with identical environments share
+    one image); a second look a moment later answers. A missing image (404) is not retried.
+    """
+    for attempt in range(5):
+        try:
+            return api.inspect_image(name)
+        except docker.errors.APIError as exc:
+            text = str(exc).lower()
+            missing = "no such image" in text or "not known" in text
+            if attempt == 4 or missing or exc.status_code is None or exc.status_code < 500:
+                raise
+            time.sleep(0.2 * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 def config_dir() -> Path:

@@ -34,7 +34,14 @@ from autoenvscaling.tools.sandbox.cleanup import (
     CleanupReport,
     labels,
 )
-from autoenvscaling.tools.sandbox.engine import PODMAN, call, cli_argv, client, config_dir
+from autoenvscaling.tools.sandbox.engine import (
+    PODMAN,
+    call,
+    cli_argv,
+    client,
+    config_dir,
+    inspect_image,
+)
 
 Log = Callable[[str], None]
 
@@ -64,7 +71,7 @@ def _parent_images(dockerfile: Path) -> list[str]:
 
 def _image_id(api: Any, name: str) -> str | None:
     try:
-        return str(api.inspect_image(name)["Id"])
+        return str(inspect_image(api, name)["Id"])
     except docker.errors.ImageNotFound:
         return None
     except docker.errors.APIError as exc:  # podman: "no such image" with other codes
