@@ -47,5 +47,6 @@ def score_labelled_positions_only() -> bool:
         return device.type == "cpu" or decide(device)
 
     setattr(compact, _PATCHED, True)
-    trl_utils._use_triton = compact
+    # the switch TRL reads is private: this module exists to flip it (tests/test_fused_head.py)
+    trl_utils._use_triton = compact  # pyright: ignore[reportPrivateImportUsage]
     return True
