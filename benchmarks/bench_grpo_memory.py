@@ -5,7 +5,7 @@
 
 Runs the real worker (training/grpo_worker.py through TRLGRPOBackend, as the flywheel's training
 node does) on the embedded SmolLM2-135M HF weights, with the embedded round's budgets
-(graphs/flywheel_roles.EMBEDDED_BUDGETS: 4 rollouts of one task a step) and TrainHyperParams'
+(graphs/config.py's embedded preset: 4 rollouts of one task a step) and TrainHyperParams'
 defaults otherwise, for one optimizer step on one seed task, episodes in podman sandboxes.
 
 Each setting runs in a fresh process, so the worker's peak RSS is exact: the kernel's maximum
@@ -66,16 +66,17 @@ def _setup(task_dir: Path) -> Path:
 
 
 def _child(name: str, model: Path, task_dir: Path) -> dict[str, Any]:
-    from autoenvscaling.graphs.flywheel_roles import EMBEDDED_BUDGETS
+    from autoenvscaling.graphs.config import preset
     from autoenvscaling.training.backend import TrainHyperParams, TrainJob, TrainProgress
     from autoenvscaling.training.checkpoints import CheckpointRegistry
     from autoenvscaling.training.trl_grpo import TRLGRPOBackend
 
     overrides, env = SETTINGS[name]
+    embedded = preset("embedded")
     hyper = TrainHyperParams(
         steps=1,
-        num_generations=EMBEDDED_BUDGETS["num_generations"],
-        tasks_per_step=EMBEDDED_BUDGETS["train_tasks_per_step"],
+        num_generations=embedded["num_generations"],
+        tasks_per_step=embedded["train_tasks_per_step"],
         **overrides,
     )
     events: list[TrainProgress] = []
