@@ -14,13 +14,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from autoenvscaling.cli.options import JsonOpt
+
 export_app = typer.Typer(no_args_is_help=True, help="Export a run's pool or rollouts.")
 console = Console(stderr=True)
 
 RunDirArg = Annotated[
     Path, typer.Argument(help="A flywheel run folder (holds manifest.json).", exists=True)
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
 @export_app.command("pool")

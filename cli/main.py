@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from autoenvscaling.cli.options import BackendOpt, HarborEnvOpt, JsonOpt
+
 for _var, _value in (
     ("HARBOR_TELEMETRY", "0"),
     ("LANGGRAPH_CLI_NO_ANALYTICS", "1"),
@@ -27,16 +29,6 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 console = Console(stderr=True)
-
-BackendOpt = Annotated[
-    str,
-    typer.Option(
-        "--backend",
-        "-b",
-        help="podman | docker | harbor-docker | harbor:<type> (e.g. harbor:modal)",
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
 def _mount_subapps() -> None:
@@ -72,15 +64,7 @@ def trial(
     ] = "oracle",
     backend: BackendOpt = "podman",
     concurrency: Annotated[int, typer.Option("--concurrency", "-n")] = 2,
-    harbor_env: Annotated[
-        Path | None,
-        typer.Option(
-            "--harbor-env",
-            help="JSON file of Harbor EnvironmentConfig fields passed through "
-            '(e.g. {"kwargs": {...}, "override_cpus": 2}) for a harbor:<type> backend',
-            exists=True,
-        ),
-    ] = None,
+    harbor_env: HarborEnvOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run real Harbor trials of TASKS and print one result per task."""

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autoenvscaling.cli.options import BackendOpt, HarborEnvOpt
 from autoenvscaling.tools.progress import TaskProgress
 
 validate_app = typer.Typer(no_args_is_help=True)
@@ -54,23 +55,8 @@ def _progress(bar: TaskProgress, quiet: bool) -> Callable[[dict[str, Any]], None
 @validate_app.command("validate")
 def validate(
     tasks: Annotated[list[Path], typer.Argument(help="Candidate Harbor task folders.")],
-    backend: Annotated[
-        str,
-        typer.Option(
-            "--backend",
-            "-b",
-            help="podman | docker | harbor-docker | harbor:<type> (e.g. harbor:modal)",
-        ),
-    ] = "podman",
-    harbor_env: Annotated[
-        Path | None,
-        typer.Option(
-            "--harbor-env",
-            help="JSON file of Harbor EnvironmentConfig fields passed through "
-            '(e.g. {"kwargs": {...}, "override_cpus": 2}) for a harbor:<type> backend',
-            exists=True,
-        ),
-    ] = None,
+    backend: BackendOpt = "podman",
+    harbor_env: HarborEnvOpt = None,
     skip: Annotated[
         list[str] | None,
         typer.Option("--skip", help="Stage to skip (repeatable), e.g. --skip calibrate."),
