@@ -26,6 +26,7 @@ from autoenvscaling.training.worker_protocol import (
     WorkerResult,
     emit,
     serve_job,
+    step_progress,
 )
 
 for _key, _value in WORKER_ENV.items():
@@ -237,7 +238,6 @@ def _steps_of(records: list[dict[str, Any]], per_step: int) -> list[list[str]]:
 
 def run(job: TrainJob) -> WorkerResult:
     import torch
-    from transformers import TrainerCallback
     from trl.trainer.grpo_config import GRPOConfig
     from trl.trainer.grpo_trainer import GRPOTrainer
 
@@ -300,16 +300,6 @@ def run(job: TrainJob) -> WorkerResult:
         shuffle_dataset=False,  # the step plan's order is the training order
     )
 
-    class Progress(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            emit(
-                "step",
-                job.job_id,
-                step=state.global_step,
-                total=hyper.steps,
-                metrics={k: v for k, v in (logs or {}).items() if isinstance(v, int | float)},
-            )
-
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[make_reward_func(loop, stats, records, job.job_id)],
@@ -318,7 +308,7 @@ def run(job: TrainJob) -> WorkerResult:
         processing_class=tokenizer,
         peft_config=peft_config,
         environment_factory=factory,
-        callbacks=[Progress()],
+        callbacks=[step_progress(job.job_id, hyper.steps)],
     )
     before = _trainable_snapshot(trainer.model)
     output = trainer.train()

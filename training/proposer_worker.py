@@ -22,7 +22,13 @@ from autoenvscaling.training.grpo_worker import (
     load_policy,
 )
 from autoenvscaling.training.proposer_update import ProposerJob, prompt_key
-from autoenvscaling.training.worker_protocol import WEIGHTS_DIR, WorkerResult, emit, serve_job
+from autoenvscaling.training.worker_protocol import (
+    WEIGHTS_DIR,
+    WorkerResult,
+    emit,
+    serve_job,
+    step_progress,
+)
 
 
 class TemplateError(ValueError):
@@ -87,7 +93,6 @@ def tokenize_conversation(
 def run(job: ProposerJob) -> WorkerResult:
     import torch
     from datasets import Dataset
-    from transformers import TrainerCallback
     from trl.trainer.grpo_config import GRPOConfig
     from trl.trainer.grpo_trainer import GRPOTrainer
 
@@ -164,16 +169,6 @@ def run(job: ProposerJob) -> WorkerResult:
         dataloader_num_workers=0,
     )
 
-    class Progress(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            emit(
-                "step",
-                job.job_id,
-                step=state.global_step,
-                total=hyper.steps,
-                metrics={k: v for k, v in (logs or {}).items() if isinstance(v, int | float)},
-            )
-
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[gate_reward],
@@ -183,7 +178,7 @@ def run(job: ProposerJob) -> WorkerResult:
         peft_config=peft_config,
         # TRL hands conversational prompts (message lists); its RolloutFunc alias says list[str].
         rollout_func=recorded_rollouts,  # pyright: ignore[reportArgumentType]
-        callbacks=[Progress()],
+        callbacks=[step_progress(job.job_id, hyper.steps)],
     )
     before = _trainable_snapshot(trainer.model)
     output = trainer.train()

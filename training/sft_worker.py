@@ -21,12 +21,17 @@ from autoenvscaling.training.grpo_worker import (
     load_policy,
 )
 from autoenvscaling.training.sft import SFTJob
-from autoenvscaling.training.worker_protocol import WEIGHTS_DIR, WorkerResult, emit, serve_job
+from autoenvscaling.training.worker_protocol import (
+    WEIGHTS_DIR,
+    WorkerResult,
+    emit,
+    serve_job,
+    step_progress,
+)
 
 
 def run(job: SFTJob) -> WorkerResult:
     import torch
-    from transformers import TrainerCallback
     from trl.trainer.sft_config import SFTConfig
     from trl.trainer.sft_trainer import SFTTrainer
 
@@ -66,23 +71,13 @@ def run(job: SFTJob) -> WorkerResult:
         dataloader_num_workers=0,
     )
 
-    class Progress(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            emit(
-                "step",
-                job.job_id,
-                step=state.global_step,
-                total=hyper.steps,
-                metrics={k: v for k, v in (logs or {}).items() if isinstance(v, int | float)},
-            )
-
     trainer = SFTTrainer(
         model=model,
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[Progress()],
+        callbacks=[step_progress(job.job_id, hyper.steps)],
     )
     before = _trainable_snapshot(trainer.model)
     output = trainer.train()

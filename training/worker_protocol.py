@@ -127,6 +127,23 @@ def emit(
     sys.stdout.flush()
 
 
+def step_progress(job_id: str, total: int) -> Any:
+    """A transformers `TrainerCallback` that emits each logged step as a progress event."""
+    from transformers import TrainerCallback  # workers only: the parent never imports torch
+
+    class StepProgress(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            emit(
+                "step",
+                job_id,
+                step=state.global_step,
+                total=total,
+                metrics={k: v for k, v in (logs or {}).items() if isinstance(v, int | float)},
+            )
+
+    return StepProgress()
+
+
 def publish_result(result: WorkerResult, work_dir: Path) -> Path:
     """Write result.json atomically: the parent never reads half a result."""
     out = Path(work_dir) / RESULT_FILE
