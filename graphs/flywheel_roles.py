@@ -372,6 +372,29 @@ def _recorded(gate: GateConfig, run: RunDir, item: dict[str, Any]) -> GateConfig
     return gate.model_copy(update={"solver_kwargs": {**gate.solver_kwargs, "settings": settings}})
 
 
+def _drop_unjudged_calibration(run: RunDir, item: dict[str, Any], task_id: str) -> None:
+    """Remove calibration rollouts a killed run recorded for this candidate in this round.
+
+    A candidate is admitted once per round, so any such rollout is from an admission that was
+    killed before its verdict was checkpointed; the resume calibrates again from the start, and
+    keeping the old rollouts too would count them twice (their ids are fresh per trial).
+    """
+    from autoenvscaling.tools.rollout_store import RolloutStore
+
+    if not run.rollouts.exists():
+        return
+    with RolloutStore(run.rollouts) as store:
+        stale = [
+            a.id
+            for a in store.list_attempts(
+                role="solver", task_id=task_id, run_id=item["run_id"], limit=100_000
+            )
+            if a.round == item["round"] and a.metadata.get("purpose") == "calibration"
+        ]
+        if stale:
+            store.delete_attempts(stale)
+
+
 def _finish_calibration(run: RunDir, verdict: Verdict, task_id: str) -> None:
     """Give each recorded calibration rollout its reward (None for infrastructure failures)."""
     from autoenvscaling.tools.rollout_store import AttemptNotFoundError, RolloutStore
@@ -439,6 +462,7 @@ async def _check_snapshot(
             }
         ), None
     gate = _recorded(_gate(ctx, run, solver_model), run, item).with_skip(*PROPOSER_CHECKED)
+    await asyncio.to_thread(_drop_unjudged_calibration, run, item, task_id)
     state = await build_validation_graph().ainvoke(ValidationInput(task=str(frozen)), context=gate)
     admission = Verdict.model_validate(state["verdict"])
     await asyncio.to_thread(_finish_calibration, run, admission, task_id)

@@ -330,3 +330,19 @@ def test_error_set_on_finish_is_searchable(store):
     assert [(h.attempt_id, h.kind) for h in store.search("oomkilled")] == [(attempt_id, "error")]
     store.finish_attempt(attempt_id, reward=None, outcome="error", error="replaced text")
     assert store.search("oomkilled") == []
+
+
+def test_deleted_attempts_leave_no_steps_or_search_hits(store):
+    store.record_attempt(
+        Attempt(id="gone", task_id="t", outcome="failed", error="stale calibration"),
+        [Step(index=0, tool_output="segfault in the stale rollout")],
+    )
+    store.record_attempt(
+        Attempt(id="kept", task_id="t", outcome="solved"), [Step(index=0, tool_output="ok")]
+    )
+    assert store.delete_attempts(["gone", "never-there"]) == 1
+    assert _counts(store.path) == (1, 1)
+    assert store.search("segfault") == [] and store.search("stale") == []
+    with pytest.raises(AttemptNotFoundError):
+        store.get_attempt("gone")
+    assert store.get_attempt("kept").outcome == "solved"

@@ -426,6 +426,19 @@ class RolloutStore:
                 count += 1
         return count
 
+    def delete_attempts(self, ids: Iterable[str]) -> int:
+        """Remove attempts and their steps in one transaction. Returns how many existed.
+
+        For work a killed run left half-done and its resume redoes from the start (a gate's
+        calibration): keeping both would count the same rollouts twice.
+        """
+        ids = list(ids)
+        with self._write() as conn:
+            conn.executemany("DELETE FROM steps WHERE attempt_id = ?", [(i,) for i in ids])
+            return sum(
+                conn.execute("DELETE FROM attempts WHERE id = ?", (i,)).rowcount for i in ids
+            )
+
     def _cap_attempt(self, attempt: Attempt) -> Attempt:
         if attempt.error is None:
             return attempt
