@@ -43,6 +43,8 @@ async def _stream(
         async for chunk in graph.astream(
             payload, config, context=ctx, stream_mode="updates", durability="sync"
         ):
+            # Writes of tasks that finished before a kill are replayed on resume, marked cached.
+            replayed = bool((chunk.get("__metadata__") or {}).get("cached"))
             for node, update in chunk.items():
                 if node == "__interrupt__":
                     interrupted = update[0].value
@@ -68,6 +70,8 @@ async def _stream(
                 elif node == "train" and isinstance(update, dict):
                     t = update.get("training", {})
                     detail = t.get("checkpoint") or t.get("reason") or t.get("error") or ""
+                if replayed:
+                    detail = f"{detail} (from the checkpoint)".lstrip()
                 bar.print(f"[{elapsed:7.1f}s] {node} {detail}")
                 bar.status(node)
                 if node == "refresh":  # the last node of a round

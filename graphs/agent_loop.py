@@ -200,7 +200,10 @@ def build_agent_loop(
     builder.add_node("agent", agent)
     builder.add_node("tools", run_tools)
     builder.add_edge(START, "agent")
-    return builder.compile(name=name)
+    # Never durable, even inside a checkpointed graph (the flywheel): an episode's tools act on a
+    # sandbox that dies with the process, so a resumed loop would replay a conversation about a
+    # machine that is gone; and concurrent loops in one node would share a checkpoint namespace.
+    return builder.compile(name=name, checkpointer=False)
 
 
 def _text(content: Any) -> str:

@@ -463,7 +463,10 @@ async def _check_snapshot(
         ), None
     gate = _recorded(_gate(ctx, run, solver_model), run, item).with_skip(*PROPOSER_CHECKED)
     await asyncio.to_thread(_drop_unjudged_calibration, run, item, task_id)
-    state = await build_validation_graph().ainvoke(ValidationInput(task=str(frozen)), context=gate)
+    # Not checkpointed inside the flywheel's node: a killed admission starts again from its
+    # first stage (with the stale calibration rollouts dropped above), never from a half.
+    validation = build_validation_graph(checkpointer=False)
+    state = await validation.ainvoke(ValidationInput(task=str(frozen)), context=gate)
     admission = Verdict.model_validate(state["verdict"])
     await asyncio.to_thread(_finish_calibration, run, admission, task_id)
     kept = [r for r in submitted.stages if r.stage in PROPOSER_CHECKED]

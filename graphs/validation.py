@@ -26,7 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
-from langgraph.types import Command, Send
+from langgraph.types import Checkpointer, Command, Send
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.gate import (
@@ -167,7 +167,7 @@ STAGE_NODES = (lint, build, oracle, nop, repeat, anti_cheat, decontam, calibrate
 
 def build_validation_graph(
     *,
-    checkpointer: BaseCheckpointSaver | None = None,
+    checkpointer: Checkpointer = None,  # False: never durable, even inside a checkpointed graph
     store: BaseStore | None = None,
     name: str = "validation",
 ) -> ValidationGraph:

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -97,46 +98,59 @@ def reference(engine_ready, tmp_path_factory) -> tuple[Path, Path, dict]:
     return seed, run, _summary(run)
 
 
+def _steps_saved(graph_db: Path) -> int:
+    """Step checkpoints of the flywheel graph itself (not of anything nested) on disk."""
+    if not graph_db.exists():
+        return 0
+    conn = sqlite3.connect(f"file:{graph_db}?mode=ro", uri=True, timeout=5)
+    try:
+        return conn.execute("SELECT count(*) FROM checkpoints WHERE checkpoint_ns = ''").fetchone()[
+            0
+        ]
+    except sqlite3.OperationalError:  # the table is not created yet
+        return 0
+    finally:
+        conn.close()
+
+
 def _run_until(
     cmd: list[str],
     *,
-    lines: int | None = None,
     seconds: float | None = None,
     appears: Path | None = None,
+    steps_in: Path | None = None,
+    then: float = 0.0,
 ) -> int:
-    """Run the CLI; SIGKILL it after it printed `lines` node updates, after `seconds`, or as
-    soon as the file `appears` exists.
+    """Run the CLI; SIGKILL it after `seconds`, as soon as the file `appears` exists, or `then`
+    seconds after it saved one more step checkpoint in the graph database `steps_in`.
 
-    Returns its exit status (-9 when killed). The kill points are the test's choice: counted
-    node boundaries, or an instant at the very start (before the first checkpoint).
+    Returns its exit status (-9 when killed). Waiting for a saved step makes every killed resume
+    move at least one node boundary further; the varying `then` lands the kill at different
+    points of the next step (before its first task ends, between parallel tasks, mid-node).
+    A printed node update is not such a boundary: LangGraph saves a finished task's writes in
+    the background, so a kill right after the line may lose them, and a resume prints the
+    updates it replays from the checkpoint again.
     """
     proc = subprocess.Popen(
         cmd,
         env=_env(),
         cwd=REPO,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    if seconds is not None or appears is not None:
-        deadline = time.monotonic() + (seconds if seconds is not None else 120)
-        while time.monotonic() < deadline and proc.poll() is None:
-            if appears is not None and appears.exists():
-                break
-            time.sleep(0.002)
+    saved = _steps_saved(steps_in) if steps_in is not None else 0
+    deadline = time.monotonic() + (seconds if seconds is not None else 600)
+    while time.monotonic() < deadline and proc.poll() is None:
+        if appears is not None and appears.exists():
+            break
+        if steps_in is not None and _steps_saved(steps_in) > saved:
+            time.sleep(then)
+            break
+        time.sleep(0.002 if steps_in is None else 0.005)
+    if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        return proc.returncode
-    seen = 0
-    assert proc.stderr is not None
-    for line in proc.stderr:  # one line per node update: "[   12.3s] admit_one ..."
-        if line.startswith("[") and "s] " in line and "s] __" not in line:
-            seen += 1
-            if lines is not None and seen >= lines:
-                os.killpg(proc.pid, signal.SIGKILL)
-                break
-    proc.wait(timeout=600)
+    proc.wait(timeout=60)
     return proc.returncode
 
 
@@ -146,9 +160,9 @@ def test_kill_at_every_node_boundary_and_in_the_first_second(reference, tmp_path
     """A chain of runs, each SIGKILLed at a point the test picks, ends like an uninterrupted run.
 
     The first two kills land inside the first second: while the CLI starts, and the instant
-    graph.sqlite appears (before its first checkpoint). Then every process is killed right after
-    its second node update (checkpoints are written before the next step starts), so each resume
-    moves at least one node boundary further until a run finishes on its own. Nothing may be
+    graph.sqlite appears (before its first checkpoint). Then every resume is killed 0 or 0.1
+    seconds after it saved its next step checkpoint, so each one moves at least one node boundary
+    further until a run finishes on its own. Nothing may be
     lost, duplicated or left behind (attempts, verdicts, pool, reports, half-copied folders).
     """
     seed, _, expected = reference
@@ -158,12 +172,17 @@ def test_kill_at_every_node_boundary_and_in_the_first_second(reference, tmp_path
     assert (killed / "graph.sqlite").exists()
     kills = 0
     while True:
-        status = _run_until(_cli(killed, seed, "--resume"), lines=2)
+        status = _run_until(
+            _cli(killed, seed, "--resume"),
+            steps_in=killed / "graph.sqlite",
+            then=(0.0, 0.0, 0.1)[kills % 3],
+        )
         if status == 0:
             break
         assert status == -signal.SIGKILL, f"the resumed run failed with {status}"
         kills += 1
         assert kills < 30, "the resumes make no progress"
+    print(f"{kills} kills mid-run")
     assert kills >= 4, f"only {kills} kills landed mid-run"
 
     actual = _summary(killed)
