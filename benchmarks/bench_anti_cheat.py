@@ -34,6 +34,20 @@ REPO = Path(__file__).resolve().parents[1]
 OLD_PACKAGE = "aes_bench_baseline"
 
 
+def git_show(ref: str, path: str) -> str:
+    return subprocess.run(
+        ["git", "show", f"{ref}:{path}"], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def baseline_config(ref: str, config: GateConfig) -> GateConfig:
+    """`config` with the isolation probes off, spelt the way `ref`'s stage reads them: before
+    they had modes they were switches (bool), off by default."""
+    modes = "IsolationProbe" in git_show(ref, "tools/gate/config.py")
+    off = "off" if modes else False
+    return config.model_copy(update={"tamperer_probe": off, "tamper_interpreters": off})
+
+
 def load_baseline(ref: str) -> object:
     """The `anti_cheat` coroutine function of `ref`, importable as a package of its own."""
     root = Path(tempfile.mkdtemp(prefix="aes-bench-baseline-"))
@@ -41,13 +55,7 @@ def load_baseline(ref: str) -> object:
     package.mkdir()
     (package / "__init__.py").write_text("")
     for name in ("anti_cheat", "probes"):
-        text = subprocess.run(
-            ["git", "show", f"{ref}:tools/gate/{name}.py"],
-            cwd=REPO,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+        text = git_show(ref, f"tools/gate/{name}.py")
         text = text.replace("autoenvscaling.tools.gate.probes", f"{OLD_PACKAGE}.probes")
         (package / f"{name}.py").write_text(text)
     sys.path.insert(0, str(root))
@@ -67,8 +75,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         tamperer_probe=args.tamperer,
         tamper_interpreters=args.interpreters,
     )
-    # The baseline's probes were switches (bool), off by default: it runs as it was shipped.
-    old_config = config.model_copy(update={"tamperer_probe": False, "tamper_interpreters": False})
+    old_config = baseline_config(args.ref, config)
     old = load_baseline(args.ref)
     from autoenvscaling.tools.gate.anti_cheat import anti_cheat as new
 
