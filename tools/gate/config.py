@@ -28,10 +28,10 @@ STAGES: tuple[StageName, ...] = get_args(StageName)
 #: Our solver as a Harbor agent (graphs/solver.py); it attaches to the sandbox it runs in.
 OUR_SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
 GateBackend = str  # one of our engines, harbor-docker, or harbor:<type>
-#: Stages that start a sandbox, by the name their row has in harbor_backends.STAGE_NEEDS.
 #: When anti_cheat's isolation probes (a live tamperer, interpreter wrappers) run: "auto" on
 #: tasks whose verifier is separate, "on" on every task, "off" on none.
 IsolationProbe = Literal["auto", "on", "off"]
+#: Stages that start a sandbox, by the name their row has in harbor_backends.STAGE_NEEDS.
 SANDBOX_STAGES: tuple[StageName, ...] = (
     "build",
     "oracle",
