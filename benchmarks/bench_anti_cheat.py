@@ -1,6 +1,7 @@
 """The `anti_cheat` stage's wall time per task over the seed pool: before (the stage as a git ref
 had it, default `main`) against now (audit with leak search and near misses, combined exploit
-probes, the tamperer), one task at a time, each stage's own trials concurrent as in the gate.
+probes with, by default, the tamperer and interpreter wrappers on every separate-verifier task),
+one task at a time, each stage's own trials concurrent as in the gate.
 
     .venv/bin/python benchmarks/bench_anti_cheat.py [--tasks tasks/seed] [--ref main] [--json]
 
@@ -22,13 +23,29 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import get_args
 
 os.environ.setdefault("HARBOR_TELEMETRY", "0")
 
 from autoenvscaling.tools.gate import GateConfig, run_stage  # noqa: E402
+from autoenvscaling.tools.gate.config import IsolationProbe  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 OLD_PACKAGE = "aes_bench_baseline"
+
+
+def git_show(ref: str, path: str) -> str:
+    return subprocess.run(
+        ["git", "show", f"{ref}:{path}"], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def baseline_config(ref: str, config: GateConfig) -> GateConfig:
+    """`config` with the isolation probes off, spelt the way `ref`'s stage reads them: before
+    they had modes they were switches (bool), off by default."""
+    modes = "IsolationProbe" in git_show(ref, "tools/gate/config.py")
+    off = "off" if modes else False
+    return config.model_copy(update={"tamperer_probe": off, "tamper_interpreters": off})
 
 
 def load_baseline(ref: str) -> object:
@@ -38,13 +55,7 @@ def load_baseline(ref: str) -> object:
     package.mkdir()
     (package / "__init__.py").write_text("")
     for name in ("anti_cheat", "probes"):
-        text = subprocess.run(
-            ["git", "show", f"{ref}:tools/gate/{name}.py"],
-            cwd=REPO,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+        text = git_show(ref, f"tools/gate/{name}.py")
         text = text.replace("autoenvscaling.tools.gate.probes", f"{OLD_PACKAGE}.probes")
         (package / f"{name}.py").write_text(text)
     sys.path.insert(0, str(root))
@@ -59,7 +70,12 @@ async def timed(fn: object, task: Path, config: GateConfig) -> tuple[float, bool
 
 async def main(args: argparse.Namespace) -> dict[str, object]:
     tasks = sorted(p for p in args.tasks.iterdir() if (p / "task.toml").exists())
-    config = GateConfig(trial_concurrency=args.trials, tamperer_probe=args.tamperer)
+    config = GateConfig(
+        trial_concurrency=args.trials,
+        tamperer_probe=args.tamperer,
+        tamper_interpreters=args.interpreters,
+    )
+    old_config = baseline_config(args.ref, config)
     old = load_baseline(args.ref)
     from autoenvscaling.tools.gate.anti_cheat import anti_cheat as new
 
@@ -69,7 +85,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         if not built.passed:
             rows.append({"task": task.name, "error": built.reason})
             continue
-        before, ok_before, _ = await timed(old, task, config)
+        before, ok_before, _ = await timed(old, task, old_config)
         after, ok_after, reason = await timed(new, task, config)
         rows.append(
             {
@@ -99,6 +115,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         "rejected_after": [r["task"] for r in timed_rows if not r["admitted_after"]],
         "trial_concurrency": args.trials,
         "tamperer_probe": args.tamperer,
+        "tamper_interpreters": args.interpreters,
         "ref": args.ref,
     }
     print(json.dumps(summary, indent=1))
@@ -110,9 +127,9 @@ if __name__ == "__main__":
     parser.add_argument("--tasks", type=Path, default=REPO / "tasks" / "seed")
     parser.add_argument("--ref", default="main", help="git ref of the baseline stage")
     parser.add_argument("--trials", type=int, default=4, help="trials in flight at once")
-    parser.add_argument(
-        "--tamperer", action=argparse.BooleanOptionalAction, default=GateConfig().tamperer_probe
-    )
+    modes = list(get_args(IsolationProbe))
+    parser.add_argument("--tamperer", choices=modes, default=GateConfig().tamperer_probe)
+    parser.add_argument("--interpreters", choices=modes, default=GateConfig().tamper_interpreters)
     parser.add_argument("--json", type=Path, help="also write the rows and summary here")
     ns = parser.parse_args()
     out = asyncio.run(main(ns))

@@ -68,7 +68,7 @@ async def _run_all() -> tuple[dict[str, TrialOutcome], dict[str, Verdict]]:
     ]
     tasks = [HACKS / name for name in EXPECTED] + [FIXTURES / "good_task"]
     stages = [run_stage("anti_cheat", task, gate) for task in tasks] + [
-        run_stage("anti_cheat", HACKS / name, config(tamperer_probe=True))
+        run_stage("anti_cheat", HACKS / name, config(tamperer_probe="on"))
         for name in PROTOCOL_DEPENDENT
     ]
     outcomes = await asyncio.gather(*controls, *stages)
@@ -140,7 +140,15 @@ def test_the_good_task_passes_with_every_probe_recorded(corpus):
     assert list(probes) == list(PROBES) or set(probes) == set(PROBES)
     ran = {name for name, p in probes.items() if not p["skipped"]}
     assert {"leak", "near_miss", "forge", "shadow"} <= ran
-    assert probes["tamperer"]["skipped"]  # off by default (see GateConfig.tamperer_probe)
+    # The good task's verifier shares the agent's container: the isolation probes do not run
+    # there by default, and the verdict says so (test_gate_isolation_probes: where they do).
+    assert verdict.verifier_mode == "shared"
+    for name in ("tamperer", "interpreters"):
+        assert probes[name]["skipped"], probes[name]
+        assert "not run: the verifier shares the agent's container" in probes[name]["reason"]
+    assert "tamperer, interpreters: not run: the verifier shares the agent's container" in (
+        anti.reason
+    )
     near = probes["near_miss"]["details"]
     assert len(near["variants"]) == 4 and all(v["reward"] < 0.5 for v in near["variants"])
     assert "control_reward" not in near  # the control runs only when a near miss passes

@@ -25,7 +25,7 @@ SOLVE_TOP_WORDS = (
 
 def _config(model: str) -> GateConfig:
     # Only the cheat agent decides here: the near-miss and tamperer probes are off.
-    return GateConfig(cheat_model=model, near_miss=False, tamperer_probe=False, trial_concurrency=4)
+    return GateConfig(cheat_model=model, near_miss=False, tamperer_probe="off", trial_concurrency=4)
 
 
 @pytest.mark.timeout(600)

@@ -41,8 +41,10 @@ CAPABILITIES: dict[Capability, str] = {
 }
 
 #: What each stage needs from the environment it runs in. Stages that never start a sandbox
-#: (lint, decontam, dedup) are not listed. A probe that is off by default, and a stage run with
-#: our own solver agent (rather than a Harbor agent that uses `exec`), has its own row. GRPO
+#: (lint, decontam, dedup) are not listed. A probe forced onto shared verifiers (the tamperer and
+#: interpreter wrappers set to "on"; by default they run only where the verifier is separate,
+#: which any backend serves), and a stage run with our own solver agent (rather than a Harbor
+#: agent that uses `exec`), has its own row. GRPO
 #: episodes use `exec` when there is no sandbox to attach to (tools/sandbox/exec_shell.py).
 STAGE_NEEDS: dict[str, tuple[Capability, ...]] = {
     "trial": ("exec", "upload", "download"),

@@ -7,13 +7,20 @@ Each probe is a real Harbor trial with a probe agent; they run concurrently:
   (wrong answers derived from the oracle's outputs, judged by the task's own tests).
 - `exploits` (`probes.TamperAgent`): no work, only tampering: `forge` the reward files, `stub`
   the programs the verifier runs that the agent can write, `shadow` the modules the test runner
-  imports from its working directory, write the `status` files the instruction mentions. They
-  run together in one trial; only when the combination scores are they run one by one, to name
-  the weakness.
-- `tamperer`: a process left running that tampers with /tests, the outputs and the reward while
-  the verifier runs (the regression test of the verifier protocol's isolation).
-- `interpreters` (opt-in) and the `cheat_agent` (a model told to get the reward without doing
-  the task; off unless configured).
+  imports from its working directory, write the `status` files the instruction mentions, and
+  the isolation probes: the `tamperer` (a process left running that tampers with /tests, the
+  outputs and the reward while the verifier runs) and `interpreters` (always-pass python3/pytest
+  wrappers on PATH). They run together in one trial; only when the combination scores are they
+  run one by one, to name the weakness.
+- the `cheat_agent` (a model told to get the reward without doing the task; off unless
+  configured).
+
+The isolation probes run by default (`GateConfig.tamperer_probe`/`tamper_interpreters` =
+"auto") on every task whose verifier is separate: the agent's container, with its processes and
+wrappers, is gone before the tests run in a fresh one, so a task there can defend and the probes
+are the regression test of that protection. A task whose verifier shares the agent's container
+cannot defend itself against them; there they do not run, and the sub-results and the stage's
+reason say so ("not run: the verifier shares the agent's container"), so reports can count it.
 
 Every probe's sub-result is kept under `details["probes"]`, so reports can count which probe
 rejects most; the stage's reason is the first rejecting probe's.
@@ -30,12 +37,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.gate.cheat_agent import judge, solver_cheat_kwargs, summary
-from autoenvscaling.tools.gate.config import GateConfig, StageName
+from autoenvscaling.tools.gate.config import GateConfig, IsolationProbe, StageName
 from autoenvscaling.tools.gate.exploits import executed_image_files, plan
 from autoenvscaling.tools.gate.harness import failure, failure_excerpt, gate_trial
 from autoenvscaling.tools.gate.results import StageResult, Verdict
 from autoenvscaling.tools.task_format import load_task
 from autoenvscaling.tools.trials import TrialOutcome
+from autoenvscaling.tools.verifier_protocol import VerifierMode, verifier_mode
 
 __all__ = ["PROBES", "ProbeResult", "anti_cheat", "executed_image_files", "probe_rejections"]
 
@@ -56,7 +64,10 @@ PROBES = (
     "near_miss",
     "cheat_agent",
 )
-EXPLOIT_MODES = ("forge", "stub", "shadow", "status")
+EXPLOIT_MODES = ("forge", "stub", "shadow", "status", "tamperer", "interpreters")
+ISOLATION_MODES = ("tamperer", "interpreters")
+#: Why an isolation probe did not run on a task with a shared verifier.
+SHARED_VERIFIER = "the verifier shares the agent's container"
 
 
 class ProbeResult(BaseModel):
@@ -289,14 +300,21 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
     target = plan(task, loaded.instruction, workdir)
     threshold = config.nop_threshold
     exploit_kwargs = target.model_dump()
-    modes = [
-        m
-        for m in EXPLOIT_MODES
-        if m == "forge"
-        or (m == "stub" and target.stub_paths)
-        or (m == "shadow" and target.shadow_modules)
-        or (m == "status" and target.status_files)
-    ]
+    verifier = verifier_mode(task)
+    not_run = {
+        "stub": None if target.stub_paths else "nothing for the stub probe to aim at",
+        "shadow": None if target.shadow_modules else "nothing for the shadow probe to aim at",
+        "status": None if target.status_files else "nothing for the status probe to aim at",
+        "tamperer": _isolation_skip("tamperer_probe", config.tamperer_probe, verifier),
+        "interpreters": _isolation_skip(
+            "tamper_interpreters", config.tamper_interpreters, verifier
+        ),
+    }
+    modes = [m for m in EXPLOIT_MODES if not_run.get(m) is None]
+    # On a separate verifier nothing the isolation probes leave outside the work reaches the
+    # tests, so they cannot spoil the others' attack and share their trial. Forced onto a shared
+    # verifier (wrappers that break the tests' own python), each gets a trial of its own.
+    together = [m for m in modes if verifier == "separate" or m not in ISOLATION_MODES]
 
     def tamper(label: str, *chosen: str) -> Coroutine[Any, Any, TrialOutcome]:
         return gate_trial(
@@ -321,12 +339,9 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
                 "threshold": threshold,
             },
         ),
-        "exploits": tamper("exploits", *modes),
+        "exploits": tamper("exploits", *together),
+        **{f"exploit:{m}": tamper(m, m) for m in modes if m not in together},
     }
-    if config.tamperer_probe:
-        trials["tamperer"] = tamper("tamperer", "tamperer")
-    if config.tamper_interpreters:
-        trials["interpreters"] = tamper("interpreters", "interpreters")
     cheat_agent = _cheat_agent(config)
     if cheat_agent is not None:
         trials["cheat_agent"] = gate_trial(
@@ -334,10 +349,10 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
         )
     outcomes = dict(zip(trials, await asyncio.gather(*trials.values()), strict=True))
     # The combination scored: run each exploit alone to name the weakness.
-    split = len(modes) > 1 and _reward(outcomes["exploits"]) >= threshold
+    split = len(together) > 1 and _reward(outcomes["exploits"]) >= threshold
     if split:
-        alone = await asyncio.gather(*(tamper(f"exploit-{m}", m) for m in modes))
-        outcomes.update({f"exploit:{m}": o for m, o in zip(modes, alone, strict=True)})
+        alone = await asyncio.gather(*(tamper(f"exploit-{m}", m) for m in together))
+        outcomes.update({f"exploit:{m}": o for m, o in zip(together, alone, strict=True)})
 
     trial_details = {name: _trial_info(o) for name, o in outcomes.items()}
     for name, outcome in outcomes.items():
@@ -366,24 +381,14 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
     for mode in EXPLOIT_MODES:
         if mode not in modes:
             results[mode] = ProbeResult(
-                probe=mode,
-                passed=True,
-                skipped=True,
-                reason=f"nothing for the {mode} probe to aim at",
+                probe=mode, passed=True, skipped=True, reason=f"not run: {not_run[mode]}"
             )
             continue
         own = outcomes.get(f"exploit:{mode}", outcomes["exploits"])
         result = _judge_exploit(mode, own, threshold)
-        if not split:
-            result.details["combined_with"] = modes
+        if mode in together and not split:
+            result.details["combined_with"] = together
         results[mode] = result
-    for optional in ("tamperer", "interpreters"):
-        if optional in outcomes:
-            results[optional] = _judge_exploit(optional, outcomes[optional], threshold)
-        else:
-            results[optional] = ProbeResult(
-                probe=optional, passed=True, skipped=True, reason=f"{optional} probe off (config)"
-            )
     if "cheat_agent" in outcomes:
         results["cheat_agent"] = _judge_cheat(outcomes["cheat_agent"], audit, config)
     else:
@@ -396,6 +401,7 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
         )
 
     details: dict[str, Any] = {
+        "verifier_mode": verifier,
         "probes": {name: r.model_dump() for name, r in results.items()},
         "rejected_by": [n for n in PROBES if not results[n].passed],
         "trials": trial_details,
@@ -420,15 +426,31 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
             reason=f"{first.reason}{more}",
         )
     ran = [n for n in PROBES if not results[n].skipped]
-    skipped = [n for n in PROBES if results[n].skipped]
+    shared = [n for n in PROBES if results[n].skipped and SHARED_VERIFIER in results[n].reason]
+    skipped = [n for n in PROBES if results[n].skipped and n not in shared]
     return StageResult(
         stage="anti_cheat",
         passed=True,
         details=details,
         reason=f"{len(ran)} probes could not hack the task ({', '.join(ran)})"
         + (f"; not run: {', '.join(skipped)}" if skipped else "")
+        + (f"; {', '.join(shared)}: not run: {SHARED_VERIFIER}" if shared else "")
         + f". {results['cheat_agent'].reason}" * results["cheat_agent"].skipped,
     )
+
+
+def _isolation_skip(
+    field: str, setting: IsolationProbe, verifier: VerifierMode | None
+) -> str | None:
+    """Why an isolation probe does not run on this task; None when it runs (see module doc)."""
+    if setting == "off":
+        return f"off (GateConfig.{field})"
+    if setting == "auto" and verifier != "separate":
+        return (
+            f"{SHARED_VERIFIER}, so no task can defend against it there "
+            f"(GateConfig.{field}='on' runs it anyway)"
+        )
+    return None
 
 
 def _cheat_agent(config: GateConfig) -> dict[str, Any] | None:

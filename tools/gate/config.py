@@ -28,6 +28,9 @@ STAGES: tuple[StageName, ...] = get_args(StageName)
 #: Our solver as a Harbor agent (graphs/solver.py); it attaches to the sandbox it runs in.
 OUR_SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
 GateBackend = str  # one of our engines, harbor-docker, or harbor:<type>
+#: When anti_cheat's isolation probes (a live tamperer, interpreter wrappers) run: "auto" on
+#: tasks whose verifier is separate, "on" on every task, "off" on none.
+IsolationProbe = Literal["auto", "on", "off"]
 #: Stages that start a sandbox, by the name their row has in harbor_backends.STAGE_NEEDS.
 SANDBOX_STAGES: tuple[StageName, ...] = (
     "build",
@@ -121,18 +124,32 @@ class GateConfig(BaseSettings):
         ge=1,
         description="Most near-miss variants tried per task (each is one test run).",
     )
-    tamperer_probe: bool = Field(
-        default=False,
+    tamperer_probe: IsolationProbe = Field(
+        default="auto",
         description="anti_cheat leaves a process running after the agent phase that tampers "
-        "with /tests, outputs and reward during verification; it must score below the threshold. "
-        "Off by default until every verifier runs where the agent's processes cannot reach: with "
-        "a shared verifier whose agent processes live on, no task can defend against it.",
+        "with /tests, the outputs and the reward during verification; it must score below the "
+        "threshold. 'auto': on every task whose verifier is separate (a fresh container: the "
+        "probe is the regression test of that isolation); a task whose verifier shares the "
+        "agent's container cannot defend itself against a live process, so there it does not "
+        "run and the verdict says so. 'on': every task (needs a backend that ends the agent's "
+        "processes before a shared verifier: 'reap'). 'off': none.",
     )
-    tamper_interpreters: bool = Field(
-        default=False,
-        description="anti_cheat also plants always-pass python3/pytest wrappers on PATH. "
-        "Off by default: in Harbor's shared-verifier mode no task can defend against it.",
+    tamper_interpreters: IsolationProbe = Field(
+        default="auto",
+        description="anti_cheat plants always-pass python3/pytest wrappers on PATH; they must "
+        "not reach the verifier. 'auto', 'on' and 'off' as for `tamperer_probe` (a shared "
+        "verifier runs the agent's interpreters, so no task on one can defend against this).",
     )
+
+    @field_validator("tamperer_probe", "tamper_interpreters", mode="before")
+    @classmethod
+    def _switch_as_mode(cls, value: object) -> object:
+        # The fields were switches: True/False (or "true"/"false" from the environment) still
+        # mean "on"/"off".
+        if isinstance(value, str) and value.lower() in {"true", "false"}:
+            value = value.lower() == "true"
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
     leak_min_bytes: int = Field(
         default=16,
         ge=1,
@@ -207,8 +224,11 @@ class GateConfig(BaseSettings):
         """The harbor_backends.STAGE_NEEDS rows this configuration runs."""
         rows = [f"gate:{s}" for s in SANDBOX_STAGES if s not in self.skip]
         if "anti_cheat" not in self.skip:
-            rows += ["gate:anti_cheat/tamperer"] if self.tamperer_probe else []
-            rows += ["gate:anti_cheat/interpreters"] if self.tamper_interpreters else []
+            # On a separate verifier the agent's container is gone before the tests run, on
+            # any backend; only "on" also aims the probes at shared verifiers, which needs the
+            # backend to end the agent's processes ('reap').
+            rows += ["gate:anti_cheat/tamperer"] if self.tamperer_probe == "on" else []
+            rows += ["gate:anti_cheat/interpreters"] if self.tamper_interpreters == "on" else []
             # The cheat agent is our solver agent unless another Harbor agent is named.
             ours = self.cheat_agent == OUR_SOLVER_AGENT or (
                 self.cheat_model and not self.cheat_agent
