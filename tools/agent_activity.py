@@ -186,7 +186,7 @@ def activity_warnings(activity: Iterable[RoleActivity], grpo: Iterable[GrpoGroup
                 f"({a.attempts} attempt(s), "
                 f"stop reasons: {_counts(a.stop_reasons)}): {what}"
             )
-        if a.role == "proposer" and a.submitted == 0:
+        elif a.role == "proposer" and a.submitted == 0:  # it worked, and still never submitted
             lines.append(
                 f"proposer submitted 0 of {a.attempts} proposal(s): the gate judged nothing"
             )
