@@ -36,8 +36,19 @@ def _attempt(id: str, role: str, *, round: int = 1, turns: int = 0, **meta) -> A
         outcome=meta.pop("outcome", "failed"),
         reward=meta.pop("reward", 0.0),
         turns=turns,
+        prompt_tokens=meta.pop("prompt_tokens", 0),
+        completion_tokens=meta.pop("completion_tokens", 0),
+        error=meta.pop("error", None),
         metadata=meta,
     )
+
+
+# What graphs/proposer.py records when the prompt filled the context window (measured on the
+# embedded default: 8169 prompt tokens of 8192, a 23-token reply, then the window was full).
+FULL = (
+    "never submitted: stopped at max_tokens (the conversation exceeded the model's context "
+    "window: Error code: 400 - requested tokens exceed context window of 8192)"
+)
 
 
 def _silent(n: int) -> list[Step]:
@@ -55,6 +66,7 @@ def _store(path: Path, proposer_calls: bool) -> None:
     with RolloutStore(path) as store:
         for i in range(2):
             steps = _calls(2, then_reply=False) if proposer_calls else _silent(4)
+            silent = {} if proposer_calls else {"error": FULL}
             store.record_attempt(
                 _attempt(
                     f"p{i}",
@@ -64,6 +76,9 @@ def _store(path: Path, proposer_calls: bool) -> None:
                     stop_reason="max_turns" if proposer_calls else "max_tokens",
                     submitted=False,
                     reward=-1.0,
+                    prompt_tokens=4 * 8000,
+                    completion_tokens=4 * 20,
+                    **silent,
                 ),
                 steps,
             )
@@ -131,7 +146,10 @@ def test_a_proposer_that_never_calls_a_tool_is_named_in_metrics_and_report(tmp_p
     # No model_turns recorded: the turns are the steps (one call, one closing reply).
     assert (calibration.turns, calibration.stop_reasons) == (2, {"unrecorded": 1})
 
+    assert (p.prompt_tokens, p.completion_tokens, p.context_exceeded) == (64000, 160, 2)
     assert m.warnings == [
+        "proposer: 2 of 2 attempt(s) outgrew the model's context window (8000 / 20 tokens in / "
+        "out per turn): the prompt leaves the model little or no room to answer",
         "proposer made 0 tool calls in 8 turns (2 attempt(s), stop reasons: max_tokens: 2): "
         "it never wrote a task",  # (so it never submitted either: one line says it)
     ]
@@ -141,9 +159,12 @@ def test_a_proposer_that_never_calls_a_tool_is_named_in_metrics_and_report(tmp_p
         "| candidates |"
     )
     assert "## Agent behaviour" in report
-    assert "| proposer | 2 | 8 | 0 (0%) | 0 (0%) | 0 | max_tokens: 2 | 0 / 0 |" in report
-    assert "| solver (refresh) | 2 | 3 | 2 (67%) | 1 (50%) | 1 | done: 1, max_turns: 1 | - |" in (
+    assert "| proposer | 2 | 8 | 0 (0%) | 0 (0%) | 0 | 8000 / 20 | max_tokens: 2 | 0 / 0 |" in (
         report
+    )
+    assert (
+        "| solver (refresh) | 2 | 3 | 2 (67%) | 1 (50%) | 1 | 0 / 0 | done: 1, max_turns: 1 | - |"
+        in report
     )
 
     # metrics.json keeps the old keys, adds the new ones, and reads back as the same model.
@@ -165,6 +186,7 @@ def test_a_proposer_that_calls_tools_gets_no_tool_warning(tmp_path):
         2,
     )
     # It worked and still submitted nothing: that is what the report says instead.
+    assert p.context_exceeded == 0
     assert m.warnings == ["proposer submitted 0 of 2 proposal(s): the gate judged nothing"]
     assert "Warning:** proposer made" not in round_markdown(m)
 
@@ -207,10 +229,18 @@ def test_metrics_written_before_these_fields_still_load(tmp_path):
 
 
 def _never_calls_a_tool():
-    """Both roles reply with text only, whatever they are asked (the embedded model's failure)."""
-    from langchain_core.messages import AIMessage
+    """Both roles reply with text only, whatever they are asked (the embedded model's failure);
+    the proposer's third call finds the context window full, as the embedded server says it."""
+    from langchain_core.messages import AIMessage, SystemMessage
 
-    return lambda messages: AIMessage(content="I would write a task here.")
+    def respond(messages):
+        proposer = "skilled terminal agent" not in str(messages[0].content)
+        assert isinstance(messages[0], SystemMessage)
+        if proposer and sum(isinstance(m, AIMessage) for m in messages) >= 2:
+            raise ValueError("This model's maximum context length is 8192 tokens")
+        return AIMessage(content="I would write a task here.")
+
+    return respond
 
 
 @pytest.mark.timeout(600)
@@ -233,7 +263,7 @@ async def test_a_round_whose_policy_never_calls_a_tool_warns_in_the_report(engin
         baseline_tasks=1,
         refresh_attempts=1,
         solver_max_turns=2,
-        proposer_max_turns=3,
+        proposer_max_turns=4,
     )
     await build_flywheel(checkpointer=InMemorySaver()).ainvoke(
         {"rounds": 1}, {"configurable": {"thread_id": "t"}, "recursion_limit": 200}, context=ctx
@@ -242,9 +272,9 @@ async def test_a_round_whose_policy_never_calls_a_tool_warns_in_the_report(engin
     (metrics,) = json.loads((run / "reports" / "metrics.json").read_text())
     rows = {(a["role"], a["purpose"]): a for a in metrics["agent_activity"]}
     proposer = rows[("proposer", "")]
-    # Three turns: the reply, and a reminder to submit answered twice more the same way.
-    assert (proposer["attempts"], proposer["turns"], proposer["tool_calls"]) == (1, 3, 0)
-    assert proposer["stop_reasons"] == {"max_turns": 1}
+    # Two turns (the reply, a reminder to submit answered the same way), then a full context.
+    assert (proposer["attempts"], proposer["turns"], proposer["tool_calls"]) == (1, 2, 0)
+    assert proposer["stop_reasons"] == {"max_tokens": 1} and proposer["context_exceeded"] == 1
     assert (proposer["submitted"], proposer["admitted"]) == (0, 0)
     for purpose in ("baseline", "refresh"):
         solver = rows[("solver", purpose)]
@@ -258,7 +288,8 @@ async def test_a_round_whose_policy_never_calls_a_tool_warns_in_the_report(engin
 
     report = (run / "reports" / "round-01.md").read_text()
     for line in (
-        "proposer made 0 tool calls in 3 turns (1 attempt(s), stop reasons: max_turns: 1): "
+        "proposer: 1 of 1 attempt(s) outgrew the model's context window (",
+        "proposer made 0 tool calls in 2 turns (1 attempt(s), stop reasons: max_tokens: 1): "
         "it never wrote a task",
         "solver (baseline) made 0 tool calls in 1 turn (",
         "solver (refresh) made 0 tool calls in 1 turn (",

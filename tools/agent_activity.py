@@ -23,6 +23,9 @@ from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.rollout_store import Attempt, Role
 
+#: The words graphs/agent_loop.py puts in an attempt's error when the conversation outgrew the
+#: model's context window (stop reason max_tokens): the prompt left the model no room to answer.
+CONTEXT_EXCEEDED = "exceeded the model's context window"
 #: Solver purposes in report order; others follow alphabetically.
 PURPOSE_ORDER = ("baseline", "calibration", "refresh", "heldout")
 UNRECORDED = "unrecorded"
@@ -53,6 +56,11 @@ class RoleActivity(BaseModel):
         default=None, description="Share of attempts with at least one tool call."
     )
     mean_tool_calls: float | None = Field(default=None, description="Tool calls per attempt.")
+    prompt_tokens: int = Field(default=0, description="Over all turns.")
+    completion_tokens: int = Field(default=0, description="Over all turns.")
+    context_exceeded: int = Field(
+        default=0, description="Attempts stopped because the conversation outgrew the context."
+    )
     stop_reasons: dict[str, int] = Field(default_factory=dict)
     outcomes: dict[str, int] = Field(default_factory=dict)
     submitted: int | None = Field(default=None, description="Proposals submitted (proposer).")
@@ -126,6 +134,9 @@ def role_activity(
                 turn_tool_call_rate=with_call / turns if turns else None,
                 attempt_tool_call_rate=attempts_with / n_attempts,
                 mean_tool_calls=tool_calls / n_attempts,
+                prompt_tokens=sum(a.prompt_tokens for a in group),
+                completion_tokens=sum(a.completion_tokens for a in group),
+                context_exceeded=sum(CONTEXT_EXCEEDED in (a.error or "") for a in group),
                 stop_reasons=dict(
                     Counter(str(a.metadata.get("stop_reason") or UNRECORDED) for a in group)
                 ),
@@ -174,6 +185,12 @@ def activity_warnings(activity: Iterable[RoleActivity], grpo: Iterable[GrpoGroup
     for a in activity:
         if not a.attempts:
             continue
+        if a.context_exceeded:
+            lines.append(
+                f"{a.label}: {a.context_exceeded} of {a.attempts} attempt(s) outgrew the model's "
+                f"context window ({_per_turn(a)} tokens in / out per turn): the prompt leaves "
+                "the model little or no room to answer"
+            )
         if a.turns == 0:
             lines.append(
                 f"{a.label}: {a.attempts} attempt(s) got no model reply at all "
@@ -203,6 +220,12 @@ def _counts(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "none"
 
 
+def _per_turn(a: RoleActivity) -> str:
+    if not a.turns:
+        return "- / -"
+    return f"{a.prompt_tokens / a.turns:.0f} / {a.completion_tokens / a.turns:.0f}"
+
+
 def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
@@ -213,8 +236,9 @@ def activity_markdown(activity: list[RoleActivity], grpo: list[GrpoGroups]) -> s
     if activity:
         lines += [
             "| role | attempts | turns | turns with a tool call | attempts with a tool call "
-            "| tool calls per attempt | stop reasons | submitted / admitted |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| tool calls per attempt | tokens in / out per turn | stop reasons "
+            "| submitted / admitted |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for a in activity:
             offered = "" if a.tools_offered else " (no tools offered)"
@@ -223,6 +247,7 @@ def activity_markdown(activity: list[RoleActivity], grpo: list[GrpoGroups]) -> s
                 f"| {a.turns_with_tool_call} ({_rate(a.turn_tool_call_rate)}) "
                 f"| {a.attempts_with_tool_call} ({_rate(a.attempt_tool_call_rate)}) "
                 f"| {'-' if a.mean_tool_calls is None else f'{a.mean_tool_calls:.2g}'} "
+                f"| {_per_turn(a)} "
                 f"| {_counts(a.stop_reasons)} "
                 f"| {'-' if a.submitted is None else f'{a.submitted} / {a.admitted}'} |"
             )
