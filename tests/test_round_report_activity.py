@@ -18,7 +18,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from autoenvscaling.tools.agent_activity import grpo_groups
 from autoenvscaling.tools.metrics import RoundMetrics, round_metrics
 from autoenvscaling.tools.pool import Pool
-from autoenvscaling.tools.report import load_history, round_markdown, save_history
+from autoenvscaling.tools.report import (
+    load_history,
+    round_markdown,
+    save_history,
+    write_run_report,
+)
 from autoenvscaling.tools.rollout_store import Attempt, RolloutStore, Step
 
 from .conftest import FIXTURES
@@ -173,6 +178,9 @@ def test_a_proposer_that_never_calls_a_tool_is_named_in_metrics_and_report(tmp_p
     assert {"admitted", "solver_attempts", "training", "notes"} <= set(saved)
     assert saved["agent_activity"][0]["turn_tool_call_rate"] == 0
     assert load_history(tmp_path / "reports") == [m]
+    # The run report lists every round's warnings too.
+    run_md = write_run_report(tmp_path).read_text()
+    assert "- round 1: proposer made 0 tool calls in 8 turns" in run_md
 
 
 @pytest.mark.timeout(60)
