@@ -23,6 +23,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.agent_activity import CONTEXT_EXCEEDED
 from autoenvscaling.tools.rollout_store import Step
 
 StopReason = Literal["done", "submitted", "max_turns", "max_tokens", "time_budget", "error"]
@@ -128,9 +129,7 @@ def build_agent_loop(
                     update={
                         **recorded,
                         "stop_reason": "max_tokens",
-                        "error": f"the conversation exceeded the model's context window: {exc}"[
-                            :500
-                        ],
+                        "error": f"the conversation {CONTEXT_EXCEEDED}: {exc}"[:500],
                     },
                 )
             return Command(

@@ -332,7 +332,9 @@ async def _episodes(
         if terminal and not episode.submitted:  # ran out of budget without submitting
             result.outcome = "timeout" if episode.stop_reason == "time_budget" else "failed"
             result.reward = REWARD_VALIDATION_FAILED
-            result.error = f"never submitted: stopped at {episode.stop_reason}"
+            result.error = f"never submitted: stopped at {episode.stop_reason}" + (
+                f" ({episode.error})" if episode.error else ""  # e.g. the context was full
+            )
             return
         result.submitted = True
         problem = None if terminal else _write_reply(_last_reply(conversation.messages), candidate)

@@ -139,7 +139,13 @@ class SolverAgent(BaseAgent):
                     round=s.round,
                     category=s.category,
                     policy_version=s.policy_version,
-                    metadata=dict(s.tags),
+                    # Known here for every attempt, the gate's calibration trials included
+                    # (their rows are finished elsewhere): the round report counts them.
+                    metadata={
+                        **s.tags,
+                        "stop_reason": state.get("stop_reason"),
+                        "model_turns": state.get("turns", 0),
+                    },
                 )
                 for step in steps:
                     store.add_step(
@@ -231,6 +237,7 @@ async def solve_task(
                     **settings.tags,
                     "trial_dir": trial.trial_dir,
                     "stop_reason": meta.get("stop_reason"),
+                    "model_turns": int(meta.get("turns") or 0),
                     "model_retries": int(meta.get("model_retries", 0)),
                     "retry_errors": meta.get("retry_errors", []),
                     "backend": backend,

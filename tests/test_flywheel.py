@@ -76,6 +76,32 @@ async def test_one_round_admits_rejects_measures_and_reports(engine_ready, tmp_p
     report = (run / "reports" / "round-01.md").read_text()
     assert "| admitted | 1 |" in report and "oracle: 1" in report
 
+    # How each role behaved, from the same store: the solver calls a tool on its first turn
+    # and then replies "Done." in every attempt; this arm offers the proposer no tools.
+    activity = {(a["role"], a["purpose"]): a for a in metrics["agent_activity"]}
+    assert set(activity) == {
+        ("proposer", ""),
+        ("solver", "baseline"),
+        ("solver", "calibration"),
+        ("solver", "refresh"),
+    }
+    for (role, purpose), row in activity.items():
+        mine = [
+            a
+            for a in attempts
+            if a.role == role and (role == "proposer" or a.metadata.get("purpose") == purpose)
+        ]
+        assert row["attempts"] == len(mine)
+        if role == "solver":
+            assert (row["tool_calls"], row["turns"]) == (len(mine), 2 * len(mine))
+            assert row["turn_tool_call_rate"] == 0.5 and row["attempt_tool_call_rate"] == 1
+            assert row["stop_reasons"] == {"done": len(mine)}
+    proposer_row = activity[("proposer", "")]
+    assert not proposer_row["tools_offered"] and proposer_row["tool_calls"] == 0
+    assert (proposer_row["submitted"], proposer_row["admitted"]) == (2, 1)
+    assert metrics["warnings"] == [] and "Warning:" not in report
+    assert "| solver (calibration) | 4 | 8 | 4 (50%) | 4 (100%) | 1 | " in report
+
     # Experience from round one: the pool was measured before the proposers ran (its own tag,
     # round 0), and round one's brief already holds those attempts.
     baseline = [a for a in attempts if a.metadata.get("purpose") == "baseline"]

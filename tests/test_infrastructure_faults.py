@@ -94,6 +94,12 @@ async def test_endpoint_down_round_completes_and_blames_no_one(engine_ready, tmp
     assert "Infrastructure failures (excluded" in report
     assert "1 candidate(s), 4 solver attempt(s)" in report
     assert "kept unmeasured" in report
+    # Nobody's behaviour is judged from replies that never came: the report says so instead.
+    assert metrics["warnings"] == [
+        "proposer: 1 attempt(s) got no model reply at all (stop reasons: error: 1)",
+        "solver (baseline): 2 attempt(s) got no model reply at all (stop reasons: error: 2)",
+        "solver (refresh): 2 attempt(s) got no model reply at all (stop reasons: error: 2)",
+    ]
 
 
 async def test_flaky_endpoint_round_completes_with_failures_counted_apart(

@@ -14,6 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.agent_activity import (
+    GrpoGroups,
+    RoleActivity,
+    activity_warnings,
+    grpo_groups,
+    role_activity,
+)
 from autoenvscaling.tools.pool import Pool
 from autoenvscaling.tools.rollout_store import Attempt, RolloutStore
 
@@ -92,6 +99,18 @@ class RoundMetrics(BaseModel):
     )
     heldout_configured: bool = Field(default=False, description="A held-out set was evaluated.")
     notes: list[str] = Field(default_factory=list)
+    agent_activity: list[RoleActivity] = Field(
+        default_factory=list,
+        description="Per role (the solver per purpose): tool calls, stop reasons, submissions.",
+    )
+    grpo_groups: list[GrpoGroups] = Field(
+        default_factory=list, description="Each update's GRPO groups; empty when none was planned."
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Plain-language lines for what makes the outcome numbers mean little "
+        "(a role that never called a tool, no submission, GRPO without reward variance).",
+    )
 
 
 BINS = [
@@ -147,6 +166,7 @@ def round_metrics(
         everything = [
             a for a in store.list_attempts(run_id=run_id, limit=1_000_000) if a.round in rounds
         ]
+        steps = store.step_counts(a.id for a in everything)
     # Infrastructure failures (outcome `error`) carry no reward and are counted apart.
     attempts = [
         a
@@ -157,6 +177,8 @@ def round_metrics(
     retries = sum(int(a.metadata.get("model_retries") or 0) for a in everything)
     solver = [a for a in attempts if a.metadata.get("purpose") == "refresh"]
     heldout = [a for a in attempts if a.metadata.get("purpose") == "heldout"]
+    activity = role_activity(everything, steps)
+    groups = grpo_groups(training or {})
     histogram = Counter(
         difficulty_bin(e.last_mean) for e in pool.entries("active") if e.last_mean is not None
     )
@@ -184,4 +206,7 @@ def round_metrics(
         training=training or {},
         stage_seconds=stage_seconds or {},
         policy=policy,
+        agent_activity=activity,
+        grpo_groups=groups,
+        warnings=activity_warnings(activity, groups),
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from autoenvscaling.tools.agent_activity import activity_markdown
 from autoenvscaling.tools.metrics import RoundMetrics
 
 EMBEDDED_NOTE = (
@@ -42,6 +43,9 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
         "",
         f"Policy: `{m.policy}`",
         "",
+        # One quote, one paragraph per warning (adjacent quote lines would run together).
+        *"\n>\n".join(f"> **Warning:** {w}" for w in m.warnings).splitlines(),
+        *([""] if m.warnings else []),
         "| measure | value |",
         "| --- | --- |",
         f"| candidates | {m.candidates} |",
@@ -75,6 +79,7 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
         "Difficulty histogram of the active pool (solver mean reward): "
         + ", ".join(f"{k}: {v}" for k, v in m.difficulty_histogram.items()),
         "",
+        activity_markdown(m.agent_activity, m.grpo_groups),
         "## Training",
         "",
     ]
@@ -170,6 +175,9 @@ def write_run_report(run_dir: Path, *, embedded: bool = False) -> Path:
         + (f" = {total_admitted / total_scored:.3g}" if total_scored else ""),
         "",
     ]
+    warned = [(m.round, w) for m in history for w in m.warnings]
+    if warned:
+        lines += ["Warnings:", ""] + [f"- round {r}: {w}" for r, w in warned] + [""]
     lines += [f"![{p.stem}]({p.name})" for p in plots]
     if embedded:
         lines += ["", f"> {EMBEDDED_NOTE}"]

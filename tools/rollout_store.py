@@ -509,6 +509,25 @@ class RolloutStore:
     def get_attempt(self, attempt_id: str) -> Attempt:
         return self._require_attempt(self._conn(), attempt_id)
 
+    def step_counts(self, attempt_ids: Iterable[str]) -> dict[str, tuple[int, int]]:
+        """attempt id -> (steps with a tool call, steps without one), for the given attempts.
+
+        A step without a tool call is a model turn that called no tool (agent_loop records one
+        step per tool call, plus one per reply that made none). Attempts with no step are absent.
+        """
+        ids = list(dict.fromkeys(attempt_ids))
+        counts: dict[str, tuple[int, int]] = {}
+        with self._read() as conn:
+            for start in range(0, len(ids), 500):  # under SQLite's bound-parameter limit
+                chunk = ids[start : start + 500]
+                for row in conn.execute(
+                    "SELECT attempt_id, count(tool_name), count(*) - count(tool_name) FROM steps "
+                    f"WHERE attempt_id IN ({', '.join('?' * len(chunk))}) GROUP BY attempt_id",
+                    chunk,
+                ):
+                    counts[row[0]] = (row[1], row[2])
+        return counts
+
     def list_attempts(
         self,
         *,
