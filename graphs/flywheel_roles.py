@@ -466,7 +466,11 @@ async def _check_snapshot(
     # Not checkpointed inside the flywheel's node: a killed admission starts again from its
     # first stage (with the stale calibration rollouts dropped above), never from a half.
     validation = build_validation_graph(checkpointer=False)
-    state = await validation.ainvoke(ValidationInput(task=str(frozen)), context=gate)
+    # durability="exit": no checkpointer, and langgraph 1.2.24 fails a checkpointer-less graph
+    # that inherits the CLI's durability="sync" (AttributeError: _put_checkpoint_fut).
+    state = await validation.ainvoke(
+        ValidationInput(task=str(frozen)), context=gate, durability="exit"
+    )
     admission = Verdict.model_validate(state["verdict"])
     await asyncio.to_thread(_finish_calibration, run, admission, task_id)
     kept = [r for r in submitted.stages if r.stage in PROPOSER_CHECKED]

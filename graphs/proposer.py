@@ -268,7 +268,11 @@ class _Conversation:
             "completion_tokens": 0,
         }
         while True:
-            state = await loop.ainvoke(state, {"recursion_limit": 4 * budget.max_turns + 10})
+            # durability="exit": the loop keeps no checkpoints, and langgraph 1.2.24 fails a
+            # checkpointer-less graph that inherits a parent's durability="sync" (the CLI's).
+            state = await loop.ainvoke(
+                state, {"recursion_limit": 4 * budget.max_turns + 10}, durability="exit"
+            )
             self.tool_seconds.update(state.get("tool_seconds", {}))
             if not (nudge and state.get("stop_reason") == "done"):
                 break
