@@ -49,6 +49,17 @@ class RunConfig(BaseModel):
         default=True, description="Run the calibrate stage"
     )
     max_tokens: Annotated[int, Cli()] = Field(default=4096, description="Cap on one model reply")
+    context_window: Annotated[
+        int | None,
+        Cli(
+            unset=True,
+            help="The policy's context window in tokens (default: the embedded "
+            "server's, else unknown: prompts are not fitted)",
+        ),
+    ] = Field(
+        default=None,
+        description="Policy context window (tokens); prompts are fitted into it when known",
+    )
     train_steps: Annotated[int, Cli(help="GRPO optimizer steps per round")] = Field(
         default=2, description="GRPO optimizer steps"
     )

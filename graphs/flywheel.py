@@ -98,9 +98,10 @@ def _role_model(
     model = ctx.proposer_model if role == "proposer" else ctx.solver_model
     base_url = ctx.proposer_base_url if role == "proposer" else ctx.solver_base_url
     override = ModelConfig(model=model, base_url=base_url) if model else None
-    return ModelConfig.for_policy(policy, override).model_copy(
-        update={"max_tokens": ctx.max_tokens}
-    )
+    update: dict[str, Any] = {"max_tokens": ctx.max_tokens}
+    if override is None:  # the window is the shared policy's; an override's is not known
+        update["context_window"] = ctx.context_window
+    return ModelConfig.for_policy(policy, override).model_copy(update=update)
 
 
 def _timed(state: FlywheelState, stage: str, started: float) -> dict[str, float]:
@@ -213,7 +214,7 @@ async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
 async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """A compact brief of the solver's experience for the proposers."""
     ctx = _ctx(runtime)
-    started = time.monotonic()
+    started, round_started = time.monotonic(), time.time()
     run = _run(ctx)
     from autoenvscaling.tools.brief import build_brief
 
@@ -236,7 +237,8 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
     )
     return {
         "brief": brief.model_dump(mode="json"),
-        "round_started": time.time(),
+        # The round starts here, before the inspect stage: `review` subtracts inspect's seconds.
+        "round_started": round_started,
         "stage_seconds": {**seconds, "inspect": round(time.monotonic() - started, 2)},
     }
 
@@ -324,14 +326,20 @@ async def admit_one(item: dict[str, Any], runtime: Runtime[FlywheelContext]) -> 
     return {"candidates": [record.model_dump(mode="json")]}
 
 
+def propose_admit_seconds(state: FlywheelState, now: float) -> dict[str, float]:
+    """The stage seconds with the wall time of the propose/admit branches: from the round's
+    start (set before inspect) to `now`, less inspect's own seconds; never negative."""
+    seconds = dict(state.get("stage_seconds", {}))
+    elapsed = now - state.get("round_started", now) - seconds.get("inspect", 0.0)
+    seconds["propose_admit"] = round(max(elapsed, 0.0), 2)
+    return seconds
+
+
 async def review(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """Optional human review: pause with this round's admissions; the reply lists vetoed task ids."""
     ctx = _ctx(runtime)
     # Proposing and admitting run as parallel branches; their wall time is measured here.
-    seconds = dict(state.get("stage_seconds", {}))
-    seconds["propose_admit"] = round(
-        time.time() - state.get("round_started", time.time()) - seconds.get("inspect", 0.0), 2
-    )
+    seconds = propose_admit_seconds(state, time.time())
     if not ctx.human_review:
         return {"stage_seconds": seconds}
     admitted = [

@@ -52,6 +52,8 @@ async def embedded_defaults(
         "policy_base_url": ref.base_url,
         **preset("embedded"),
     }
+    if servers.embedded is not None:  # the window the server was started with: one source
+        values["context_window"] = servers.embedded.config.n_ctx
     if base_model is not None:
         values["base_model"] = str(base_model)
     else:

@@ -40,6 +40,11 @@ class ModelConfig(BaseModel):
     )
     temperature: float = 0.7
     max_tokens: int = Field(default=1024, description="Cap on one reply")
+    context_window: int | None = Field(
+        default=None,
+        description="Tokens the model attends to (prompt + reply); None = unknown: prompts "
+        "are not fitted",
+    )
     timeout_sec: float = 180
     max_retries: int = Field(
         default=2, description="Retries with exponential backoff before an error outcome"

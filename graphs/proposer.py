@@ -46,12 +46,14 @@ from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
 from autoenvscaling.mcp_servers.terminal import ShellOpener, build_terminal_server
 from autoenvscaling.prompts import load_prompt
 from autoenvscaling.tools.brief import (
+    TRIM_LEVELS,
     ProposerBrief,
     ReplyFormatError,
     build_brief,
     parse_file_blocks,
 )
 from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, GateConfig, Verdict, validate_task
+from autoenvscaling.tools.prompt_fit import prompt_tokens, reply_cap, reply_reserve, too_large
 from autoenvscaling.tools.rollout_store import (
     Attempt,
     Outcome,
@@ -150,7 +152,12 @@ class _Episode(BaseModel):
 # -- prompts ---------------------------------------------------------------------------------------
 
 
-def system_prompt(arm: Arm, band: tuple[float, float]) -> str:
+def system_prompt(arm: Arm, band: tuple[float, float], *, compact: bool = False) -> str:
+    """The arm's system prompt; `compact`: the short variant for small context windows."""
+    if compact:
+        return load_prompt(f"proposer_{arm}_compact").format(
+            band_low=f"{band[0]:g}", band_high=f"{band[1]:g}"
+        )
     rules = load_prompt("proposer_rules").format(band_low=f"{band[0]:g}", band_high=f"{band[1]:g}")
     return load_prompt(f"proposer_{arm}").format(
         rules=rules, files_format=load_prompt("proposer_files_format")
@@ -174,6 +181,58 @@ def brief_prompt(brief: ProposerBrief) -> str:
     if brief.focus:
         text += "\n" + load_prompt("proposer_focus").format(focus=brief.focus)
     return text
+
+
+class FittedPrompt(BaseModel):
+    """The first prompt as sent: what was trimmed to fit the window, and the reply's cap."""
+
+    system: str
+    brief: str
+    trim_level: int = Field(default=0, description="ProposerBrief.trimmed level; 0 = untouched")
+    compact_system: bool = False
+    estimated_tokens: int | None = Field(default=None, description="None: the window is unknown")
+    max_tokens: int = Field(description="Cap on one reply, within what the window leaves")
+
+
+#: Arms with a compact system prompt (prompts/proposer_<arm>_compact.md).
+COMPACT_ARMS: tuple[Arm, ...] = ("terminal",)
+
+
+def fit_first_prompt(
+    brief: ProposerBrief,
+    arm: Arm,
+    band: tuple[float, float],
+    model: ModelConfig,
+    tools: list[dict[str, Any]] | None = None,
+) -> FittedPrompt:
+    """The system prompt and brief, fitted into `model.context_window` with room for a reply.
+
+    Unknown window: both untouched. Known: the brief's evidence is trimmed level by level
+    (fewer failures, shorter excerpts, fewer examples), then the same with the compact system
+    prompt; raises ContextWindowError when even the smallest does not fit."""
+    window = model.context_window
+    if window is None:
+        return FittedPrompt(
+            system=system_prompt(arm, band), brief=brief_prompt(brief), max_tokens=model.max_tokens
+        )
+    reserve = reply_reserve(model.max_tokens, window)
+    smallest = 0
+    for compact in (False, True) if arm in COMPACT_ARMS else (False,):
+        system = system_prompt(arm, band, compact=compact)
+        for level in range(len(TRIM_LEVELS)):
+            text = brief_prompt(brief.trimmed(level))
+            needed = prompt_tokens([system, text], tools)
+            smallest = needed
+            if needed + reserve <= window:
+                return FittedPrompt(
+                    system=system,
+                    brief=text,
+                    trim_level=level,
+                    compact_system=compact,
+                    estimated_tokens=needed,
+                    max_tokens=reply_cap(needed, model.max_tokens, window),
+                )
+    raise too_large("proposer", smallest, window, reserve)
 
 
 def revision_prompt(arm: Arm, verdict: Verdict, revision: int, max_revisions: int) -> str:
@@ -253,6 +312,7 @@ class _Conversation:
     def __init__(self) -> None:
         self.messages: list[AnyMessage] = []
         self.tool_seconds: dict[str, float] = {}
+        self.fitted: FittedPrompt | None = None
 
     def start(self, system: str, brief: str) -> None:
         self.messages = [SystemMessage(system), HumanMessage(brief)]
@@ -413,15 +473,16 @@ async def propose(
     conversation = _Conversation()
     schemas: list[dict[str, Any]] = []
     try:
-        conversation.start(system_prompt(settings.arm, settings.gate.band), brief_prompt(brief))
         shutil.rmtree(candidate, ignore_errors=True)  # a resumed attempt starts clean
         candidate.mkdir(parents=True)
         if settings.arm == "terminal":
             async with proposer_tools(settings, candidate) as tools:
                 schemas = [convert_to_openai_tool(tool) for tool in tools]
-                await _episodes(settings, candidate, conversation, tools, result)
+                fitted = _start(conversation, brief, settings, schemas)
+                await _episodes(_fitted(settings, fitted), candidate, conversation, tools, result)
         else:
-            await _episodes(settings, candidate, conversation, [], result)
+            fitted = _start(conversation, brief, settings, [])
+            await _episodes(_fitted(settings, fitted), candidate, conversation, [], result)
     except Exception as exc:  # noqa: BLE001 - an attempt's failure is its outcome, not a crash
         result.outcome, result.reward = "error", None
         result.error = f"{type(exc).__name__}: {exc}"
@@ -431,7 +492,9 @@ async def propose(
     if settings.store_path:
         try:
             with RolloutStore(settings.store_path) as store:
-                store.record_attempt(_attempt_row(settings, result, index, started_at), steps)
+                store.record_attempt(
+                    _attempt_row(settings, result, index, started_at, conversation.fitted), steps
+                )
             # The whole conversation (brief, revisions) for SFT export and proposer training.
             save_transcript(
                 settings.store_path,
@@ -446,8 +509,34 @@ async def propose(
     return result
 
 
+def _start(
+    conversation: _Conversation,
+    brief: ProposerBrief,
+    settings: ProposerSettings,
+    schemas: list[dict[str, Any]],
+) -> FittedPrompt:
+    """Open the conversation with the first prompt fitted into the model's window (the tool
+    schemas count: they are sent with every call). Raises ContextWindowError before any call."""
+    fitted = fit_first_prompt(brief, settings.arm, settings.gate.band, settings.model, schemas)
+    conversation.start(fitted.system, fitted.brief)
+    conversation.fitted = fitted
+    return fitted
+
+
+def _fitted(settings: ProposerSettings, fitted: FittedPrompt) -> ProposerSettings:
+    """The settings with the reply cap that the fitted prompt leaves room for."""
+    if fitted.max_tokens == settings.model.max_tokens:
+        return settings
+    model = settings.model.model_copy(update={"max_tokens": fitted.max_tokens})
+    return settings.model_copy(update={"model": model})
+
+
 def _attempt_row(
-    settings: ProposerSettings, result: ProposalResult, index: int, started_at: datetime
+    settings: ProposerSettings,
+    result: ProposalResult,
+    index: int,
+    started_at: datetime,
+    fit: FittedPrompt | None = None,
 ) -> Attempt:
     """The attempt as one row, written once at the end (its category is only known then)."""
     try:
@@ -485,6 +574,7 @@ def _attempt_row(
             "reason": result.verdict.reason if result.verdict else None,
             "gates": [g.model_dump() for g in result.gates],
             "model": settings.model.model,
+            "prompt_fit": fit.model_dump(exclude={"system", "brief"}) if fit else None,
         },
     )
 

@@ -31,6 +31,7 @@ from autoenvscaling.graphs.models import ModelConfig, load_chat_model
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
 from autoenvscaling.prompts import load_prompt
 from autoenvscaling.tools.agent_interface import first_messages, openai_tools, render_mcp_result
+from autoenvscaling.tools.prompt_fit import prompt_tokens, reply_cap
 from autoenvscaling.tools.rollout_store import (
     Outcome,
     RolloutStore,
@@ -108,9 +109,10 @@ class SolverAgent(BaseAgent):
         if s.system_prompt != "solver":
             system = {"content": load_prompt(s.system_prompt)}
         messages = [SystemMessage(system["content"]), HumanMessage(user["content"])]
+        model = solver_model_for(s.model, system["content"], user["content"])
         async with open_mcp_tools({"terminal": server}) as tools:
             loop = build_agent_loop(
-                load_chat_model(s.model),
+                load_chat_model(model),
                 tools,
                 s.budget,
                 name="solver",
@@ -167,6 +169,18 @@ class SolverAgent(BaseAgent):
             "retry_errors": state.get("retry_errors", []),
             "agent_seconds": round(time.monotonic() - started, 3),
         }
+
+
+def solver_model_for(model: ModelConfig, system: str, user: str) -> ModelConfig:
+    """The solver's model with its reply cap within what a known context window leaves after
+    the first prompt (~1.1k tokens with the tool schemas). The instruction is the task's and is
+    never trimmed; one too long for the window leaves a 1-token reply and the attempt fails as
+    the model's, not as an infrastructure error a task could provoke on purpose."""
+    if model.context_window is None:
+        return model
+    needed = prompt_tokens([system, user], openai_tools())
+    cap = reply_cap(needed, model.max_tokens, model.context_window)
+    return model if cap == model.max_tokens else model.model_copy(update={"max_tokens": cap})
 
 
 def outcome_of(trial: TrialOutcome) -> Outcome:

@@ -98,6 +98,29 @@ class ProposerBrief(BaseModel):
             }
         )
 
+    def trimmed(self, level: int) -> ProposerBrief:
+        """This brief with less evidence, for a small context window: level 0 is the brief
+        itself; each level keeps fewer failures, shorter excerpts, fewer rates and examples
+        (the sections stay, possibly empty). Levels past the last are the last."""
+        trim = TRIM_LEVELS[min(max(level, 0), len(TRIM_LEVELS) - 1)]
+        if trim is None:
+            return self
+        return self.model_copy(
+            update={
+                "task_rates": self.task_rates[: trim.task_rates],
+                "failures": [
+                    f.model_copy(
+                        update={"error_output": tail_text(f.error_output, trim.failure_chars).text}
+                    )
+                    for f in self.failures[: trim.failures]
+                ],
+                "examples": [
+                    e.model_copy(update={"files": cap_file_blocks(e.files, trim.file_chars)})
+                    for e in self.examples[: trim.examples]
+                ],
+            }
+        )
+
     def sections(self) -> dict[str, str]:
         """Markdown fragments for the prompt templates: pool, evidence, examples, band."""
         return {
@@ -109,6 +132,27 @@ class ProposerBrief(BaseModel):
             "band_low": f"{self.band[0]:g}",
             "band_high": f"{self.band[1]:g}",
         }
+
+
+class BriefTrim(BaseModel):
+    """How much evidence a trimmed brief keeps (see `ProposerBrief.trimmed`)."""
+
+    failures: int
+    failure_chars: int
+    task_rates: int
+    examples: int
+    file_chars: int
+
+
+#: Trim levels, mildest first; None = untouched. The last one is the smallest brief there is.
+TRIM_LEVELS: tuple[BriefTrim | None, ...] = (
+    None,
+    BriefTrim(failures=3, failure_chars=300, task_rates=10, examples=2, file_chars=1200),
+    BriefTrim(failures=2, failure_chars=160, task_rates=6, examples=1, file_chars=700),
+    BriefTrim(failures=1, failure_chars=120, task_rates=4, examples=1, file_chars=350),
+    BriefTrim(failures=0, failure_chars=0, task_rates=3, examples=1, file_chars=160),
+    BriefTrim(failures=0, failure_chars=0, task_rates=0, examples=0, file_chars=0),
+)
 
 
 # -- building a brief ------------------------------------------------------------------------------
@@ -363,6 +407,16 @@ def render_file_blocks(task_dir: Path | str, *, max_file_chars: int | None = Non
             text = cap_text(text, max_file_chars).text
         blocks.append(f'<file path="{name}">\n{text.rstrip(chr(10))}\n</file>')
     return "\n".join(blocks + notes)
+
+
+def cap_file_blocks(text: str, max_file_chars: int) -> str:
+    """`<file>` blocks with each file's content capped at `max_file_chars` (head + tail)."""
+
+    def cap(match: re.Match[str]) -> str:
+        content = cap_text(match.group(2).rstrip("\n"), max_file_chars).text
+        return f'<file path="{match.group(1)}">\n{content}\n</file>'
+
+    return _BLOCK.sub(cap, text)
 
 
 def parse_file_blocks(text: str) -> TaskSpec:

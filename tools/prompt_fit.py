@@ -1,0 +1,56 @@
+"""Does a first prompt fit the model's context window? A cheap, dependency-free token estimate.
+
+The estimate is characters / 2.5, rounded up, plus a fixed allowance per message for the chat
+template. It errs on the safe side: SmolLM2's tokenizer measured ~3.0 characters per token on the
+proposer's first prompt (24.7k characters: system prompt, brief and tool schemas = 8169 tokens),
+and English prose tokenizes at ~4. A real tokenizer would need the model's files or a round trip
+to the server per candidate prompt; a small over-estimate only trims a little more evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+CHARS_PER_TOKEN = 2.5
+MESSAGE_OVERHEAD_TOKENS = 16
+"""Role markers and separators a chat template adds around each message."""
+MIN_REPLY_FRACTION = 4
+"""A reply's reserve is capped at a quarter of the window (a long max_tokens must not starve it)."""
+
+
+class ContextWindowError(ValueError):
+    """The smallest prompt a role can start from does not fit its model's context window."""
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def prompt_tokens(messages: list[str], tools: list[dict[str, Any]] | None = None) -> int:
+    """Estimated tokens of a first prompt: its message texts plus the tools' JSON schemas."""
+    schema_text = json.dumps(tools, separators=(",", ":")) if tools else ""
+    return (
+        sum(estimate_tokens(m) for m in messages)
+        + estimate_tokens(schema_text)
+        + MESSAGE_OVERHEAD_TOKENS * (len(messages) + 1)
+    )
+
+
+def reply_reserve(max_tokens: int, window: int) -> int:
+    """Tokens kept free for a reply: the role's cap on one reply, at most a quarter of the window."""
+    return max(1, min(max_tokens, window // MIN_REPLY_FRACTION))
+
+
+def reply_cap(prompt: int, max_tokens: int, window: int) -> int:
+    """The max_tokens to send with a prompt of `prompt` tokens: what is left, at most the cap."""
+    return max(1, min(max_tokens, window - prompt))
+
+
+def too_large(role: str, needed: int, window: int, reserve: int) -> ContextWindowError:
+    return ContextWindowError(
+        f"the {role}'s prompt needs at least {needed} tokens (estimated) plus {reserve} for a "
+        f"reply; the model's context window is {window}: use a model with a larger window, "
+        f"a smaller max_tokens, or fewer tools"
+    )
