@@ -205,7 +205,7 @@ def fit_first_prompt(
     model: ModelConfig,
     tools: list[dict[str, Any]] | None = None,
 ) -> FittedPrompt:
-    """The system prompt and brief, fitted into `model.context_window` with room for a reply.
+    """The system prompt and brief, fitted into `model.context_window`, a quarter of it left free.
 
     Unknown window: both untouched. Known: the brief's evidence is trimmed level by level
     (fewer failures, shorter excerpts, fewer examples), then the same with the compact system
@@ -215,7 +215,7 @@ def fit_first_prompt(
         return FittedPrompt(
             system=system_prompt(arm, band), brief=brief_prompt(brief), max_tokens=model.max_tokens
         )
-    reserve = reply_reserve(model.max_tokens, window)
+    reserve = reply_reserve(window)
     smallest = 0
     for compact in (False, True) if arm in COMPACT_ARMS else (False,):
         system = system_prompt(arm, band, compact=compact)

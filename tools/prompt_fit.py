@@ -16,8 +16,10 @@ from typing import Any
 CHARS_PER_TOKEN = 2.5
 MESSAGE_OVERHEAD_TOKENS = 16
 """Role markers and separators a chat template adds around each message."""
-MIN_REPLY_FRACTION = 4
-"""A reply's reserve is capped at a quarter of the window (a long max_tokens must not starve it)."""
+RESERVE_FRACTION = 4
+"""The first prompt leaves a quarter of the window free: for the replies and tool results of the
+episode's next turns, not just one reply (a prompt that leaves room for a single 384-token reply
+ends the episode at its second call, with a full context)."""
 
 
 class ContextWindowError(ValueError):
@@ -38,9 +40,10 @@ def prompt_tokens(messages: list[str], tools: list[dict[str, Any]] | None = None
     )
 
 
-def reply_reserve(max_tokens: int, window: int) -> int:
-    """Tokens kept free for a reply: the role's cap on one reply, at most a quarter of the window."""
-    return max(1, min(max_tokens, window // MIN_REPLY_FRACTION))
+def reply_reserve(window: int) -> int:
+    """Tokens the first prompt leaves free: a quarter of the window (see RESERVE_FRACTION). A
+    longer max_tokens is cut to what the prompt leaves (`reply_cap`), never reserved in full."""
+    return max(1, window // RESERVE_FRACTION)
 
 
 def reply_cap(prompt: int, max_tokens: int, window: int) -> int:
@@ -50,7 +53,7 @@ def reply_cap(prompt: int, max_tokens: int, window: int) -> int:
 
 def too_large(role: str, needed: int, window: int, reserve: int) -> ContextWindowError:
     return ContextWindowError(
-        f"the {role}'s prompt needs at least {needed} tokens (estimated) plus {reserve} for a "
-        f"reply; the model's context window is {window}: use a model with a larger window, "
+        f"the {role}'s prompt needs at least {needed} tokens (estimated) plus {reserve} for the "
+        f"replies; the model's context window is {window}: use a model with a larger window, "
         f"a smaller max_tokens, or fewer tools"
     )
