@@ -1,10 +1,11 @@
 """Does a first prompt fit the model's context window? A cheap, dependency-free token estimate.
 
-The estimate is characters / 2.5, rounded up, plus a fixed allowance per message for the chat
-template. It errs on the safe side: SmolLM2's tokenizer measured ~3.0 characters per token on the
-proposer's first prompt (24.7k characters: system prompt, brief and tool schemas = 8169 tokens),
-and English prose tokenizes at ~4. A real tokenizer would need the model's files or a round trip
-to the server per candidate prompt; a small over-estimate only trims a little more evidence.
+The estimate is characters / 3, rounded up, plus a fixed allowance per message for the chat
+template. It errs on the safe side: the embedded llama.cpp server counted 3924 prompt tokens for
+a fitted proposer first prompt of 15,194 characters (system prompt, brief and the tool schemas as
+compact JSON), 3.9 characters per token; English prose is ~4. A real tokenizer would need the
+model's files or a round trip to the server per candidate prompt; an over-estimate only trims a
+little more evidence, and the window's free quarter absorbs the rest.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import math
 from typing import Any
 
-CHARS_PER_TOKEN = 2.5
+CHARS_PER_TOKEN = 3.0
 MESSAGE_OVERHEAD_TOKENS = 16
 """Role markers and separators a chat template adds around each message."""
 RESERVE_FRACTION = 4
