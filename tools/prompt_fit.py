@@ -1,11 +1,12 @@
 """Does a first prompt fit the model's context window? A cheap, dependency-free token estimate.
 
 The estimate is characters / 3, rounded up, plus a fixed allowance per message for the chat
-template. It errs on the safe side: the embedded llama.cpp server counted 3924 prompt tokens for
-a fitted proposer first prompt of 15,194 characters (system prompt, brief and the tool schemas as
-compact JSON), 3.9 characters per token; English prose is ~4. A real tokenizer would need the
-model's files or a round trip to the server per candidate prompt; an over-estimate only trims a
-little more evidence, and the window's free quarter absorbs the rest.
+template. Measured against the embedded llama.cpp server's own count of whole proposer first
+prompts (system prompt, brief, tool schemas as compact JSON): 15,194 characters = 3924 tokens
+(3.9 per token; estimate 5.1k) and 18.4k characters = 5456 tokens (3.4; estimate 6131), so it
+errs on the safe side for whole prompts; code and tables alone run ~2 characters per token, and
+the quarter of the window left free (RESERVE_FRACTION) absorbs a brief that is mostly code. A
+real tokenizer would need the model's files or a round trip to the server per candidate prompt.
 """
 
 from __future__ import annotations
