@@ -334,8 +334,22 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     text = markdown(rows, meta)
-    (args.out / "RESULTS.md").write_text(text)
+    results = args.out / "RESULTS.md"
+    results.write_text(merged(results.read_text() if results.exists() else "", text))
     print(text)
+
+
+BEGIN, END = "<!-- run_all: begin -->", "<!-- run_all: end -->"
+
+
+def merged(old: str, table: str) -> str:
+    """RESULTS.md with this run's block replaced and every hand-written section kept (measurements
+    no script repeats, e.g. the anti_cheat runs against an older commit, stay until re-measured)."""
+    block = f"{BEGIN}\n{table}{END}\n"
+    if BEGIN in old and END in old:
+        head, rest = old.split(BEGIN, 1)
+        return head + block + rest.split(END, 1)[1].lstrip("\n")
+    return block + old
 
 
 if __name__ == "__main__":
