@@ -46,6 +46,16 @@ SETTINGS: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
         {"gradient_checkpointing": False, "micro_batch_size": 1},
         {},
     ),
+    # glibc: fewer malloc arenas (torch's intra-op threads each get one, and freed tensors
+    # stay in their arena), or a fixed mmap threshold (large tensors go back to the kernel).
+    "checkpointing on, one rollout a pass, completion-only head, MALLOC_ARENA_MAX=2": (
+        {},
+        {"MALLOC_ARENA_MAX": "2"},
+    ),
+    "checkpointing on, one rollout a pass, completion-only head, mmap threshold 4 MB": (
+        {},
+        {"MALLOC_MMAP_THRESHOLD_": "4194304"},
+    ),
     "checkpointing on, one rollout a pass, completion-only head (the defaults now)": ({}, {}),
 }
 

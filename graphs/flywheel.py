@@ -201,6 +201,12 @@ async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
     if not pool.entries() and seed.exists():
         await asyncio.to_thread(pool.seed_from, seed)
     RolloutStore(run.rollouts).close()  # creates the schema once
+    if ctx.policy_checkpoint_id and not state.get("policy"):
+        # A checkpoint swapped in before round 1 (--cold-start): the lineage starts with it.
+        await asyncio.to_thread(
+            run.add_lineage,
+            {"round": 0, "checkpoint": ctx.policy_checkpoint_id, "adopted": "before round 1"},
+        )
     policy = state.get("policy") or Policy(
         model=ctx.policy_model,
         base_url=ctx.policy_base_url,

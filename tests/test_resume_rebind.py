@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.graphs.flywheel import FlywheelContext, _role_model
+from autoenvscaling.graphs.flywheel import FlywheelContext, _role_model, build_flywheel
 from autoenvscaling.graphs.flywheel_roles import rebind_policy
 from autoenvscaling.graphs.models import Policy
 from autoenvscaling.tools.run_dir import RunDir
@@ -79,6 +79,21 @@ async def test_resume_refuses_a_policy_no_server_can_load(tmp_path: Path) -> Non
         await rebind_policy(ctx, run, saved)
     # The base model needs nothing loaded.
     assert await rebind_policy(ctx, run, Policy()) is None
+
+
+async def test_a_checkpoint_adopted_before_round_one_starts_the_lineage(tmp_path: Path) -> None:
+    ctx = FlywheelContext(
+        run_dir=str(tmp_path / "run"), seed_dir=str(tmp_path / "seed"), policy_checkpoint_id="ck-1"
+    )
+    (tmp_path / "seed").mkdir()
+    async for update in build_flywheel().astream({"rounds": 1}, context=ctx, stream_mode="updates"):
+        if "setup" in update:
+            assert update["setup"]["policy"].checkpoint_id == "ck-1"
+            break
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["policy_lineage"] == [
+        {"round": 0, "checkpoint": "ck-1", "adopted": "before round 1"}
+    ]
 
 
 # -- the long one: kill -9 of a default (embedded) run after its swap, then --resume ------------
@@ -207,6 +222,8 @@ def test_kill_after_swap_then_resume_serves_the_adapter(engine_ready, tmp_path):
     first.wait()
     first_out = first.stdout.read() if first.stdout else ""
     assert f"ADOPTED {adopted}" in first_out.splitlines(), first_out[-3000:]
+    lineage = json.loads((run_dir / "manifest.json").read_text())["policy_lineage"]
+    assert lineage[0]["checkpoint"] == adopted and lineage[0]["round"] == 0
     second = subprocess.run(
         [sys.executable, "-c", DRIVER, json.dumps({**common, "resume": True})],
         env=env,
