@@ -123,7 +123,7 @@ class SolverAgent(BaseAgent):
             state = await loop.ainvoke(
                 {"messages": messages, "started_at": time.monotonic()},
                 {"recursion_limit": 4 * s.budget.max_turns + 10},
-                durability="exit",  # no checkpointer; see graphs/proposer.py's episode loop
+                durability="exit",  # no checkpointer; see graphs/proposer/episode.py
             )
         steps = steps_from_messages(state["messages"], state.get("tool_seconds", {}))
         tool_steps = sum(1 for step in steps if step.tool_name)

@@ -261,7 +261,7 @@ QUICK_GATE = GateConfig(skip=["build", "oracle", "nop", "repeat", "anti_cheat"])
 
 
 async def test_studio_graph_fans_out_proposers(tmp_path, monkeypatch):
-    import autoenvscaling.graphs.proposer as proposer_module
+    import autoenvscaling.graphs.proposer.settings as proposer_module
 
     # Only the static stages: this checks the graph's wiring, the gate is tested above.
     monkeypatch.setattr(proposer_module, "gate_config", lambda **_kw: QUICK_GATE)

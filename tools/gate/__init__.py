@@ -5,7 +5,7 @@ validation subgraph (graphs/validation.py) runs the same functions, one node per
 """
 
 from autoenvscaling.tools.gate.config import STAGES, GateBackend, GateConfig, StageName
-from autoenvscaling.tools.gate.pipeline import STAGE_FUNCTIONS, run_stage, validate_task
+from autoenvscaling.tools.gate.pipeline import STAGE_FUNCTIONS, run_stage, sealed, validate_task
 from autoenvscaling.tools.gate.results import (
     REWARD_ADMITTED,
     REWARD_CALIBRATION_FAILED,
@@ -30,5 +30,6 @@ __all__ = [
     "infrastructure_verdict",
     "make_verdict",
     "run_stage",
+    "sealed",
     "validate_task",
 ]

@@ -82,7 +82,12 @@ async def validate_task(
         if not result.passed:
             break
     verdict = make_verdict(task, list(results.values()), backend=config.backend)
-    after = content_hash(task) if task.is_dir() else None
+    return sealed(verdict, checked, content_hash(task) if task.is_dir() else None)
+
+
+def sealed(verdict: Verdict, checked: str | None, after: str | None) -> Verdict:
+    """The verdict bound to the bytes it judged: `checked` (the folder's hash before the first
+    stage) and `after` (after the last) must agree, else nothing checked can be admitted."""
     if checked != after:
         # The folder changed under the gate: the stages judged a mix of versions.
         return verdict.model_copy(

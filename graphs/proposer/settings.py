@@ -1,0 +1,111 @@
+"""What one proposer attempt is given (`ProposerSettings`) and what it returns (`ProposalResult`),
+and the gate a proposer faces (`gate_config`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from autoenvscaling.graphs.agent_loop import LoopBudget
+from autoenvscaling.graphs.models import ModelConfig
+from autoenvscaling.tools.gate import GateConfig, Verdict
+from autoenvscaling.tools.rollout_store import Outcome
+from autoenvscaling.tools.sandbox import SandboxLimits
+
+Arm = Literal["terminal", "error_feedback", "prompt_only"]
+ARMS: tuple[Arm, ...] = ("terminal", "error_feedback", "prompt_only")
+TASK_MOUNT = "/workspace/task"
+"""Where the candidate folder appears inside the proposer's workspace sandbox."""
+
+
+class ProposerSettings(BaseModel):
+    """Everything one proposer attempt needs."""
+
+    model: ModelConfig = Field(
+        default_factory=lambda: ModelConfig(max_tokens=8192),
+        description="The proposer's model; one-reply arms need room for a whole task per reply.",
+    )
+    arm: Arm = "terminal"
+    solver_feedback: bool = Field(
+        default=True, description="False: no rollout evidence in the brief."
+    )
+    budget: LoopBudget = Field(
+        default_factory=lambda: LoopBudget(
+            max_turns=40, max_total_tokens=400_000, time_budget_sec=1800
+        ),
+        description="Per episode (the first submission and each revision).",
+    )
+    max_revisions: int = Field(default=2, ge=0, description="Revisions after a rejection.")
+    gate: GateConfig = Field(
+        default_factory=GateConfig,
+        description="The full gate after submit; `check` runs the same minus calibrate. "
+        "calibrate runs only when gate.solver is set.",
+    )
+    store_path: str | None = Field(default=None, description="Rollout store; None records nothing")
+    run_id: str = ""
+    round: int = 0
+    policy_version: str = "base"
+    attempt_id: str | None = None
+    workspace_limits: SandboxLimits = Field(
+        default_factory=lambda: SandboxLimits(memory_mb=2048, pids=512)
+    )
+
+
+class GateRun(BaseModel):
+    """One verdict of the attempt, compact (the last one is in `ProposalResult.verdict`)."""
+
+    revision: int
+    admitted: bool
+    stage: str | None
+    reason: str
+    proposer_reward: float | None
+
+
+class ProposalResult(BaseModel):
+    attempt_id: str
+    candidate: str = Field(description="The candidate task folder.")
+    arm: Arm
+    solver_feedback: bool
+    admitted: bool = False
+    reward: float | None = Field(description="The gate's proposer reward; None on an error.")
+    outcome: Outcome
+    revisions: int = Field(default=0, description="Revisions used after the first rejection.")
+    verdict: Verdict | None = Field(default=None, description="The last full-gate verdict.")
+    gates: list[GateRun] = Field(default_factory=list)
+    submitted: bool = False
+    stop_reason: str | None = None
+    error: str | None = None
+    turns: int = 0
+    tool_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duration_sec: float = 0.0
+
+
+def gate_config(
+    *,
+    backend: str = "podman",
+    pool_dir: Path | str | None = None,
+    solver: ModelConfig | None = None,
+    solver_max_turns: int = 20,
+    band: tuple[float, float] = (0.25, 0.75),
+    **more: Any,
+) -> GateConfig:
+    """The gate a proposer faces; `solver` (a model) turns on calibration with our solver agent."""
+    from autoenvscaling.graphs.solver import SOLVER_AGENT, SolverSettings
+
+    kwargs: dict[str, Any] = {
+        "backend": backend,
+        "band": band,
+        "pool_dir": Path(pool_dir) if pool_dir else None,
+        **more,
+    }
+    if solver is not None:
+        settings = SolverSettings(model=solver, budget=LoopBudget(max_turns=solver_max_turns))
+        kwargs |= {
+            "solver": SOLVER_AGENT,
+            "solver_kwargs": {"settings": settings.model_dump(mode="json")},
+        }
+    return GateConfig(**kwargs)

@@ -1,0 +1,59 @@
+"""The terminal arm's tools: MCP servers over the candidate folder and a workspace sandbox."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from langchain_core.tools import BaseTool
+
+from autoenvscaling.graphs.mcp_tools import open_mcp_tools
+from autoenvscaling.graphs.proposer.settings import TASK_MOUNT, ProposerSettings
+from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
+from autoenvscaling.mcp_servers.gate import build_gate_server
+from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
+from autoenvscaling.mcp_servers.terminal import ShellOpener, build_terminal_server
+from autoenvscaling.tools.sandbox import PersistentShell, SandboxLimits
+
+
+def workspace_with_task(
+    candidate: Path, limits: SandboxLimits, backend: str | None = None
+) -> ShellOpener:
+    """A workspace sandbox per MCP session with the candidate folder bound in at TASK_MOUNT.
+
+    `backend`: the engine (the gate's when it is podman or docker; else the default)."""
+    engine = backend if backend in ("podman", "docker") else None
+
+    @asynccontextmanager
+    async def open_shell() -> AsyncIterator[PersistentShell]:
+        from autoenvscaling.tools.sandbox.container import start_workspace
+
+        sandbox = await start_workspace(
+            backend=engine,
+            limits=limits,
+            workdir=TASK_MOUNT,
+            binds=[(candidate, TASK_MOUNT)],
+        )
+        async with sandbox:
+            yield await sandbox.open_shell()
+
+    return open_shell
+
+
+@asynccontextmanager
+async def proposer_tools(
+    settings: ProposerSettings, candidate: Path
+) -> AsyncIterator[list[BaseTool]]:
+    """The terminal arm's MCP tools; the sandbox starts on the first terminal command."""
+    servers = {
+        "terminal": build_terminal_server(
+            workspace_with_task(candidate, settings.workspace_limits, settings.gate.backend)
+        ),
+        "filesystem": build_filesystem_server(candidate),
+        "gate": build_gate_server(candidate, settings.gate),
+    }
+    if settings.solver_feedback and settings.store_path and Path(settings.store_path).exists():
+        servers["rollouts"] = build_rollouts_server(settings.store_path)
+    async with open_mcp_tools(servers) as tools:
+        yield tools
