@@ -36,7 +36,11 @@ from pydantic import BaseModel
 from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.config import FlywheelContext
 from autoenvscaling.graphs.models import ModelConfig, Policy
-from autoenvscaling.graphs.solver import SolverSettings, solve_task
+from autoenvscaling.graphs.nesting import non_durable
+from autoenvscaling.graphs.proposer import attempt_graph as proposer_graph
+from autoenvscaling.graphs.solver import SolverAttempt, SolverContext, SolverSettings, SolveRun
+from autoenvscaling.graphs.solver import graph as solver_graph
+from autoenvscaling.graphs.validation import graph as validation_graph
 from autoenvscaling.tools.harbor_backends import check_stages
 from autoenvscaling.tools.metrics import CandidateRecord, PriceTable, round_metrics
 from autoenvscaling.tools.pool import Pool, PoolEntry
@@ -125,9 +129,14 @@ def decontamination_status(ctx: FlywheelContext) -> str:
     return f"13-gram overlap checked against: {', '.join(ctx.decontam_dirs)}"
 
 
-def _attempter(ctx: FlywheelContext, run: RunDir, run_id: str, round_: int, policy: Policy) -> Any:
+def _attempter(
+    ctx: FlywheelContext, run: RunDir, run_id: str, round_: int, policy: Policy, solver: Any
+) -> Any:
     """`attempt(task_dir, sample, tags)`: one recorded solver attempt with the current policy,
-    at most `concurrency` in flight; returns its reward, None when infrastructure failed."""
+    at most `concurrency` in flight; returns its reward, None when infrastructure failed.
+
+    `solver`: the compiled solver graph (graphs/solver.py) the attempts run in, never
+    checkpointed (graphs/nesting.py); the calling node names it, so Studio draws it nested."""
     settings = SolverSettings(
         model=_role_model(ctx, policy, "solver"),
         budget=LoopBudget(max_turns=ctx.solver_max_turns),
@@ -139,20 +148,26 @@ def _attempter(ctx: FlywheelContext, run: RunDir, run_id: str, round_: int, poli
     gate = asyncio.Semaphore(ctx.concurrency)
 
     async def attempt(path: Path, sample: int, tags: dict[str, str]) -> float | None:
+        one = SolveRun(
+            tasks=[str(path)],
+            attempts=1,
+            first_sample=sample,
+            settings=settings.model_copy(update={"tags": tags}).model_dump(mode="json"),
+            trials_dir=str(run.trials),
+        )
         async with gate:
-            result = await solve_task(
-                path,
-                settings.model_copy(update={"tags": tags}),
-                sample=sample,
-                backend=ctx.backend,
-                trials_dir=run.trials,
+            out = await non_durable(solver).ainvoke(
+                one, context=SolverContext(backend=ctx.backend), durability="exit"
             )
+        result = SolverAttempt.model_validate(out["results"][0])
         return None if result.outcome == "error" else (result.reward or 0.0)
 
     return attempt
 
 
-async def measure_baseline(ctx: FlywheelContext, run: RunDir, run_id: str, policy: Policy) -> int:
+async def measure_baseline(
+    ctx: FlywheelContext, run: RunDir, run_id: str, policy: Policy, solver: Any = None
+) -> int:
     """Before round one's proposers: the current policy attempts up to `baseline_tasks` pool
     tasks `baseline_attempts` times each (round 0, tag purpose=baseline), so the first brief
     holds real attempts. Idempotent: a resumed run that already measured skips it.
@@ -169,7 +184,7 @@ async def measure_baseline(ctx: FlywheelContext, run: RunDir, run_id: str, polic
         return 0
     pool = Pool(run.pool)
     entries = pool.entries("active")[: ctx.baseline_tasks]
-    attempt = _attempter(ctx, run, run_id, 0, policy)
+    attempt = _attempter(ctx, run, run_id, 0, policy, solver or solver_graph)
 
     async def one(entry: PoolEntry) -> int:
         results = await asyncio.gather(
@@ -226,7 +241,7 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
 
     seconds: dict[str, float] = {}
     if state["round"] == 1:
-        await measure_baseline(ctx, run, state["run_id"], state["policy"])
+        await measure_baseline(ctx, run, state["run_id"], state["policy"], solver_graph)
         seconds["baseline"] = round(time.monotonic() - started, 2)
 
     brief = await asyncio.to_thread(
@@ -282,8 +297,9 @@ async def propose_one(
     from autoenvscaling.graphs.flywheel_roles import run_proposer
 
     ctx = _ctx(runtime)
+    # The attempt graph (episode -> gate -> revise) runs as this node's subgraph.
     candidate = await run_proposer(
-        ctx, _run(ctx), task, _role_model(ctx, task["policy"], "proposer")
+        ctx, _run(ctx), task, _role_model(ctx, task["policy"], "proposer"), proposer_graph
     )
     return Command(goto=Send("admit_one", {**task, "candidate": candidate}))
 
@@ -294,8 +310,9 @@ async def admit_one(item: dict[str, Any], runtime: Runtime[FlywheelContext]) -> 
 
     ctx = _ctx(runtime)
     run = _run(ctx)
+    # The validation graph runs as this node's subgraph.
     record: CandidateRecord = await run_gate(
-        ctx, run, item, _role_model(ctx, item["policy"], "solver")
+        ctx, run, item, _role_model(ctx, item["policy"], "solver"), validation_graph
     )
     if record.admitted:
         from autoenvscaling.tools.task_format import TaskFormatError, load_task
@@ -401,7 +418,7 @@ async def refresh(
     entries = pool.entries("active")
     if ctx.refresh_limit:
         entries = entries[: ctx.refresh_limit]
-    attempt = _attempter(ctx, run, state["run_id"], round_, policy)
+    attempt = _attempter(ctx, run, state["run_id"], round_, policy, solver_graph)
     unmeasured: list[str] = []
 
     async def measure(entry: PoolEntry) -> None:

@@ -227,9 +227,10 @@ def _gate(ctx: FlywheelContext, run: RunDir, solver: ModelConfig | None) -> Gate
 
 
 async def run_proposer(
-    ctx: FlywheelContext, run: RunDir, task: SlotTask, model: ModelConfig
+    ctx: FlywheelContext, run: RunDir, task: SlotTask, model: ModelConfig, graph: Any = None
 ) -> dict[str, Any]:
-    """One proposer attempt (episodes + revisions against the gate minus calibrate)."""
+    """One proposer attempt (episodes + revisions against the gate minus calibrate), run by
+    the compiled attempt `graph` (default: graphs/proposer's)."""
     from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.proposer import ProposerSettings, propose
     from autoenvscaling.tools.brief import ProposerBrief
@@ -253,15 +254,20 @@ async def run_proposer(
         task["slot"] // size, -(-ctx.proposals // size)
     )
     result = await propose(
-        brief, settings, out_dir=run.candidates(task["round"]), index=task["slot"]
+        brief, settings, out_dir=run.candidates(task["round"]), index=task["slot"], graph=graph
     )
     return result.model_dump(mode="json")
 
 
 async def run_gate(
-    ctx: FlywheelContext, run: RunDir, item: dict[str, Any], solver_model: ModelConfig
+    ctx: FlywheelContext,
+    run: RunDir,
+    item: dict[str, Any],
+    solver_model: ModelConfig,
+    validation: Any = None,
 ) -> CandidateRecord:
-    """Admission of one proposal: the validation subgraph on the final candidate."""
+    """Admission of one proposal: the compiled `validation` graph (default: graphs/validation's)
+    on the final candidate."""
     from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict
     from autoenvscaling.tools.rollout_store import RolloutStore
 
@@ -314,6 +320,7 @@ async def run_gate(
             candidate,
             last,
             solver_model,
+            validation,
         )
         record = record.model_copy(
             update={
@@ -436,13 +443,16 @@ async def _check_snapshot(
     candidate: Path,
     submitted: Verdict,
     solver_model: ModelConfig,
+    validation: Any = None,
 ) -> tuple[Verdict, Path | None]:
     """Freeze the submitted candidate, prove it holds the bytes the proposer's final check saw,
     and run the admission stages (calibrate, dedup) on the frozen copy.
 
     Returns (verdict, frozen folder or None). The verdict merges the final check's stages with
     the admission's, so it lists every stage's result for exactly these bytes."""
-    from autoenvscaling.graphs.validation import ValidationInput, build_validation_graph
+    from autoenvscaling.graphs.nesting import non_durable
+    from autoenvscaling.graphs.validation import ValidationInput
+    from autoenvscaling.graphs.validation import graph as validation_graph
     from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict, make_verdict
     from autoenvscaling.tools.gate.results import infrastructure_verdict
     from autoenvscaling.tools.snapshot import SnapshotError, content_hash, freeze
@@ -467,10 +477,9 @@ async def _check_snapshot(
     await asyncio.to_thread(_drop_unjudged_calibration, run, item, task_id)
     # Not checkpointed inside the flywheel's node: a killed admission starts again from its
     # first stage (with the stale calibration rollouts dropped above), never from a half.
-    validation = build_validation_graph(checkpointer=False)
     # durability="exit": no checkpointer, and langgraph 1.2.24 fails a checkpointer-less graph
     # that inherits the CLI's durability="sync" (AttributeError: _put_checkpoint_fut).
-    state = await validation.ainvoke(
+    state = await non_durable(validation or validation_graph).ainvoke(
         ValidationInput(task=str(frozen)), context=gate, durability="exit"
     )
     admission = Verdict.model_validate(state["verdict"])

@@ -298,18 +298,39 @@ class SolveInput(TypedDict):
     attempts: int
 
 
-class SolveState(SolveInput, total=False):
+class SolveRun(SolveInput, total=False):
+    """What a caller with a run of its own adds (the flywheel's baseline and refresh): the full
+    settings of every attempt (store, run id, round, tags), the first sample's index and the
+    trials folder. Without them, the context's form fields decide."""
+
+    settings: dict[str, Any]  # a SolverSettings, as JSON
+    first_sample: int
+    trials_dir: str | None
+
+
+class SolveState(SolveRun, total=False):
     results: Annotated[list[dict[str, Any]], operator.add]
 
 
 class _One(TypedDict):
     task: str
     sample: int
+    settings: dict[str, Any] | None
+    trials_dir: str | None
 
 
 def _fan_out(state: SolveState) -> list[Send]:
+    first = state.get("first_sample", 0)
     return [
-        Send("attempt", _One(task=t, sample=i))
+        Send(
+            "attempt",
+            _One(
+                task=t,
+                sample=first + i,
+                settings=state.get("settings"),
+                trials_dir=state.get("trials_dir"),
+            ),
+        )
         for t in state["tasks"]
         for i in range(max(1, state.get("attempts", 1)))
     ]
@@ -318,21 +339,29 @@ def _fan_out(state: SolveState) -> list[Send]:
 async def _attempt(state: _One, runtime: Runtime[SolverContext]) -> dict[str, Any]:
     item = state  # one (task, sample), sent by _fan_out
     ctx = runtime.context or SolverContext()
-    settings = SolverSettings(
-        model=ModelConfig(model=ctx.model, base_url=ctx.base_url),
-        budget=LoopBudget(max_turns=ctx.max_turns, time_budget_sec=ctx.time_budget_sec),
-        store_path=ctx.store_path,
-        policy_version=ctx.policy_version,
-        run_id="studio",
-    )
+    if item.get("settings"):
+        settings = SolverSettings.model_validate(item["settings"])
+    else:
+        settings = SolverSettings(
+            model=ModelConfig(model=ctx.model, base_url=ctx.base_url),
+            budget=LoopBudget(max_turns=ctx.max_turns, time_budget_sec=ctx.time_budget_sec),
+            store_path=ctx.store_path,
+            policy_version=ctx.policy_version,
+            run_id="studio",
+        )
+    trials_dir = item.get("trials_dir")
     result = await solve_task(
-        Path(item["task"]), settings, sample=item["sample"], backend=ctx.backend
+        Path(item["task"]),
+        settings,
+        sample=item["sample"],
+        backend=ctx.backend,
+        trials_dir=Path(trials_dir) if trials_dir else None,
     )
     return {"results": [result.model_dump(mode="json")]}
 
 
 def build_solver_graph() -> Any:
-    builder = StateGraph(SolveState, input_schema=SolveInput, context_schema=SolverContext)
+    builder = StateGraph(SolveState, input_schema=SolveRun, context_schema=SolverContext)
     builder.add_node("attempt", _attempt)
     builder.add_conditional_edges(START, _fan_out, ["attempt"])
     builder.add_edge("attempt", END)

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from .conftest import FIXTURES, REPO, SEED_DIR
+from .test_graph_nesting import assert_flywheel_nesting
 
 POLICY = "scripted:py:tests.flywheel_policy:shared_policy"
 
@@ -76,6 +77,18 @@ def server(tmp_path_factory):
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=30)
+
+
+@pytest.mark.timeout(300)
+async def test_served_flywheel_graph_shows_its_subgraphs_in_xray(server):
+    """Studio's graph view of `flywheel` (the server's xray drawing) nests the proposer
+    attempt with its gate, the admission's validation graph and the solver graph."""
+    from langgraph_sdk import get_client
+
+    client = get_client(url=server)
+    (assistant,) = await client.assistants.search(graph_id="flywheel", limit=1)
+    drawn = await client.assistants.get_graph(assistant["assistant_id"], xray=True)
+    assert_flywheel_nesting({str(node["id"]) for node in drawn["nodes"]})
 
 
 @pytest.mark.slow

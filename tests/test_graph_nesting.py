@@ -1,0 +1,88 @@
+"""The loop is one graph: the flywheel's nodes run the compiled proposer attempt, validation and
+solver graphs (the ones `langgraph.json` serves) as subgraphs, so Studio's xray view draws their
+nodes inside the flywheel's; and what runs is never checkpointed (graphs/nesting.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoenvscaling.graphs import proposer, solver, validation
+from autoenvscaling.graphs.flywheel import build_flywheel
+from autoenvscaling.graphs.nesting import non_durable
+from autoenvscaling.graphs.scripted_model import register
+
+from .conftest import SEED_DIR
+
+pytestmark = pytest.mark.timeout(120)
+
+STAGES = ("lint", "build", "oracle", "nop", "repeat", "anti_cheat", "decontam", "calibrate")
+
+
+def nested_nodes(nodes: set[str]) -> dict[str, set[str]]:
+    """Which parent nodes hold which subgraph nodes (by xray's `parent:child` ids)."""
+    found: dict[str, set[str]] = {}
+    for node in nodes:
+        if ":" in node:
+            parent, _, child = node.partition(":")
+            found.setdefault(parent, set()).add(child)
+    return found
+
+
+def assert_flywheel_nesting(nodes: set[str]) -> None:
+    """The proposer attempt (with the validation graph as its gate), the admission's validation
+    graph and the solver graph (baseline in inspect, refresh) are drawn inside the flywheel."""
+    nested = nested_nodes(nodes)
+    assert {"episode", "revise"} <= nested["propose_one"], nested
+    assert {f"gate:{s}" for s in (*STAGES, "verdict")} <= nested["propose_one"], nested
+    assert {*STAGES, "dedup", "verdict"} <= nested["admit_one"], nested
+    assert nested["inspect"] == {"attempt"} and nested["refresh"] == {"attempt"}, nested
+
+
+def test_flywheel_xray_shows_the_proposer_validation_and_solver_graphs():
+    assert_flywheel_nesting(set(build_flywheel().get_graph(xray=True).nodes))
+    # Without xray the flywheel is its own nine nodes.
+    assert not nested_nodes(set(build_flywheel().get_graph().nodes))
+
+
+def test_the_served_proposer_graph_nests_the_attempt_and_its_gate():
+    nested = nested_nodes(set(proposer.graph.get_graph(xray=True).nodes))
+    assert {"episode", "revise", "gate:lint", "gate:verdict"} <= nested["propose_one"], nested
+
+
+def test_what_runs_is_the_served_graph_never_checkpointed():
+    for served in (proposer.attempt_graph, validation.graph, solver.graph):
+        assert served.checkpointer is None  # a parent lends its checkpointer: Studio sees it
+        running = non_durable(served)
+        assert running.checkpointer is False
+        assert running.builder is served.builder  # the same nodes, the same objects
+        assert all(running.nodes[name] is node for name, node in served.nodes.items())
+
+
+async def test_a_revision_runs_as_graph_steps_and_streams_from_its_subgraphs(tmp_path):
+    """The served proposer graph, streamed as Studio streams it: the rejected first reply, the
+    revision and the admitted second one are steps of the attempt graph nested in
+    `propose_one`, and each gate stage a step of the validation graph nested in `gate`."""
+    from .flywheel_policy import BROKEN, blocks
+    from .test_proposer import QUICK_GATE
+
+    model = register("nesting-revision", ["no file blocks here", blocks(BROKEN)])
+    ctx = proposer.ProposerContext(
+        model=model,
+        arm="error_feedback",
+        max_revisions=1,
+        pool_dir=str(SEED_DIR),
+        out_dir=str(tmp_path / "cand"),
+    )
+    steps: list[tuple[str, str]] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(proposer.settings, "gate_config", lambda **_kw: QUICK_GATE)
+        async for namespace, update in proposer.graph.astream(
+            {"n": 1}, context=ctx, stream_mode="updates", subgraphs=True
+        ):
+            path = "|".join(part.split(":")[0] for part in namespace)
+            steps += [(path, node) for node in update]
+    attempt = [node for path, node in steps if path == "propose_one"]
+    assert attempt == ["episode", "gate", "revise", "episode", "gate"], steps
+    # The first reply is no task (rejected before any stage); the second passes every stage.
+    stages = [node for path, node in steps if path == "propose_one|gate"]
+    assert stages == [*STAGES, "dedup", "verdict"], steps
