@@ -53,13 +53,14 @@ def attempt_id_for(settings: ProposerSettings, index: int) -> str:
 
 
 class _Conversation:
-    """What the attempt leaves behind, whatever happened: its messages, tool timings and the
-    first prompt as fitted."""
+    """What the attempt leaves behind, whatever happened: its messages, tool timings, the
+    first prompt as fitted and the result as of the last finished step."""
 
     def __init__(self) -> None:
         self.messages: list[AnyMessage] = []
         self.tool_seconds: dict[str, float] = {}
         self.fitted: FittedPrompt | None = None
+        self.result: ProposalResult | None = None
 
 
 async def propose(
@@ -103,6 +104,7 @@ async def propose(
         else:
             result = await _run(graph, brief, settings, candidate, [], [], conversation, result)
     except Exception as exc:  # noqa: BLE001 - an attempt's failure is its outcome, not a crash
+        result = conversation.result or result  # what the finished steps counted
         result.outcome, result.reward = "error", None
         result.error = f"{type(exc).__name__}: {exc}"
     steps = steps_from_messages(conversation.messages, conversation.tool_seconds)
@@ -169,6 +171,7 @@ async def _run(
         state = values
         conversation.messages = list(state["messages"])
         conversation.tool_seconds = dict(state.get("tool_seconds", {}))
+        conversation.result = ProposalResult.model_validate(state["result"])
     return ProposalResult.model_validate(state["result"])
 
 
