@@ -48,7 +48,7 @@ def _attempt(id: str, role: str, *, round: int = 1, turns: int = 0, **meta) -> A
     )
 
 
-# What graphs/proposer.py records when the prompt filled the context window (measured on the
+# What graphs/proposer/record.py records when the prompt filled the context window (measured on the
 # embedded default: 8169 prompt tokens of 8192, a 23-token reply, then the window was full).
 FULL = (
     "never submitted: stopped at max_tokens (the conversation exceeded the model's context "
