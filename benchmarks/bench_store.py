@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from autoenvscaling.tools.rollout_store import Attempt, RolloutStore, Step
+from autoenvscaling.tools.rollouts.store import Attempt, RolloutStore, Step
 
 WORDS = (
     "error",

@@ -61,8 +61,8 @@ def propose(
     from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.models import ModelConfig
     from autoenvscaling.graphs.proposer import ARMS, ProposerSettings, gate_config, propose
-    from autoenvscaling.tools.brief import build_brief
-    from autoenvscaling.tools.rollout_store import RolloutStore
+    from autoenvscaling.tools.agents.brief import build_brief
+    from autoenvscaling.tools.rollouts.store import RolloutStore
 
     if arm not in ARMS:
         raise typer.BadParameter(f"--arm must be one of {', '.join(ARMS)}, not {arm!r}")

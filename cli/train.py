@@ -21,7 +21,7 @@ console = Console(stderr=True)
 
 def _task_dirs(paths: list[Path]) -> list[Path]:
     """Each path is a task folder (has task.toml) or a pool of task folders."""
-    from autoenvscaling.tools.task_format import TaskFormatError, load_pool
+    from autoenvscaling.tools.tasks.format import TaskFormatError, load_pool
 
     found: list[Path] = []
     for path in paths:
@@ -113,12 +113,12 @@ def train(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Train the policy with GRPO on TASKS (or SFT on --sft DATASET) and publish a new checkpoint."""
-    from autoenvscaling.tools.harbor_backends import (
+    from autoenvscaling.tools.progress import TaskProgress
+    from autoenvscaling.tools.sandbox.harbor_backends import (
         HarborBackendError,
         check_stages,
         validate_backend,
     )
-    from autoenvscaling.tools.progress import TaskProgress
     from autoenvscaling.training.backend import (
         TrainHyperParams,
         TrainingError,

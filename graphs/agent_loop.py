@@ -23,8 +23,8 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.agent_activity import CONTEXT_EXCEEDED
-from autoenvscaling.tools.rollout_store import Step
+from autoenvscaling.tools.report.activity import CONTEXT_EXCEEDED
+from autoenvscaling.tools.rollouts.store import Step
 
 StopReason = Literal["done", "submitted", "max_turns", "max_tokens", "time_budget", "error"]
 

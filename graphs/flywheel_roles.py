@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from autoenvscaling.graphs.config import preset
 from autoenvscaling.graphs.models import ModelConfig, Policy
-from autoenvscaling.tools.metrics import CandidateRecord
-from autoenvscaling.tools.pool import Pool
+from autoenvscaling.tools.report.metrics import CandidateRecord
 from autoenvscaling.tools.run_dir import RunDir
+from autoenvscaling.tools.tasks.pool import Pool
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -232,7 +232,7 @@ async def run_proposer(
     """One proposer attempt (episodes + revisions against the gate minus calibrate)."""
     from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.proposer import ProposerSettings, propose
-    from autoenvscaling.tools.brief import ProposerBrief
+    from autoenvscaling.tools.agents.brief import ProposerBrief
 
     policy = task["policy"]
     settings = ProposerSettings(
@@ -263,7 +263,7 @@ async def run_gate(
 ) -> CandidateRecord:
     """Admission of one proposal: the validation subgraph on the final candidate."""
     from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict
-    from autoenvscaling.tools.rollout_store import RolloutStore
+    from autoenvscaling.tools.rollouts.store import RolloutStore
 
     proposal = item["candidate"]
     candidate = Path(proposal["candidate"])
@@ -381,7 +381,7 @@ def _drop_unjudged_calibration(run: RunDir, item: dict[str, Any], task_id: str) 
     killed before its verdict was checkpointed; the resume calibrates again from the start, and
     keeping the old rollouts too would count them twice (their ids are fresh per trial).
     """
-    from autoenvscaling.tools.rollout_store import RolloutStore
+    from autoenvscaling.tools.rollouts.store import RolloutStore
 
     if not run.rollouts.exists():
         return
@@ -399,7 +399,7 @@ def _drop_unjudged_calibration(run: RunDir, item: dict[str, Any], task_id: str) 
 
 def _finish_calibration(run: RunDir, verdict: Verdict, task_id: str) -> None:
     """Give each recorded calibration rollout its reward (None for infrastructure failures)."""
-    from autoenvscaling.tools.rollout_store import AttemptNotFoundError, RolloutStore
+    from autoenvscaling.tools.rollouts.store import AttemptNotFoundError, RolloutStore
 
     stage = next((r for r in verdict.stages if r.stage == "calibrate"), None)
     attempts = (
@@ -445,7 +445,7 @@ async def _check_snapshot(
     from autoenvscaling.graphs.validation import ValidationInput, build_validation_graph
     from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict, make_verdict
     from autoenvscaling.tools.gate.results import infrastructure_verdict
-    from autoenvscaling.tools.snapshot import SnapshotError, content_hash, freeze
+    from autoenvscaling.tools.tasks.snapshot import SnapshotError, content_hash, freeze
 
     frozen = run.root / "snapshots" / f"r{item['round']:02d}" / candidate.name
     try:

@@ -45,26 +45,31 @@ from autoenvscaling.mcp_servers.gate import build_gate_server
 from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
 from autoenvscaling.mcp_servers.terminal import ShellOpener, build_terminal_server
 from autoenvscaling.prompts import load_prompt
-from autoenvscaling.tools.brief import (
+from autoenvscaling.tools.agents.brief import (
     TRIM_LEVELS,
     ProposerBrief,
     ReplyFormatError,
     build_brief,
     parse_file_blocks,
 )
+from autoenvscaling.tools.agents.prompt_fit import (
+    prompt_tokens,
+    reply_cap,
+    reply_reserve,
+    too_large,
+)
 from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, GateConfig, Verdict, validate_task
-from autoenvscaling.tools.prompt_fit import prompt_tokens, reply_cap, reply_reserve, too_large
-from autoenvscaling.tools.rollout_store import (
+from autoenvscaling.tools.rollouts.store import (
     Attempt,
     Outcome,
     RolloutStore,
     new_attempt_id,
     stable_attempt_id,
 )
+from autoenvscaling.tools.rollouts.transcripts import Transcript, chat_messages, save_transcript
 from autoenvscaling.tools.sandbox import PersistentShell, SandboxLimits
-from autoenvscaling.tools.task_format import TaskFormatError, load_task, write_task
-from autoenvscaling.tools.transcripts import Transcript, chat_messages, save_transcript
-from autoenvscaling.tools.verifier_protocol import default_to_separate
+from autoenvscaling.tools.tasks.format import TaskFormatError, load_task, write_task
+from autoenvscaling.tools.trials.verifier import default_to_separate
 
 Arm = Literal["terminal", "error_feedback", "prompt_only"]
 ARMS: tuple[Arm, ...] = ("terminal", "error_feedback", "prompt_only")

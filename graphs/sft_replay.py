@@ -56,7 +56,7 @@ async def served_solver_interface() -> SolverInterface:
     """The solver's system prompt and tools exactly as the served solver gives them to its model:
     the one solver interface (tools/agent_interface.py). tests/test_sft_data.py checks the
     rendering against what a served attempt really sends to its endpoint."""
-    from autoenvscaling.tools import agent_interface
+    from autoenvscaling.tools.agents import solver_interface as agent_interface
 
     return SolverInterface(
         system_prompt=agent_interface.system_prompt(),
@@ -94,8 +94,8 @@ async def replay_task(
     trials_dir: Path | None = None,
 ) -> tuple[ReplayResult, SFTExample | None]:
     """Replay one task's reference solution; the example when the verifier gives 1.0."""
-    from autoenvscaling.tools.rollout_store import RolloutStore
-    from autoenvscaling.tools.task_format import TaskFormatError, load_task
+    from autoenvscaling.tools.rollouts.store import RolloutStore
+    from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
 
     task_dir = Path(task_dir).resolve()
     result = ReplayResult(task_id=task_dir.name)

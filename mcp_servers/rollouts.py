@@ -17,7 +17,7 @@ from mcp.server.fastmcp import FastMCP
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollout_store import (
+from autoenvscaling.tools.rollouts.store import (
     Attempt,
     Failure,
     Outcome,

@@ -14,7 +14,7 @@ from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.graphs.scripted_model import ScriptedChatModel, register, reply, tool_call
 from autoenvscaling.graphs.solver import SolverSettings, solve_task
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
-from autoenvscaling.tools.agent_interface import (
+from autoenvscaling.tools.agents.solver_interface import (
     TOOLS,
     first_messages,
     openai_tools,
@@ -77,7 +77,7 @@ async def test_first_model_input_is_identical_for_training_and_serving(
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langchain_openai.chat_models.base import _convert_message_to_dict
 
-    from autoenvscaling.tools.task_format import load_task
+    from autoenvscaling.tools.tasks.format import load_task
     from autoenvscaling.training.sandboxes import task_starter
     from autoenvscaling.training.tiny_model import build_tokenizer
 

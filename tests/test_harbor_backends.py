@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.tools.harbor_backends import (
+from autoenvscaling.tools.sandbox.harbor_backends import (
     CAPABILITIES,
     HARBOR_OFFERS,
     STAGE_NEEDS,
@@ -22,7 +22,7 @@ from autoenvscaling.tools.harbor_backends import (
     environment_config,
     pip_extra,
 )
-from autoenvscaling.tools.trials import ENVIRONMENTS
+from autoenvscaling.tools.trials.trial import ENVIRONMENTS
 
 CLOUD = ["daytona", "modal", "e2b", "runloop"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,7 +105,7 @@ def _capture_environments(monkeypatch) -> list:
 async def _hand_over(stage: str, monkeypatch, tmp_path: Path):
     """Run `stage` on harbor:modal with OPTIONS up to the point Harbor takes over."""
     if stage == "trial":
-        from autoenvscaling.tools.trials import run_trial
+        from autoenvscaling.tools.trials.trial import run_trial
 
         seen = _capture_trials(monkeypatch)
         outcome = await run_trial(

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from autoenvscaling.tools.rollout_schema import SCHEMA_VERSION, SchemaTooNewError
-from autoenvscaling.tools.rollout_store import (
+from autoenvscaling.tools.rollouts.schema import SCHEMA_VERSION, SchemaTooNewError
+from autoenvscaling.tools.rollouts.store import (
     Attempt,
     AttemptNotFoundError,
     RolloutStore,

@@ -25,7 +25,7 @@ from tests.test_training_support import make_tasks
 
 def test_only_the_terminal_tools_are_exposed() -> None:
     """TRL turns every public method except reset/get_reward into a tool the model can call:
-    exactly the served solver's terminal tools (tools/agent_interface.py)."""
+    exactly the served solver's terminal tools (tools/agents/solver_interface.py)."""
     public = [
         name
         for name, _ in inspect.getmembers(TaskEpisode, predicate=inspect.isfunction)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.tools.metrics import RoundMetrics
-from autoenvscaling.tools.report import round_markdown
+from autoenvscaling.tools.report.metrics import RoundMetrics
+from autoenvscaling.tools.report.run_report import round_markdown
 from autoenvscaling.training.backend import TrainHyperParams, TrainJob
 from autoenvscaling.training.trl_grpo import plan_steps
 

@@ -3,7 +3,7 @@
 TRL's `environment_factory` makes one `TaskEpisode` per concurrent rollout and reuses it: `reset`
 starts a fresh sandbox of the row's task, the public `run` / `read_output` / `interrupt` methods
 are the tools the policy calls — the served solver's terminal, defined once in
-tools/agent_interface.py (same names, schemas, result text, persistent shell) — and after the
+tools/agents/solver_interface.py (same names, schemas, result text, persistent shell) — and after the
 episode `_finish()` runs the task's own verifier by Harbor's protocol and closes the sandbox.
 
 Sandbox code is async and bound to the loop it was created on, while TRL calls tools from its own
@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.agent_interface import (
+from autoenvscaling.tools.agents.solver_interface import (
     READ_TIMEOUT_SEC,
     RUN_TIMEOUT_SEC,
     TOOLS,
@@ -52,7 +52,7 @@ StartTask = Callable[[Path], Awaitable[LiveTask]]
 
 
 def episode_prompt(instruction: str, system_prompt: str | None = None) -> list[dict[str, str]]:
-    """The conversation an episode starts from: the served solver's (tools/agent_interface.py);
+    """The conversation an episode starts from: the served solver's (tools/agents/solver_interface.py);
     TRL adds the tool schemas to the system turn, as the policy server does for the solver."""
     messages = first_messages(instruction)
     if system_prompt:
@@ -105,7 +105,7 @@ class EpisodeRecord(BaseModel):
 
 
 def format_tool_output(output: str, exit_code: int | None, running: bool, cap: int) -> str:
-    """The tool result the model sees (the served solver's text: tools/agent_interface.py)."""
+    """The tool result the model sees (the served solver's text: tools/agents/solver_interface.py)."""
     return render_result(output, exit_code, running=running, cap=cap)
 
 
@@ -136,7 +136,7 @@ class TaskEpisode:
         except Exception as exc:
             raise EpisodeError(f"could not start a sandbox for {task_dir}: {exc}") from exc
 
-    # The tools: named, typed and documented as the served solver's (tools/agent_interface.py);
+    # The tools: named, typed and documented as the served solver's (tools/agents/solver_interface.py);
     # the docstrings are set from the specs below the class. No return annotation: TRL renders
     # the schema with get_json_schema, and the served schema has no "return" entry either.
     def run(self, command: str, timeout_sec: float = RUN_TIMEOUT_SEC):  # noqa: ANN201

@@ -161,7 +161,7 @@ def step_plan(job: TrainJob) -> list[list[str]]:
 def dataset_rows(job: TrainJob) -> list[dict[str, Any]]:
     """One row per planned (step, task) slot, in step order: the trainer reads them unshuffled,
     `tasks_per_step` rows a step, so step i trains on exactly plan[i]."""
-    from autoenvscaling.tools.task_format import load_task
+    from autoenvscaling.tools.tasks.format import load_task
     from autoenvscaling.training.episode_env import episode_prompt
 
     plan = step_plan(job)

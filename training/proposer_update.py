@@ -10,7 +10,7 @@ advantages, the clipped policy loss and the optimizer step; nothing here is a ha
 
 This module plans the update (no torch):
 - a group = the proposals of the round(s) whose prompt (system prompt + brief + tools) is the
-  same, read from their transcripts (tools/transcripts.py);
+  same, read from their transcripts (tools/rollouts/transcripts.py);
 - an infrastructure error (reward None, outcome `error`) never enters a group;
 - a group with fewer than 2 valid proposals, or whose rewards are all equal (zero advantage,
   no gradient), is dropped with the reason;
@@ -30,8 +30,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollout_store import RolloutStore
-from autoenvscaling.tools.transcripts import load_transcript, normalized
+from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.rollouts.transcripts import load_transcript, normalized
 from autoenvscaling.training.backend import TrainJob
 from autoenvscaling.training.trl_grpo import TRLGRPOBackend
 

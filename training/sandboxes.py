@@ -4,9 +4,9 @@
 environment started with our Harbor custom environment for that backend (the same classes `harbor
 run` and our trials use: image built and cached, no network, /logs folders), so the episode's
 shell is a persistent shell in that sandbox; or, for `harbor:<type>`, Harbor's own environment of
-that type (the `EnvironmentConfig` tools/harbor_backends.py builds, options passed through), with
+that type (the `EnvironmentConfig` tools/sandbox/harbor_backends.py builds, options passed through), with
 the shell over its `exec` (tools/sandbox/exec_shell.py). `verify()` then runs the task's verifier by the same protocol as a Harbor
-trial (`tools/verifier_protocol.run_verifier`): separate mode (the default) copies the agent's
+trial (`tools/trials/verifier.run_verifier`): separate mode (the default) copies the agent's
 work into a fresh container of the task's image, shared mode kills the agent's processes first;
 tests uploaded to /tests only now, stale reward files removed, test.sh run as the verifier user
 under its timeout, reward.json read before reward.txt.
@@ -21,14 +21,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.tools.harbor_backends import (
+from autoenvscaling.tools.sandbox.base import Sandbox, SandboxError
+from autoenvscaling.tools.sandbox.exec_shell import ExecShell
+from autoenvscaling.tools.sandbox.harbor_backends import (
     HarborBackendError,
     check_stages,
     environment_config,
     is_harbor_type,
 )
-from autoenvscaling.tools.sandbox.base import Sandbox, SandboxError
-from autoenvscaling.tools.sandbox.exec_shell import ExecShell
 from autoenvscaling.tools.sandbox.harbor_env import ENVIRONMENTS
 from autoenvscaling.training.episode_env import StartTask
 
@@ -63,11 +63,11 @@ class LiveHarborTask:
         return ExecShell(self.environment)
 
     async def verify(self) -> float:
-        """The task's verifier by the trial protocol (tools/verifier_protocol.py): by default a
+        """The task's verifier by the trial protocol (tools/trials/verifier.py): by default a
         fresh container of the task's image with the agent's work copied in."""
         from harbor.models.trial.paths import TrialPaths
 
-        from autoenvscaling.tools.verifier_protocol import VerifierRunError, run_verifier
+        from autoenvscaling.tools.trials.verifier import VerifierRunError, run_verifier
 
         try:
             result = await run_verifier(

@@ -5,7 +5,7 @@ Three sources, one example format (chat messages + tool schemas, what a chat tem
   by the served solver as one terminal `run` tool call in a real sandbox (the replay module in
   graphs/ drives it); kept only when the task's verifier gives 1.0.
 - **run folders**: solved solver attempts (reward 1.0) rebuilt from the rollout store, and
-  admitted proposer attempts from their transcripts (tools/transcripts.py).
+  admitted proposer attempts from their transcripts (tools/rollouts/transcripts.py).
 - deduplicated on the rendered conversation (ids and timings left out).
 
 Exports: JSONL (`messages`, `tools` as JSON objects) and a Hugging Face dataset whose `messages`
@@ -26,8 +26,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollout_store import RolloutStore, Step
-from autoenvscaling.tools.transcripts import load_transcript, normalized
+from autoenvscaling.tools.rollouts.store import RolloutStore, Step
+from autoenvscaling.tools.rollouts.transcripts import load_transcript, normalized
 
 SOLUTION_MOUNT = "/solution/"
 INLINED_DIR = "/tmp/solution/"
@@ -280,7 +280,7 @@ def harvest_run(
     solver_tools: list[dict[str, Any]],
 ) -> RunHarvest:
     """Solved solver attempts and admitted proposer attempts of one run folder."""
-    from autoenvscaling.tools.task_format import TaskFormatError, load_task
+    from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
 
     run_dir = Path(run_dir)
     store_path = run_dir / "rollouts.db"

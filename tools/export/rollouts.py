@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollout_store import Outcome, Role, RolloutStore, Trajectory
+from autoenvscaling.tools.rollouts.store import Outcome, Role, RolloutStore, Trajectory
 
 Format = Literal["atif", "jsonl", "hf"]
 AGENT_NAME = "autoenvscaling"

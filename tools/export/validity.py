@@ -16,8 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.gate.results import Verdict
-from autoenvscaling.tools.pool import PoolEntry
 from autoenvscaling.tools.run_dir import Manifest, RunDir
+from autoenvscaling.tools.tasks.pool import PoolEntry
 
 CARD_FILE = "validity.json"
 CARD_VERSION = 1

@@ -41,9 +41,9 @@ from autoenvscaling.tools.gate.config import GateConfig, IsolationProbe, StageNa
 from autoenvscaling.tools.gate.exploits import executed_image_files, plan
 from autoenvscaling.tools.gate.harness import failure, failure_excerpt, gate_trial
 from autoenvscaling.tools.gate.results import StageResult, Verdict
-from autoenvscaling.tools.task_format import load_task
-from autoenvscaling.tools.trials import TrialOutcome
-from autoenvscaling.tools.verifier_protocol import VerifierMode, verifier_mode
+from autoenvscaling.tools.tasks.format import load_task
+from autoenvscaling.tools.trials.trial import TrialOutcome
+from autoenvscaling.tools.trials.verifier import VerifierMode, verifier_mode
 
 __all__ = ["PROBES", "ProbeResult", "anti_cheat", "executed_image_files", "probe_rejections"]
 

@@ -49,7 +49,7 @@ from autoenvscaling.tools.gate.probes import (
     named_in_instruction,
     parse_listing,
 )
-from autoenvscaling.tools.task_format import load_task
+from autoenvscaling.tools.tasks.format import load_task
 
 MAX_OUTPUT_FILES = 50
 MAX_OUTPUT_BYTES = 1_000_000

@@ -20,7 +20,7 @@ from autoenvscaling.tools.gate.results import (
 )
 from autoenvscaling.tools.gate.static_stages import dedup, lint
 from autoenvscaling.tools.gate.trial_stages import build, nop, oracle, repeat
-from autoenvscaling.tools.snapshot import content_hash
+from autoenvscaling.tools.tasks.snapshot import content_hash
 
 StageFn = Callable[[Path, GateConfig, Mapping[StageName, StageResult]], Awaitable[StageResult]]
 

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollout_columns import Table
-from autoenvscaling.tools.rollout_schema import (
+from autoenvscaling.tools.rollouts.columns import Table
+from autoenvscaling.tools.rollouts.schema import (
     SCHEMA_VERSION,
     SchemaOutdatedError,
     check_version,

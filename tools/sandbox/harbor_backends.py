@@ -120,7 +120,7 @@ def capability_table() -> str:
 
 def validate_backend(backend: str, passthrough: dict[str, Any] | None = None) -> str:
     """`backend` when it names one of our engines or a Harbor type that accepts `passthrough`."""
-    from autoenvscaling.tools.trials import ENVIRONMENTS
+    from autoenvscaling.tools.trials.trial import ENVIRONMENTS
 
     environment_config(backend, passthrough, ours=ENVIRONMENTS)
     return backend

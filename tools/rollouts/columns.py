@@ -3,7 +3,7 @@
 A rollout table row is a model's fields in declaration order, under the same names except where a
 `Table` renames one (SQL reserved words). Storage types follow the field's type: datetimes as ISO
 text, dicts as JSON text, the rest as they are. The SQL schema itself is the migration history in
-rollout_schema.py (shipped migrations never change); tests/test_store.py checks that every model
+schema.py (shipped migrations never change); tests/test_store.py checks that every model
 matches its table there, column for column.
 """
 
@@ -109,5 +109,5 @@ def _feature(ds: Any, annotation: Any) -> datasets.Value:
         base = kinds.pop() if len(kinds) == 1 else str
     kind = {bool: "bool", int: "int64", float: "float64"}.get(base, "string")
     if base not in (bool, int, float, str, datetime, dict, list):
-        raise TypeError(f"no dataset feature for {annotation!r}: add it to tools/rollout_columns")
+        raise TypeError(f"no dataset feature for {annotation!r}: add it to tools/rollouts/columns")
     return ds.Value(kind)

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.snapshot import content_hash
+from autoenvscaling.tools.tasks.snapshot import content_hash
 
 Status = Literal["active", "retired"]
 
@@ -45,7 +45,7 @@ class PoolEntry(BaseModel):
     retired_reason: str | None = None
     content_hash: str | None = Field(
         default=None,
-        description="Hash of the admitted bytes (tools/snapshot.py); the verdict names it.",
+        description="Hash of the admitted bytes (tools/tasks/snapshot.py); the verdict names it.",
     )
     history: list[EvalPoint] = Field(default_factory=list)
 
@@ -142,7 +142,7 @@ class Pool:
 
     def seed_from(self, seed_dir: Path) -> int:
         """Start the pool from a folder of tasks (the static seed pool). Returns how many added."""
-        from autoenvscaling.tools.task_format import TaskFormatError, load_task
+        from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
 
         added = 0
         for folder in sorted(p for p in Path(seed_dir).iterdir() if (p / "task.toml").exists()):
@@ -169,7 +169,7 @@ class Pool:
 def _copy_task(source: Path, tmp: Path) -> None:
     """Copy a task folder to `tmp`, refusing anything but regular files and folders (a FIFO
     would block the copy, a device would never end it); nothing is left behind on failure."""
-    from autoenvscaling.tools.task_limits import inventory
+    from autoenvscaling.tools.tasks.limits import inventory
 
     problems = inventory(source)
     if problems:

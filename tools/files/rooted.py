@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.safe_paths import _DIR_FLAGS, PathRefusedError, SafeRoot
+from autoenvscaling.tools.files.safe_paths import _DIR_FLAGS, PathRefusedError, SafeRoot
 
 try:  # google-re2: linear-time matching, so no pattern can make grep hang
     import re2 as _re2

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from autoenvscaling.tools.agent_activity import activity_markdown
-from autoenvscaling.tools.metrics import RoundMetrics
+from autoenvscaling.tools.report.activity import activity_markdown
+from autoenvscaling.tools.report.metrics import RoundMetrics
 
 EMBEDDED_NOTE = (
     "The embedded policy is SmolLM2-135M-Instruct, a plumbing model: it exercises every code path "

@@ -16,8 +16,8 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollout_store import RolloutStore
-from autoenvscaling.tools.task_format import HarborTask, TaskSpec, load_pool
+from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.tasks.format import HarborTask, TaskSpec, load_pool
 from autoenvscaling.tools.text_cap import cap_text, tail_text
 
 DEFAULT_BAND = (0.25, 0.75)

@@ -25,10 +25,15 @@ from harbor.models.task.task import strip_canary
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.dockerfile import Dockerfile, DockerfileError, Instruction, copy_args
-from autoenvscaling.tools.lint_hacks import hack_findings
-from autoenvscaling.tools.task_format import check_task
-from autoenvscaling.tools.task_limits import TaskLimits, inventory
+from autoenvscaling.tools.gate.lint_hacks import hack_findings
+from autoenvscaling.tools.tasks.dockerfile import (
+    Dockerfile,
+    DockerfileError,
+    Instruction,
+    copy_args,
+)
+from autoenvscaling.tools.tasks.format import check_task
+from autoenvscaling.tools.tasks.limits import TaskLimits, inventory
 
 __all__ = ["SUPPORTED_DOCKERFILE_INSTRUCTIONS", "LintFinding", "LintReport", "lint_task"]
 

@@ -14,15 +14,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.agent_activity import (
+from autoenvscaling.tools.report.activity import (
     GrpoGroups,
     RoleActivity,
     activity_warnings,
     grpo_groups,
     role_activity,
 )
-from autoenvscaling.tools.pool import Pool
-from autoenvscaling.tools.rollout_store import Attempt, RolloutStore
+from autoenvscaling.tools.rollouts.store import Attempt, RolloutStore
+from autoenvscaling.tools.tasks.pool import Pool
 
 
 class CandidateRecord(BaseModel):

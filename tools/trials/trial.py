@@ -29,7 +29,7 @@ from autoenvscaling.tools.scratch import make_scratch
 #: Where the gate's trials run: one of our engines, or Harbor's own docker compose backend.
 BackendName = Literal[Backend, "harbor-docker"]
 #: Where any other trial may run: a `BackendName`, or any Harbor backend as `harbor:<type>`
-#: (e.g. harbor:modal; tools/harbor_backends.py), which no Literal can spell.
+#: (e.g. harbor:modal; tools/sandbox/harbor_backends.py), which no Literal can spell.
 TrialBackend = BackendName | str
 
 ENVIRONMENTS: dict[str, dict[str, str]] = {
@@ -154,7 +154,7 @@ async def run_trial(
     """One Harbor trial. `agent` is `oracle`, `nop` or an import path `module:Class`.
 
     `backend` is one of ours or `harbor:<type>` (Harbor's own, e.g. harbor:daytona);
-    `environment_options` pass through to Harbor's `EnvironmentConfig` (tools/harbor_backends.py).
+    `environment_options` pass through to Harbor's `EnvironmentConfig` (tools/sandbox/harbor_backends.py).
     `max_trial_sec` caps the trial's wall time (None: no cap beyond the task's own timeouts).
     """
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
@@ -165,7 +165,7 @@ async def run_trial(
     )
     from harbor.trial.trial import Trial
 
-    from autoenvscaling.tools.harbor_backends import environment_config
+    from autoenvscaling.tools.sandbox.harbor_backends import environment_config
 
     task_dir = Path(task_dir).resolve()
     started = time.monotonic()
