@@ -126,7 +126,8 @@ def rollouts(
     port: PortOpt = None,
 ) -> None:
     """Read-only queries over the rollout store: pass rates, failures, trajectories, search."""
-    from autoenvscaling.tools.rollouts.store import RolloutStore, RolloutStoreError
+    from autoenvscaling.tools.rollouts.models import RolloutStoreError
+    from autoenvscaling.tools.rollouts.store import RolloutStore
 
     if db.exists():  # a store not written yet is fine: the server opens it on first use
         try:

@@ -24,7 +24,7 @@ from langgraph.types import Command
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.report.activity import CONTEXT_EXCEEDED
-from autoenvscaling.tools.rollouts.store import Step
+from autoenvscaling.tools.rollouts.models import Step
 
 StopReason = Literal["done", "submitted", "max_turns", "max_tokens", "time_budget", "error"]
 

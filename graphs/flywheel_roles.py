@@ -399,7 +399,8 @@ def _drop_unjudged_calibration(run: RunDir, item: dict[str, Any], task_id: str) 
 
 def _finish_calibration(run: RunDir, verdict: Verdict, task_id: str) -> None:
     """Give each recorded calibration rollout its reward (None for infrastructure failures)."""
-    from autoenvscaling.tools.rollouts.store import AttemptNotFoundError, RolloutStore
+    from autoenvscaling.tools.rollouts.models import AttemptNotFoundError
+    from autoenvscaling.tools.rollouts.store import RolloutStore
 
     stage = next((r for r in verdict.stages if r.stage == "calibrate"), None)
     attempts = (

@@ -59,13 +59,8 @@ from autoenvscaling.tools.agents.prompt_fit import (
     too_large,
 )
 from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, GateConfig, Verdict, validate_task
-from autoenvscaling.tools.rollouts.store import (
-    Attempt,
-    Outcome,
-    RolloutStore,
-    new_attempt_id,
-    stable_attempt_id,
-)
+from autoenvscaling.tools.rollouts.models import Attempt, Outcome, new_attempt_id, stable_attempt_id
+from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.rollouts.transcripts import Transcript, chat_messages, save_transcript
 from autoenvscaling.tools.sandbox import PersistentShell, SandboxLimits
 from autoenvscaling.tools.tasks.format import TaskFormatError, load_task, write_task

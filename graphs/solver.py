@@ -36,12 +36,8 @@ from autoenvscaling.tools.agents.solver_interface import (
     openai_tools,
     render_mcp_result,
 )
-from autoenvscaling.tools.rollouts.store import (
-    Outcome,
-    RolloutStore,
-    new_attempt_id,
-    stable_attempt_id,
-)
+from autoenvscaling.tools.rollouts.models import Outcome, new_attempt_id, stable_attempt_id
+from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.trials.trial import TrialBackend, TrialOutcome, run_trial
 
 SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"

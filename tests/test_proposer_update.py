@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.tools.rollouts.store import Attempt, RolloutStore
+from autoenvscaling.tools.rollouts.models import Attempt
+from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.rollouts.transcripts import Transcript, save_transcript
 from autoenvscaling.training.proposer_update import plan_proposer_update
 

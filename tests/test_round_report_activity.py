@@ -23,7 +23,8 @@ from autoenvscaling.tools.report.run_report import (
     save_history,
     write_run_report,
 )
-from autoenvscaling.tools.rollouts.store import Attempt, RolloutStore, Step
+from autoenvscaling.tools.rollouts.models import Attempt, Step
+from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.tasks.pool import Pool
 
 from .conftest import FIXTURES

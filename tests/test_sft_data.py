@@ -129,7 +129,8 @@ def test_run_folders_are_harvested_and_deduplicated(replayed: Path, tmp_path: Pa
     admitted proposer attempts (from transcripts); the same conversations twice count once."""
     import shutil
 
-    from autoenvscaling.tools.rollouts.store import Attempt, RolloutStore
+    from autoenvscaling.tools.rollouts.models import Attempt
+    from autoenvscaling.tools.rollouts.store import RolloutStore
     from autoenvscaling.tools.rollouts.transcripts import Transcript, save_transcript
 
     run = tmp_path / "run"

@@ -26,7 +26,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollouts.store import RolloutStore, Step
+from autoenvscaling.tools.rollouts.models import Step
+from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.rollouts.transcripts import load_transcript, normalized
 
 SOLUTION_MOUNT = "/solution/"

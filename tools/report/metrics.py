@@ -21,7 +21,8 @@ from autoenvscaling.tools.report.activity import (
     grpo_groups,
     role_activity,
 )
-from autoenvscaling.tools.rollouts.store import Attempt, RolloutStore
+from autoenvscaling.tools.rollouts.models import Attempt
+from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.tasks.pool import Pool
 
 
