@@ -24,7 +24,7 @@ from autoenvscaling.tools.gate.leaks import (
     normalised_key,
 )
 from autoenvscaling.tools.gate.lint import lint_task
-from autoenvscaling.tools.gate.lint_hacks import hack_findings
+from autoenvscaling.tools.gate.lint.hacks import hack_findings
 from autoenvscaling.tools.gate.near_miss import derive_near_misses, is_data_output
 
 from .conftest import FIXTURES, SEED_DIR, seed_tasks

@@ -1,6 +1,6 @@
 """Static lint rules for patterns that make reward hacks easy (warnings, with the line).
 
-Harbor's own `harbor lint` rules run first (`tools/gate/lint.py`); these are the checks Harbor lacks.
+Harbor's own `harbor lint` rules run first (`lint/harbor_rules.py`); these are the checks Harbor lacks.
 They only warn: the `anti_cheat` stage then proves or disproves each weakness with a probe.
 
 - `hack-runner-in-writable-cwd`: Python started with -m/-c/stdin, or pytest, while the current
