@@ -101,7 +101,7 @@ def filesystem(
     port: PortOpt = None,
 ) -> None:
     """Read, write, edit, list, glob and grep inside one folder."""
-    from autoenvscaling.tools.files.rooted import FsLimits
+    from autoenvscaling.tools.files.models import FsLimits
 
     limits = FsLimits(
         max_file_bytes=max_file_bytes,

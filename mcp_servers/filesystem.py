@@ -17,16 +17,16 @@ from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from autoenvscaling.tools.files.rooted import (
+from autoenvscaling.tools.files.models import (
     EditResult,
     FsLimits,
     GlobResult,
     GrepResult,
     ListResult,
     ReadResult,
-    RootedFs,
     WriteResult,
 )
+from autoenvscaling.tools.files.rooted import RootedFs
 from autoenvscaling.tools.files.safe_paths import PathRefusedError
 
 T = TypeVar("T")

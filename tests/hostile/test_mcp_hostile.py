@@ -19,7 +19,7 @@ from mcp.shared.memory import create_connected_server_and_client_session
 
 from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
 from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
-from autoenvscaling.tools.files.rooted import FsLimits
+from autoenvscaling.tools.files.models import FsLimits
 from autoenvscaling.tools.rollouts.models import Attempt
 from autoenvscaling.tools.rollouts.store import RolloutStore
 

@@ -1,7 +1,9 @@
 """File operations confined to one root folder, with size caps, for agents' filesystem tools.
 
-Every result is a pydantic model sized for a model's context; every refusal is a
+Every result is a pydantic model sized for a model's context (models.py); every refusal is a
 `PathRefusedError` whose reason code and message say what went wrong and what to do instead.
+Paths are opened at the descriptor level (safe_paths.py); glob and grep match in bounded time
+(matching.py).
 """
 
 from __future__ import annotations
@@ -15,101 +17,24 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import PurePosixPath
-from typing import Literal
 
-from pydantic import BaseModel, Field
-
+from autoenvscaling.tools.files.matching import compile_search, glob_match, split_lines
+from autoenvscaling.tools.files.models import (
+    EditResult,
+    Entry,
+    FsLimits,
+    GlobResult,
+    GrepMatch,
+    GrepResult,
+    ListResult,
+    ReadResult,
+    WriteResult,
+)
 from autoenvscaling.tools.files.safe_paths import _DIR_FLAGS, PathRefusedError, SafeRoot
 
-try:  # google-re2: linear-time matching, so no pattern can make grep hang
-    import re2 as _re2
-except ImportError:  # pragma: no cover - the fallback puts a time limit on each line
-    _re2 = None
-
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_LINE_TIMEOUT_SEC = 0.2
-
 _BINARY_PROBE = 8192
 _SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv"})
-
-
-class FsLimits(BaseModel):
-    max_file_bytes: int = Field(
-        default=10_000_000, description="Larger files are not read, edited or grepped."
-    )
-    max_read_bytes: int = Field(default=64_000, description="Most content one read returns.")
-    max_write_bytes: int = Field(
-        default=2_000_000, description="Largest content one write or edit may produce."
-    )
-    max_entries: int = Field(default=1000, description="Most entries a listing or glob returns.")
-    max_matches: int = Field(default=200, description="Most lines a grep returns.")
-    max_line_chars: int = Field(
-        default=400, description="Longest grep line shown; longer ones are cut."
-    )
-    max_walk_entries: int = Field(
-        default=20_000, description="Most entries a glob or grep walk visits before it stops."
-    )
-    max_depth: int = Field(default=64, description="Deepest folder a glob or grep walk enters.")
-    max_grep_bytes: int = Field(default=50_000_000, description="Most text one grep searches.")
-    max_grep_sec: float = Field(default=10.0, description="Longest one grep runs before it stops.")
-
-
-class ReadResult(BaseModel):
-    path: str
-    content: str
-    start_line: int
-    end_line: int = Field(description="Last line returned (0 when none).")
-    total_lines: int
-    file_bytes: int
-    truncated: bool = Field(description="True when the byte cap stopped the read early.")
-    next_start_line: int | None = Field(description="Where to continue reading; None at the end.")
-
-
-class WriteResult(BaseModel):
-    path: str
-    bytes_written: int
-    created: bool
-
-
-class EditResult(BaseModel):
-    path: str
-    line: int = Field(description="Line where the replaced text started.")
-    bytes_written: int
-
-
-class Entry(BaseModel):
-    name: str
-    kind: Literal["file", "dir", "symlink", "other"]
-    size: int | None = None
-    target: str | None = Field(
-        default=None, description="Symlink target, when it stays inside the root."
-    )
-
-
-class ListResult(BaseModel):
-    path: str
-    entries: list[Entry]
-    truncated: bool
-
-
-class GlobResult(BaseModel):
-    pattern: str
-    matches: list[str]
-    truncated: bool = Field(description="True when a cap (entries, depth) stopped the walk.")
-
-
-class GrepMatch(BaseModel):
-    path: str
-    line: int
-    text: str
-
-
-class GrepResult(BaseModel):
-    pattern: str
-    matches: list[GrepMatch]
-    files_searched: int
-    truncated: bool
-    skipped: int = Field(default=0, description="Files skipped: binary, too large, or unreadable.")
 
 
 class RootedFs:
@@ -182,7 +107,7 @@ class RootedFs:
             raise PathRefusedError(path, "invalid", "need 1 <= start_line <= end_line")
         data, rel = self._read_bytes(path)
         text = self._as_text(path, data)
-        lines = _lines(text)
+        lines = split_lines(text)
         stop = len(lines) if end_line is None else min(end_line, len(lines))
         budget = self.limits.max_read_bytes
         out: list[str] = []
@@ -389,7 +314,7 @@ class RootedFs:
             try:
                 for child, _kind, _dir_fd, _name in self._tree(fd, rel):
                     below = child[len(prefix) :].split("/")
-                    if _glob_match(parts, below):
+                    if glob_match(parts, below):
                         if len(matches) >= self.limits.max_entries:
                             truncated = True
                             break
@@ -429,7 +354,7 @@ class RootedFs:
                 return True
             searched += 1
             scanned += len(text)
-            for number, line in enumerate(_lines(text), start=1):
+            for number, line in enumerate(split_lines(text), start=1):
                 line = line.rstrip("\n")
                 if search(line):
                     if len(matches) >= self.limits.max_matches:
@@ -501,102 +426,3 @@ def _stays_inside(folder: str, target: str) -> bool:
         if depth < 0:
             return False
     return True
-
-
-def _segment_match(pattern: str, name: str) -> bool:
-    if name.startswith(".") and not pattern.startswith("."):
-        return False  # like the shell: '*' does not match hidden names
-    return fnmatch.fnmatchcase(name, pattern)
-
-
-def _glob_match(pattern: list[str], parts: list[str]) -> bool:
-    """Whether path `parts` match glob `pattern` segments; `**` matches zero or more folders.
-
-    Dynamic programming over (pattern index, path index): O(len(pattern) * len(parts)).
-    """
-    reach = {0}
-    for part in parts:
-        nxt: set[int] = set()
-        for i in _closure(pattern, reach):
-            if i < len(pattern):
-                if pattern[i] == "**":
-                    if not part.startswith("."):
-                        nxt.add(i)  # '**' absorbs this folder too
-                elif _segment_match(pattern[i], part):
-                    nxt.add(i + 1)
-        reach = nxt
-        if not reach:
-            return False
-    return len(pattern) in _closure(pattern, reach)
-
-
-def _closure(pattern: list[str], states: set[int]) -> set[int]:
-    """States plus those reached by letting each '**' match nothing."""
-    out = set(states)
-    todo = list(states)
-    while todo:
-        i = todo.pop()
-        if i < len(pattern) and pattern[i] == "**" and i + 1 not in out:
-            out.add(i + 1)
-            todo.append(i + 1)
-    return out
-
-
-def compile_search(pattern: str, *, ignore_case: bool = False, fixed: bool = False):
-    """A `line -> bool` search that cannot be driven exponential.
-
-    RE2 (google-re2) matches in linear time and refuses backreferences and lookaround; without
-    it, Python's `regex` module runs each line under a time limit.
-    """
-    if len(pattern) > 2000:
-        raise PathRefusedError(pattern, "bad_pattern", "the pattern is over 2,000 characters")
-    if fixed:
-        needle = pattern.lower() if ignore_case else pattern
-        return (
-            (lambda line: needle in line.lower()) if ignore_case else (lambda line: needle in line)
-        )
-    if _re2 is not None:
-        options = _re2.Options()
-        options.case_sensitive = not ignore_case
-        options.log_errors = False
-        options.max_mem = 32 << 20
-        try:
-            compiled = _re2.compile(pattern, options)
-        except _re2.error as exc:
-            why = exc.args[0] if exc.args else exc
-            why = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
-            raise PathRefusedError(
-                pattern,
-                "bad_pattern",
-                f"not a valid regular expression for the linear-time engine (RE2: no "
-                f"backreferences or lookaround): {why}",
-            ) from None
-        return lambda line: compiled.search(line) is not None
-    import regex as _regex  # only without google-re2 (a dependency: normally never reached)
-
-    try:
-        compiled_re = _regex.compile(pattern, _regex.IGNORECASE if ignore_case else 0)
-    except _regex.error as exc:
-        raise PathRefusedError(
-            pattern, "bad_pattern", f"not a valid regular expression: {exc}"
-        ) from None
-
-    def search(line: str) -> bool:
-        try:
-            return compiled_re.search(line, timeout=_LINE_TIMEOUT_SEC) is not None
-        except TimeoutError:
-            raise PathRefusedError(
-                pattern,
-                "bad_pattern",
-                f"the pattern took over {_LINE_TIMEOUT_SEC:g} s on one line (catastrophic "
-                "backtracking); simplify it, e.g. no nested repeats like (a+)+",
-            ) from None
-
-    return search
-
-
-def _lines(text: str) -> list[str]:
-    """Lines split on "\n" only (as editors and grep count them), each keeping its newline."""
-    lines = [line + "\n" for line in text.split("\n")]
-    lines[-1] = lines[-1][:-1]
-    return lines if lines[-1] else lines[:-1]
