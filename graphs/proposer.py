@@ -45,13 +45,7 @@ from autoenvscaling.mcp_servers.gate import build_gate_server
 from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
 from autoenvscaling.mcp_servers.terminal import ShellOpener, build_terminal_server
 from autoenvscaling.prompts import load_prompt
-from autoenvscaling.tools.agents.brief import (
-    TRIM_LEVELS,
-    ProposerBrief,
-    ReplyFormatError,
-    build_brief,
-    parse_file_blocks,
-)
+from autoenvscaling.tools.agents.brief import TRIM_LEVELS, ProposerBrief, build_brief
 from autoenvscaling.tools.agents.prompt_fit import (
     prompt_tokens,
     reply_cap,
@@ -63,6 +57,7 @@ from autoenvscaling.tools.rollouts.models import Attempt, Outcome, new_attempt_i
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.rollouts.transcripts import Transcript, chat_messages, save_transcript
 from autoenvscaling.tools.sandbox import PersistentShell, SandboxLimits
+from autoenvscaling.tools.tasks.file_blocks import ReplyFormatError, parse_file_blocks
 from autoenvscaling.tools.tasks.format import TaskFormatError, load_task, write_task
 from autoenvscaling.tools.trials.verifier import default_to_separate
 
