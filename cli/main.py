@@ -77,7 +77,7 @@ def trial(
     if not tasks:
         raise typer.BadParameter("no Harbor task folders given")
 
-    from autoenvscaling.tools.progress import TaskProgress
+    from autoenvscaling.cli.progress import TaskProgress
 
     with TaskProgress("trials", total=len(tasks), quiet=as_json, console=console) as bar:
 
@@ -129,10 +129,10 @@ def solve(
 ) -> None:
     """Let the solver attempt TASKS in real Harbor trials; every attempt goes to the store."""
     from autoenvscaling.cli.defaults import model_or_embedded
+    from autoenvscaling.cli.progress import TaskProgress
     from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.models import ModelConfig
     from autoenvscaling.graphs.solver import SolverSettings, solve_task
-    from autoenvscaling.tools.progress import TaskProgress
     from autoenvscaling.tools.sandbox.harbor_backends import HarborBackendError, check_stages
 
     try:  # our solver attaches to the sandbox: refuse a backend without one before a model starts

@@ -69,7 +69,7 @@ def propose(
     if not pool.is_dir():
         raise typer.BadParameter(f"--pool {pool} is not a folder of Harbor tasks")
     from autoenvscaling.cli.defaults import model_or_embedded
-    from autoenvscaling.tools.progress import TaskProgress
+    from autoenvscaling.cli.progress import TaskProgress
 
     def settings_for(resolved) -> ProposerSettings:  # noqa: ANN001
         proposer = ModelConfig(

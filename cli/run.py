@@ -19,8 +19,8 @@ import typer
 from rich.console import Console
 
 from autoenvscaling.cli.config_options import with_config_options
+from autoenvscaling.cli.progress import TaskProgress
 from autoenvscaling.graphs.config import FlywheelContext, RunConfig
-from autoenvscaling.tools.progress import TaskProgress
 
 if TYPE_CHECKING:
     from autoenvscaling.graphs.policy_servers import PolicyServers

@@ -113,7 +113,7 @@ def train(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Train the policy with GRPO on TASKS (or SFT on --sft DATASET) and publish a new checkpoint."""
-    from autoenvscaling.tools.progress import TaskProgress
+    from autoenvscaling.cli.progress import TaskProgress
     from autoenvscaling.tools.sandbox.harbor_backends import (
         HarborBackendError,
         check_stages,
