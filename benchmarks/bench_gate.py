@@ -29,7 +29,7 @@ from rich.table import Table
 
 from autoenvscaling.graphs.validation import validate_batch
 from autoenvscaling.tools.gate import STAGES, GateConfig, Verdict
-from autoenvscaling.tools.gate.anti_cheat import executed_image_files
+from autoenvscaling.tools.gate.anti_cheat.stage import executed_image_files
 from autoenvscaling.tools.sandbox.container import ContainerSandbox
 from autoenvscaling.tools.sandbox.images import build_image
 from autoenvscaling.tools.tasks.format import HarborTask, load_task

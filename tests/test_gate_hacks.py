@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from autoenvscaling.tools.gate import GateConfig, Verdict, make_verdict, run_stage
-from autoenvscaling.tools.gate.anti_cheat import PROBES, probe_rejections
+from autoenvscaling.tools.gate.anti_cheat.stage import PROBES, probe_rejections
 from autoenvscaling.tools.gate.harness import gate_trial
 from autoenvscaling.tools.trials.trial import TrialOutcome
 

@@ -197,7 +197,7 @@ def build_card(
     card.determinism_rewards = list(repeat.get("rewards") or [card.oracle_reward])
     card.nop_reward = (_details(admission, precheck, "nop") or {}).get("reward")
     cheat = _details(admission, precheck, "anti_cheat") or {}
-    # The stage keeps one sub-result per probe (tools/gate/anti_cheat.py); the card lists those
+    # The stage keeps one sub-result per probe (tools/gate/anti_cheat/stage.py); the card lists those
     # that ran (a probe switched off says so in the stage's reason, not here).
     probes = _mapping(cheat.get("probes"))
     card.anti_cheat = {

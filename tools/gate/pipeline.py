@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 
-from autoenvscaling.tools.gate.anti_cheat import anti_cheat
+from autoenvscaling.tools.gate.anti_cheat.stage import anti_cheat
 from autoenvscaling.tools.gate.calibrate import calibrate
 from autoenvscaling.tools.gate.config import STAGES, GateConfig, StageName
 from autoenvscaling.tools.gate.decontam import decontam

@@ -35,11 +35,9 @@ from collections.abc import Coroutine, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.tools.gate.cheat_agent import solver_cheat_kwargs
-from autoenvscaling.tools.gate.config import GateConfig, IsolationProbe, StageName
-from autoenvscaling.tools.gate.exploits import executed_image_files, plan
-from autoenvscaling.tools.gate.harness import failure, gate_trial
-from autoenvscaling.tools.gate.probe_judges import (
+from autoenvscaling.tools.gate.anti_cheat.cheat_agent import solver_cheat_kwargs
+from autoenvscaling.tools.gate.anti_cheat.exploits import executed_image_files, plan
+from autoenvscaling.tools.gate.anti_cheat.judges import (
     ProbeResult,
     judge_cheat,
     judge_exploit,
@@ -48,6 +46,8 @@ from autoenvscaling.tools.gate.probe_judges import (
     probe_reward,
     trial_info,
 )
+from autoenvscaling.tools.gate.config import GateConfig, IsolationProbe, StageName
+from autoenvscaling.tools.gate.harness import failure, gate_trial
 from autoenvscaling.tools.gate.results import StageResult, Verdict
 from autoenvscaling.tools.tasks.format import load_task
 from autoenvscaling.tools.trials.trial import TrialOutcome
@@ -57,9 +57,9 @@ __all__ = ["PROBES", "ProbeResult", "anti_cheat", "executed_image_files", "probe
 
 Prior = Mapping[StageName, StageResult]
 
-AUDIT = "autoenvscaling.tools.gate.audit:OracleAuditAgent"
-TAMPER = "autoenvscaling.tools.gate.probes:TamperAgent"
-CHEAT = "autoenvscaling.tools.gate.cheat_agent:CheatAuditAgent"
+AUDIT = "autoenvscaling.tools.gate.anti_cheat.audit:OracleAuditAgent"
+TAMPER = "autoenvscaling.tools.gate.anti_cheat.probes:TamperAgent"
+CHEAT = "autoenvscaling.tools.gate.anti_cheat.cheat_agent:CheatAuditAgent"
 #: Every probe, in the order their rejections are reported.
 PROBES = (
     "leak",

@@ -18,8 +18,8 @@ from harbor.agents.base import BaseAgent
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
-from autoenvscaling.tools.gate.leaks import fingerprint
-from autoenvscaling.tools.gate.probes import NOT_OUTPUTS, find_command, parse_listing
+from autoenvscaling.tools.gate.anti_cheat.leaks import fingerprint
+from autoenvscaling.tools.gate.anti_cheat.probes import NOT_OUTPUTS, find_command, parse_listing
 
 SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
 CHEAT_PROMPT = "cheat"

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.gate.cheat_agent import judge, summary
+from autoenvscaling.tools.gate.anti_cheat.cheat_agent import judge, summary
 from autoenvscaling.tools.gate.config import GateConfig
 from autoenvscaling.tools.gate.harness import failure_excerpt
 from autoenvscaling.tools.trials.trial import TrialOutcome

@@ -31,7 +31,7 @@ from harbor.models.agent.context import AgentContext
 from harbor.models.trial.paths import TrialPaths
 from harbor.utils.env import resolve_env_vars
 
-from autoenvscaling.tools.gate.leaks import (
+from autoenvscaling.tools.gate.anti_cheat.leaks import (
     Leak,
     OutputIndex,
     archive_members,
@@ -41,8 +41,8 @@ from autoenvscaling.tools.gate.leaks import (
     is_archive,
     tokens,
 )
-from autoenvscaling.tools.gate.near_miss import derive_near_misses, is_data_output
-from autoenvscaling.tools.gate.probes import (
+from autoenvscaling.tools.gate.anti_cheat.near_miss import derive_near_misses, is_data_output
+from autoenvscaling.tools.gate.anti_cheat.probes import (
     NOT_OUTPUTS,
     find_command,
     hidden_files,
