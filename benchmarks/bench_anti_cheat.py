@@ -42,7 +42,7 @@ MOVED = {
     "autoenvscaling.tools.trials": "autoenvscaling.tools.trials.trial",
     "autoenvscaling.tools.verifier_protocol": "autoenvscaling.tools.trials.verifier",
 }
-_MOVED = re.compile("|".join(re.escape(old) for old in MOVED) + r"(?![\w.])")
+_MOVED = re.compile("(?:" + "|".join(re.escape(old) for old in MOVED) + r")(?![\w.])")
 
 
 def git_show(ref: str, path: str) -> str:
