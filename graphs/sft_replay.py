@@ -54,7 +54,7 @@ class SolverInterface(BaseModel):
 
 async def served_solver_interface() -> SolverInterface:
     """The solver's system prompt and tools exactly as the served solver gives them to its model:
-    the one solver interface (tools/agent_interface.py). tests/test_sft_data.py checks the
+    the one solver interface (tools/agents/solver_interface.py). tests/test_sft_data.py checks the
     rendering against what a served attempt really sends to its endpoint."""
     from autoenvscaling.tools.agents import solver_interface as agent_interface
 

@@ -103,7 +103,7 @@ class SolverAgent(BaseAgent):
         ref = environment.sandbox_ref  # type: ignore[attr-defined]  # our SandboxEnvironment
         started = time.monotonic()
         server = build_terminal_server(ref=ref)
-        # The one solver interface (tools/agent_interface.py): GRPO episodes start the same way.
+        # The one solver interface (tools/agents/solver_interface.py): GRPO episodes start the same way.
         # Only the cheat agent (anti_cheat) swaps the system prompt.
         system, user = first_messages(instruction)
         if s.system_prompt != "solver":
