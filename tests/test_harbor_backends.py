@@ -245,8 +245,9 @@ def test_every_harbor_type_that_imports_here_offers_what_the_table_says():
 
 def test_readme_scaling_out_table_is_written_from_the_code_table():
     readme = (ROOT / "README.md").read_text()
-    assert capability_table() in readme, "regenerate: python -c 'from autoenvscaling.tools." + (
-        "harbor_backends import capability_table; print(capability_table())'"
+    assert capability_table() in readme, (
+        "regenerate: python -c 'from autoenvscaling.tools.sandbox."
+        + ("harbor_backends import capability_table; print(capability_table())'")
     )
     for capability in CAPABILITIES:
         assert f"`{capability}`" in readme

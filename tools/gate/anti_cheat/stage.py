@@ -24,7 +24,7 @@ reason say so ("not run: the verifier shares the agent's container"), so reports
 
 Every probe's sub-result is kept under `details["probes"]`, so reports can count which probe
 rejects most; the stage's reason is the first rejecting probe's. How each probe's trial is judged is
-probe_judges.py.
+judges.py.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from autoenvscaling.tools.gate.lint.model import LintContext, Severity
 # Harbor rules we take over, with our severity. Left out on purpose: shared-verifier and
 # root-agent (our trials use the shared verifier as root, like TB2), unpinned-image (the
 # offline base is tagged as the FROM images), agent-image-test-leak (our `image-test-leak` is a superset), and the
-# config/file rules that `task_format` reports with more precise messages.
+# config/file rules that `tasks/format.py` reports with more precise messages.
 _HARBOR_RULES: dict[LintRule, Severity] = {
     LintRule.UNPINNED_PYTHON_DEPENDENCY: "error",
     LintRule.OVERLAPPING_ARTIFACTS: "error",
