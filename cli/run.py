@@ -256,7 +256,7 @@ async def _cold_start(
     if server is None:
         raise typer.BadParameter("--cold-start needs a policy server that swaps checkpoints")
     if embedded:
-        from autoenvscaling.training.embedded_setup import embedded_cache_dir
+        from autoenvscaling.training.serving.embedded_setup import embedded_cache_dir
 
         cache = embedded_cache_dir() / "cold-start"
     else:

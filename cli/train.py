@@ -126,7 +126,7 @@ def train(
         TrainProgress,
     )
     from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.trl_grpo import AccelerateLauncher, TRLGRPOBackend
+    from autoenvscaling.training.grpo.trl_backend import AccelerateLauncher, TRLGRPOBackend
 
     sandbox_options = json.loads(harbor_env.read_text()) if harbor_env else {}
     try:  # before a base model is fetched or any sandbox starts
@@ -135,7 +135,7 @@ def train(
     except HarborBackendError as exc:
         raise typer.BadParameter(str(exc), param_hint="--sandbox") from None
     if base is None:  # the same embedded default as `run`, as HF weights for the trainer
-        from autoenvscaling.training.embedded_setup import (
+        from autoenvscaling.training.serving.embedded_setup import (
             ensure_embedded_assets,
             ensure_hf_base_model,
         )
@@ -181,7 +181,7 @@ def train(
         ),
     )
     if sft is not None:
-        from autoenvscaling.training.sft import SFTJob, TRLSFTBackend
+        from autoenvscaling.training.sft.trl_backend import SFTJob, TRLSFTBackend
 
         job: TrainJob = SFTJob(
             **job_kwargs, dataset=sft.resolve(), batch_size=batch_size, max_length=max_length

@@ -39,7 +39,7 @@ async def embedded_defaults(
 
     `model_path` / `base_model` serve and train another GGUF / HF pair (e.g. a warmed-up model).
     """
-    from autoenvscaling.training.embedded_setup import ensure_embedded_assets
+    from autoenvscaling.training.serving.embedded_setup import ensure_embedded_assets
 
     if console:
         console.print("embedded policy: setting up (first time only) and starting the server...")
@@ -57,7 +57,7 @@ async def embedded_defaults(
     if base_model is not None:
         values["base_model"] = str(base_model)
     else:
-        from autoenvscaling.training.embedded_setup import ensure_hf_base_model
+        from autoenvscaling.training.serving.embedded_setup import ensure_hf_base_model
 
         try:
             values["base_model"] = str(await asyncio.to_thread(ensure_hf_base_model, assets))
@@ -123,7 +123,7 @@ async def run_training(
         }, None
     from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainJob
     from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.trl_grpo import TRLGRPOBackend
+    from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
 
     registry = CheckpointRegistry(run.checkpoints)
     policy = state["policy"]

@@ -1,6 +1,6 @@
 """Replay reference solutions through the served solver: verified trajectories for cold start.
 
-Each task's `solve.sh` becomes a replay plan (training/sft_data.py); a scripted model then says
+Each task's `solve.sh` becomes a replay plan (training/sft/data.py); a scripted model then says
 the plan's comments and issues its commands as `run` tool calls, one per turn, through the SAME
 served solver (`graphs.solver.solve_task`: a real Harbor trial, the MCP terminal attached to the
 trial's sandbox, the task's own verifier). Only the model's replies are scripted: every command
@@ -24,7 +24,7 @@ from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.graphs.scripted_model import register, reply, tool_call
 from autoenvscaling.graphs.solver import SolverSettings, solve_task
-from autoenvscaling.training.sft_data import (
+from autoenvscaling.training.sft.data import (
     NotReplayableError,
     ReplayPlan,
     SFTExample,

@@ -21,7 +21,12 @@ from autoenvscaling.tools.agents.solver_interface import (
     render_mcp_result,
     render_result,
 )
-from autoenvscaling.training.episode_env import EpisodeConfig, EventLoop, TaskEpisode, prompt_tools
+from autoenvscaling.training.grpo.episode_env import (
+    EpisodeConfig,
+    EventLoop,
+    TaskEpisode,
+    prompt_tools,
+)
 
 from .conftest import FIXTURES
 
@@ -78,7 +83,7 @@ async def test_first_model_input_is_identical_for_training_and_serving(
     from langchain_openai.chat_models.base import _convert_message_to_dict
 
     from autoenvscaling.tools.tasks.format import load_task
-    from autoenvscaling.training.sandboxes import task_starter
+    from autoenvscaling.training.grpo.sandboxes import task_starter
     from autoenvscaling.training.tiny_model import build_tokenizer
 
     seen: dict[str, list] = {"tools": [], "calls": []}

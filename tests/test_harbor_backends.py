@@ -124,7 +124,7 @@ async def _hand_over(stage: str, monkeypatch, tmp_path: Path):
         for name in ("build", "oracle", "nop", "anti_cheat"):
             await run_stage(name, GOOD_TASK, config)
         return seen
-    from autoenvscaling.training.sandboxes import task_starter
+    from autoenvscaling.training.grpo.sandboxes import task_starter
 
     seen = _capture_environments(monkeypatch)
     with pytest.raises(Handed):
@@ -262,8 +262,8 @@ def test_grpo_episode_over_exec_as_on_a_harbor_type(engine_ready, tmp_path):
     """A GRPO episode whose environment has no sandbox to attach to (as on harbor:<type>): the
     shell runs over Harbor's `exec` of a real environment, keeps cwd and exports, and the task's
     own verifier scores the work."""
-    from autoenvscaling.training.episode_env import EpisodeConfig, EventLoop, TaskEpisode
-    from autoenvscaling.training.sandboxes import task_starter
+    from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
+    from autoenvscaling.training.grpo.sandboxes import task_starter
     from tests.test_training_support import make_tasks
 
     real = task_starter("podman")

@@ -18,7 +18,7 @@ import pytest
 from autoenvscaling.tools.rollouts.models import Attempt
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.rollouts.transcripts import Transcript, save_transcript
-from autoenvscaling.training.proposer_update import plan_proposer_update
+from autoenvscaling.training.proposer.update import plan_proposer_update
 
 needs_train = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None or importlib.util.find_spec("trl") is None,
@@ -177,7 +177,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_env_mask_covers_only_the_models_own_tokens(tiny_model: Path) -> None:
     from transformers import AutoTokenizer
 
-    from autoenvscaling.training.proposer_worker import tokenize_conversation
+    from autoenvscaling.training.proposer.worker import tokenize_conversation
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     messages = _conversation("brief A", "MODEL-WROTE-THIS")
@@ -197,7 +197,7 @@ def test_env_mask_covers_only_the_models_own_tokens(tiny_model: Path) -> None:
 def test_varying_rewards_change_the_weights(tiny_model: Path, tmp_path: Path) -> None:
     from autoenvscaling.training.backend import TrainHyperParams
     from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.proposer_update import ProposerJob, TRLProposerBackend
+    from autoenvscaling.training.proposer.update import ProposerJob, TRLProposerBackend
 
     store = tmp_path / "rollouts.db"
     _record(

@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request
 from typer.testing import CliRunner
 
 from autoenvscaling.cli.main import app
-from autoenvscaling.training.sft_data import (
+from autoenvscaling.training.sft.data import (
     INLINED_DIR,
     NotReplayableError,
     read_jsonl,
@@ -261,7 +261,7 @@ async def test_example_renders_exactly_like_a_served_attempt(engine_ready, tmp_p
     from autoenvscaling.graphs.solver import SolverSettings, solve_task
     from autoenvscaling.tools.rollouts.store import RolloutStore
     from autoenvscaling.tools.tasks.format import load_task
-    from autoenvscaling.training.sft_data import solver_example
+    from autoenvscaling.training.sft.data import solver_example
     from autoenvscaling.training.tiny_model import build_tokenizer
     from tests.test_training_vllm_contract import Served
 

@@ -5,7 +5,7 @@ on one interface and acts with another:
 - the served solver (graphs/solver.py) binds `openai_tools()` to the model and turns each MCP
   terminal result into text with `render_mcp_result`;
 - the MCP terminal server (mcp_servers/terminal.py) names and describes its tools from `TOOLS`;
-- the GRPO episode (training/episode_env.py) exposes methods named and documented from `TOOLS`
+- the GRPO episode (training/grpo/episode_env.py) exposes methods named and documented from `TOOLS`
   (TRL renders them with transformers' `get_json_schema`, which reads exactly the docstring
   `ToolSpec.docstring()` writes) and renders shell results with `render_result`.
 `tests/test_agent_interface.py` renders the first model input of both paths with one tokenizer

@@ -117,7 +117,7 @@ def ensure_embedded_assets(
 
 def ensure_hf_base_model(assets: EmbeddedAssets, *, python: str | None = None) -> Path:
     """The embedded model as Hugging Face weights (for the trainer); exported once, then reused."""
-    from autoenvscaling.training.gguf_convert import export_hf_model
+    from autoenvscaling.training.serving.gguf_convert import export_hf_model
 
     return export_hf_model(assets.model_path, assets.cache_dir / "hf-base", python=python)
 
@@ -217,7 +217,7 @@ def _converter_relpath(name: str) -> Path | None:
 
 
 def main() -> None:
-    """`python -m autoenvscaling.training.embedded_setup`: set up and print where things are."""
+    """`python -m autoenvscaling.training.serving.embedded_setup`: set up and print where things are."""
     assets = ensure_embedded_assets(progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     print(assets.model_dump_json(indent=2))
     print(assets.summary(), file=sys.stderr)

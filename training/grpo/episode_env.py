@@ -36,7 +36,7 @@ T = TypeVar("T")
 
 
 class LiveTask(Protocol):
-    """A started task environment (training/sandboxes.py has the Harbor-backed one)."""
+    """A started task environment (training/grpo/sandboxes.py has the Harbor-backed one)."""
 
     @property
     def sandbox(self) -> Sandbox: ...

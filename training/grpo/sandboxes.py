@@ -30,7 +30,7 @@ from autoenvscaling.tools.sandbox.harbor_backends import (
     is_harbor_type,
 )
 from autoenvscaling.tools.sandbox.harbor_env import ENVIRONMENTS
-from autoenvscaling.training.episode_env import StartTask
+from autoenvscaling.training.grpo.episode_env import StartTask
 
 # Backends whose Harbor environment exposes a live `Sandbox` (for the persistent shell).
 # Looked up by any name a caller gives (str keys), not only our Backend literals.

@@ -1,6 +1,6 @@
 """The embedded policy server process: llama-cpp-python's OpenAI-compatible app plus vLLM's LoRA routes.
 
-Run by `EmbeddedLlamaServer` as `python -m autoenvscaling.training.embedded_serve CONFIG.json`; never
+Run by `EmbeddedLlamaServer` as `python -m autoenvscaling.training.serving.embedded_serve CONFIG.json`; never
 imported by the graph process. On top of llama-cpp-python's FastAPI app (used as is) it adds:
 - `POST /v1/load_lora_adapter {"lora_name", "lora_path"}` and `POST /v1/unload_lora_adapter
   {"lora_name"}` with vLLM's contract: afterwards `model=<lora_name>` is served by base + adapter;
@@ -73,7 +73,7 @@ def resolve_gguf(path_text: str) -> Path:
         if len(found) != 1:
             raise ValueError(
                 f"{path} must hold exactly one .gguf file (found {len(found)}); "
-                "convert a PEFT adapter with autoenvscaling.training.gguf_convert"
+                "convert a PEFT adapter with autoenvscaling.training.serving.gguf_convert"
             )
         path = found[0]
     if not path.is_file():
@@ -82,7 +82,7 @@ def resolve_gguf(path_text: str) -> Path:
         if fh.read(4) != GGUF_MAGIC:
             raise ValueError(
                 f"{path} is not a GGUF file; convert a PEFT adapter with "
-                "autoenvscaling.training.gguf_convert"
+                "autoenvscaling.training.serving.gguf_convert"
             )
     return path
 
@@ -294,7 +294,7 @@ def serve(config: ServeConfig) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        sys.exit("usage: python -m autoenvscaling.training.embedded_serve CONFIG.json")
+        sys.exit("usage: python -m autoenvscaling.training.serving.embedded_serve CONFIG.json")
     serve(ServeConfig.model_validate_json(Path(args[0]).read_text(encoding="utf-8")))
 
 

@@ -1,7 +1,7 @@
 """The TRL GRPO backend: runs `grpo_worker` in a subprocess, streams progress, publishes the result.
 
 The graph process never imports torch: it writes the job, starts
-`python -m autoenvscaling.training.grpo_worker job.json`, reads progress events from its stdout
+`python -m autoenvscaling.training.grpo.worker job.json`, reads progress events from its stdout
 and, only after the worker exited cleanly with a valid result, publishes the weights it left in
 the job's work_dir into the `CheckpointRegistry` (files and events: training/worker_protocol.py).
 A crash, a kill or a timeout raises `TrainingError` with the worker's last words and its log
@@ -37,7 +37,7 @@ from autoenvscaling.training.worker_protocol import (
     write_job,
 )
 
-WORKER_MODULE = "autoenvscaling.training.grpo_worker"
+WORKER_MODULE = "autoenvscaling.training.grpo.worker"
 
 
 def plan_steps(
@@ -78,7 +78,7 @@ def plan_steps(
     return plan
 
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 class AccelerateLauncher(BaseModel):

@@ -4,7 +4,7 @@ Small instruct models (the embedded SmolLM2-135M among them) rarely emit tool ca
 TRL parses, so every GRPO rollout scores alike and nothing is learned. A short SFT on tool-call
 demonstrations (loss on the reply only) fixes the format while sampling still varies.
 
-    python -m autoenvscaling.training.warmup --base HF_DIR --out HF_DIR --demos demos.json
+    python -m autoenvscaling.training.sft.warmup --base HF_DIR --out HF_DIR --demos demos.json
 
 `demos.json`: [{"messages": [{"role": ..., "content": ...}, ...], "reply": "<tool_call>...",
 "tool_result": "...", "final": "..."}] (`tiny_model.Demo`; with `tool_result` and `final`, a
@@ -25,8 +25,8 @@ def warm_up_model(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from autoenvscaling.training.episode_env import prompt_tools
-    from autoenvscaling.training.grpo_worker import ensure_tool_template
+    from autoenvscaling.training.grpo.episode_env import prompt_tools
+    from autoenvscaling.training.grpo.worker import ensure_tool_template
     from autoenvscaling.training.tiny_model import Demo, demo_logprobs, warm_up
 
     tokenizer = AutoTokenizer.from_pretrained(base)

@@ -145,7 +145,7 @@ def _converter(converter_dir: Path, script: str) -> Path:
     if not path.is_file():
         raise GGUFConversionError(
             f"{path} is missing; run the embedded set-up first "
-            "(python -m autoenvscaling.training.embedded_setup)"
+            "(python -m autoenvscaling.training.serving.embedded_setup)"
         )
     return path
 

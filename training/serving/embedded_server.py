@@ -32,21 +32,21 @@ from typing import Any, Self
 import httpx
 from pydantic import BaseModel, Field
 
-from autoenvscaling.training.embedded_serve import ServeConfig
-from autoenvscaling.training.embedded_setup import (
+from autoenvscaling.training.policy import Checkpoint, PolicyRef, PolicySwapError
+from autoenvscaling.training.serving.embedded_serve import ServeConfig
+from autoenvscaling.training.serving.embedded_setup import (
     embedded_cache_dir,
     ensure_embedded_assets,
     llama_cpp_available,
 )
-from autoenvscaling.training.gguf_convert import (
+from autoenvscaling.training.serving.gguf_convert import (
     GGUFConversionError,
     convert_full_model,
     convert_lora_adapter,
     export_base_config,
 )
-from autoenvscaling.training.policy import Checkpoint, PolicyRef, PolicySwapError
 
-SERVE_MODULE = "autoenvscaling.training.embedded_serve"
+SERVE_MODULE = "autoenvscaling.training.serving.embedded_serve"
 
 
 class EmbeddedServerError(RuntimeError):

@@ -1,8 +1,8 @@
-"""The SFT trainer process: `python -m autoenvscaling.training.sft_worker JOB.json`.
+"""The SFT trainer process: `python -m autoenvscaling.training.sft.worker JOB.json`.
 
 Trains the policy (LoRA or full) with TRL's SFTTrainer on an SFT dataset (messages + tools, as
 `autoenvscaling sft-data` writes it) and leaves the weights and `result.json` in the job's
-work_dir; the parent publishes them (training/sft.py). Loading the policy and the tool-capable
+work_dir; the parent publishes them (training/sft/trl_backend.py). Loading the policy and the tool-capable
 chat template are the GRPO worker's, so both produce the same kind of checkpoint; the job, events
 and result file follow training/worker_protocol.py like every worker.
 """
@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.training.grpo_worker import (
+from autoenvscaling.training.grpo.worker import (
     _change_norm,
     _device,
     _trainable_snapshot,
     load_policy,
 )
-from autoenvscaling.training.sft import SFTJob
+from autoenvscaling.training.sft.trl_backend import SFTJob
 from autoenvscaling.training.worker_protocol import (
     WEIGHTS_DIR,
     WorkerResult,
@@ -35,7 +35,7 @@ def run(job: SFTJob) -> WorkerResult:
     from trl.trainer.sft_config import SFTConfig
     from trl.trainer.sft_trainer import SFTTrainer
 
-    from autoenvscaling.training.sft_data import load_sft_dataset
+    from autoenvscaling.training.sft.data import load_sft_dataset
 
     started = time.monotonic()
     hyper = job.hyper
@@ -115,7 +115,7 @@ def run(job: SFTJob) -> WorkerResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return serve_job("sft_worker", SFTJob, run, argv)
+    return serve_job("sft.worker", SFTJob, run, argv)
 
 
 if __name__ == "__main__":

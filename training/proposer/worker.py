@@ -1,11 +1,11 @@
-"""The proposer GRPO process: `python -m autoenvscaling.training.proposer_worker JOB.json`.
+"""The proposer GRPO process: `python -m autoenvscaling.training.proposer.worker JOB.json`.
 
 TRL's GRPOTrainer with a `rollout_func` that returns the recorded proposer conversations instead
 of generating: each dataset row is one group's prompt; TRL repeats it `num_generations` times and
 the function hands back that group's proposals in order, tokenized with the policy's chat template,
 with `env_mask` = 1 on the model's own tokens and 0 on tool results, revision prompts and template
 scaffolding. The reward function returns each proposal's recorded gate reward. Weights and
-`result.json` go to the job's work_dir; the parent publishes (training/proposer_update.py).
+`result.json` go to the job's work_dir; the parent publishes (training/proposer/update.py).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.training.grpo_worker import (
+from autoenvscaling.training.grpo.worker import (
     _change_norm,
     _device,
     _trainable_snapshot,
     load_policy,
 )
-from autoenvscaling.training.proposer_update import ProposerJob, prompt_key
+from autoenvscaling.training.proposer.update import ProposerJob, prompt_key
 from autoenvscaling.training.worker_protocol import (
     WEIGHTS_DIR,
     WorkerResult,
@@ -214,7 +214,7 @@ def run(job: ProposerJob) -> WorkerResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return serve_job("proposer_worker", ProposerJob, run, argv)
+    return serve_job("proposer.worker", ProposerJob, run, argv)
 
 
 if __name__ == "__main__":

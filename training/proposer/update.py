@@ -2,7 +2,7 @@
 
 The proposer's rollouts are produced outside the trainer (the flywheel's proposer attempts, each
 a whole multi-turn episode with tools and revisions), so the update feeds them to TRL's
-GRPOTrainer through `rollout_func` (training/proposer_worker.py): for each brief the trainer asks
+GRPOTrainer through `rollout_func` (training/proposer/worker.py): for each brief the trainer asks
 for `num_generations` completions and gets the recorded ones, with the tool results and revision
 prompts masked out (`env_mask`), and the reward function returns each attempt's recorded gate
 reward (+1 admitted, -0.25 failed calibration, -1 failed validation). TRL computes the group
@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.rollouts.transcripts import load_transcript, normalized
 from autoenvscaling.training.backend import TrainJob
-from autoenvscaling.training.trl_grpo import TRLGRPOBackend
+from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
 
 
 class ProposerSample(BaseModel):
@@ -205,5 +205,5 @@ class ProposerJob(TrainJob):
 class TRLProposerBackend(TRLGRPOBackend):
     """TRL GRPOTrainer over recorded proposer rollouts in a child Python; publishes like GRPO."""
 
-    worker_module = "autoenvscaling.training.proposer_worker"
+    worker_module = "autoenvscaling.training.proposer.worker"
     worker_name = "proposer GRPO worker"

@@ -1,4 +1,4 @@
-"""The GRPO trainer process: `python -m autoenvscaling.training.grpo_worker JOB.json`.
+"""The GRPO trainer process: `python -m autoenvscaling.training.grpo.worker JOB.json`.
 
 Runs TRL's GRPOTrainer on the job's Harbor tasks with multi-turn episodes in live sandboxes
 (`environment_factory` -> `TaskEpisode`); the reward is each task's own verifier. Writes the new
@@ -146,7 +146,7 @@ def load_policy(job: TrainJob, device: str):
 
 def step_plan(job: TrainJob) -> list[list[str]]:
     """The tasks of each step (trl_grpo.plan_steps: admitted first, replay fills the rest)."""
-    from autoenvscaling.training.trl_grpo import plan_steps
+    from autoenvscaling.training.grpo.trl_backend import plan_steps
 
     hyper = job.hyper
     return plan_steps(
@@ -162,7 +162,7 @@ def dataset_rows(job: TrainJob) -> list[dict[str, Any]]:
     """One row per planned (step, task) slot, in step order: the trainer reads them unshuffled,
     `tasks_per_step` rows a step, so step i trains on exactly plan[i]."""
     from autoenvscaling.tools.tasks.format import load_task
-    from autoenvscaling.training.episode_env import episode_prompt
+    from autoenvscaling.training.grpo.episode_env import episode_prompt
 
     plan = step_plan(job)
     if not any(plan):
@@ -241,9 +241,9 @@ def run(job: TrainJob) -> WorkerResult:
     from trl.trainer.grpo_config import GRPOConfig
     from trl.trainer.grpo_trainer import GRPOTrainer
 
-    from autoenvscaling.training.episode_env import EpisodeConfig, EventLoop, TaskEpisode
-    from autoenvscaling.training.fused_head import score_labelled_positions_only
-    from autoenvscaling.training.sandboxes import task_starter
+    from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
+    from autoenvscaling.training.grpo.fused_head import score_labelled_positions_only
+    from autoenvscaling.training.grpo.sandboxes import task_starter
 
     started = time.monotonic()
     hyper = job.hyper
@@ -354,7 +354,7 @@ def run(job: TrainJob) -> WorkerResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return serve_job("grpo_worker", TrainJob, run, argv)
+    return serve_job("grpo.worker", TrainJob, run, argv)
 
 
 if __name__ == "__main__":
