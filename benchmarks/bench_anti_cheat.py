@@ -5,7 +5,7 @@ one task at a time, each stage's own trials concurrent as in the gate.
 
     .venv/bin/python benchmarks/bench_anti_cheat.py [--tasks tasks/seed] [--ref main] [--json]
 
-The baseline is the old `anti_cheat.py` + `probes.py` read with `git show REF:...` into a
+The baseline is the old anti-cheat stage + `probes.py` read with `git show REF:...` into a
 temporary package; everything they import is today's. Images are built (and cached) before any
 timing, so both sides measure trials, not builds. Needs the default sandbox backend.
 """
@@ -17,6 +17,7 @@ import asyncio
 import importlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -32,12 +33,30 @@ from autoenvscaling.tools.gate.config import IsolationProbe  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 OLD_PACKAGE = "aes_bench_baseline"
+#: Modules a baseline from before the tools/ sub-packages imports, at their paths today.
+MOVED = {
+    "autoenvscaling.tools.gate.cheat_agent": "autoenvscaling.tools.gate.anti_cheat.cheat_agent",
+    "autoenvscaling.tools.gate.exploits": "autoenvscaling.tools.gate.anti_cheat.exploits",
+    "autoenvscaling.tools.gate.audit": "autoenvscaling.tools.gate.anti_cheat.audit",
+    "autoenvscaling.tools.task_format": "autoenvscaling.tools.tasks.format",
+    "autoenvscaling.tools.trials": "autoenvscaling.tools.trials.trial",
+    "autoenvscaling.tools.verifier_protocol": "autoenvscaling.tools.trials.verifier",
+}
+_MOVED = re.compile("(?:" + "|".join(re.escape(old) for old in MOVED) + r")(?![\w.])")
 
 
 def git_show(ref: str, path: str) -> str:
     return subprocess.run(
         ["git", "show", f"{ref}:{path}"], cwd=REPO, check=True, capture_output=True, text=True
     ).stdout
+
+
+def git_ls(ref: str, path: str) -> bool:
+    return bool(
+        subprocess.run(
+            ["git", "ls-tree", "--name-only", ref, path], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip()
+    )
 
 
 def baseline_config(ref: str, config: GateConfig) -> GateConfig:
@@ -54,9 +73,18 @@ def load_baseline(ref: str) -> object:
     package = root / OLD_PACKAGE
     package.mkdir()
     (package / "__init__.py").write_text("")
+    # tools/gate/anti_cheat/{stage,probes}.py since the gate's anti-cheat modules got their
+    # folder; tools/gate/{anti_cheat,probes}.py before.
+    nested = git_ls(ref, "tools/gate/anti_cheat/stage.py")
     for name in ("anti_cheat", "probes"):
-        text = git_show(ref, f"tools/gate/{name}.py")
-        text = text.replace("autoenvscaling.tools.gate.probes", f"{OLD_PACKAGE}.probes")
+        path = f"tools/gate/anti_cheat/{'stage' if name == 'anti_cheat' else name}.py"
+        text = git_show(ref, path if nested else f"tools/gate/{name}.py")
+        for probes in (
+            "autoenvscaling.tools.gate.anti_cheat.probes",
+            "autoenvscaling.tools.gate.probes",
+        ):
+            text = text.replace(probes, f"{OLD_PACKAGE}.probes")
+        text = _MOVED.sub(lambda m: MOVED[m.group(0)], text)
         (package / f"{name}.py").write_text(text)
     sys.path.insert(0, str(root))
     return importlib.import_module(f"{OLD_PACKAGE}.anti_cheat").anti_cheat
@@ -77,7 +105,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
     )
     old_config = baseline_config(args.ref, config)
     old = load_baseline(args.ref)
-    from autoenvscaling.tools.gate.anti_cheat import anti_cheat as new
+    from autoenvscaling.tools.gate.anti_cheat.stage import anti_cheat as new
 
     rows = []
     for task in tasks:

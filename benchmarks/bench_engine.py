@@ -32,8 +32,8 @@ from autoenvscaling.tools.sandbox.base import Backend
 from autoenvscaling.tools.sandbox.bases import require_base
 from autoenvscaling.tools.sandbox.container import ContainerSandbox, start_workspace
 from autoenvscaling.tools.sandbox.images import build_image
-from autoenvscaling.tools.task_format import HarborTask, load_task
-from autoenvscaling.tools.trials import run_trial
+from autoenvscaling.tools.tasks.format import HarborTask, load_task
+from autoenvscaling.tools.trials.trial import run_trial
 
 os.environ.setdefault("HARBOR_TELEMETRY", "0")
 REPO = Path(__file__).resolve().parents[1]

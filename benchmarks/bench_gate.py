@@ -29,10 +29,10 @@ from rich.table import Table
 
 from autoenvscaling.graphs.validation import validate_batch
 from autoenvscaling.tools.gate import STAGES, GateConfig, Verdict
-from autoenvscaling.tools.gate.anti_cheat import executed_image_files
+from autoenvscaling.tools.gate.anti_cheat.stage import executed_image_files
 from autoenvscaling.tools.sandbox.container import ContainerSandbox
 from autoenvscaling.tools.sandbox.images import build_image
-from autoenvscaling.tools.task_format import HarborTask, load_task
+from autoenvscaling.tools.tasks.format import HarborTask, load_task
 
 os.environ.setdefault("HARBOR_TELEMETRY", "0")
 REPO = Path(__file__).resolve().parents[1]

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_grpo_memory.py [--task access-log-report]
         [--settings 'PREFIX;...'] [--json OUT]
 
-Runs the real worker (training/grpo_worker.py through TRLGRPOBackend, as the flywheel's training
+Runs the real worker (training/grpo/worker.py through TRLGRPOBackend, as the flywheel's training
 node does) on the embedded SmolLM2-135M HF weights, with the embedded round's budgets
 (graphs/config.py's embedded preset: 4 rollouts of one task a step) and TrainHyperParams'
 defaults otherwise, for one optimizer step on one seed task, episodes in podman sandboxes.
@@ -62,8 +62,11 @@ SETTINGS: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
 
 def _setup(task_dir: Path) -> Path:
     """The embedded HF weights and the task's image, once (never inside a measurement)."""
-    from autoenvscaling.training.embedded_setup import ensure_embedded_assets, ensure_hf_base_model
-    from autoenvscaling.training.sandboxes import task_starter
+    from autoenvscaling.training.grpo.sandboxes import task_starter
+    from autoenvscaling.training.serving.embedded_setup import (
+        ensure_embedded_assets,
+        ensure_hf_base_model,
+    )
 
     model = ensure_hf_base_model(ensure_embedded_assets())
 
@@ -79,7 +82,7 @@ def _child(name: str, model: Path, task_dir: Path) -> dict[str, Any]:
     from autoenvscaling.graphs.config import preset
     from autoenvscaling.training.backend import TrainHyperParams, TrainJob, TrainProgress
     from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.trl_grpo import TRLGRPOBackend
+    from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
 
     overrides, env = SETTINGS[name]
     embedded = preset("embedded")

@@ -32,7 +32,7 @@ from rich.table import Table
 from autoenvscaling.graphs.mcp_tools import open_mcp_tools
 from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
-from autoenvscaling.tools.rooted_fs import RootedFs
+from autoenvscaling.tools.files.rooted import RootedFs
 from autoenvscaling.tools.sandbox.shell import PersistentShell
 
 MODULE = [sys.executable, "-m", "autoenvscaling.mcp_servers"]

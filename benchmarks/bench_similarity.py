@@ -33,13 +33,13 @@ def _child(mode: str, mb: float) -> dict[str, float]:
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start = time.perf_counter()
     if mode == "streamed":
-        from autoenvscaling.tools.similarity import DedupIndex
+        from autoenvscaling.tools.tasks.similarity import DedupIndex
 
         DedupIndex().minhash(text)
     else:
         from datasketch import MinHash
 
-        from autoenvscaling.tools.similarity import words
+        from autoenvscaling.tools.tasks.similarity import words
 
         tokens = words(text)
         shingles = {" ".join(tokens[i : i + 5]).encode() for i in range(len(tokens) - 4)}

@@ -19,7 +19,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from autoenvscaling.tools.rollout_store import Attempt, RolloutStore, Step
+from autoenvscaling.tools.rollouts.models import Attempt, Step
+from autoenvscaling.tools.rollouts.store import RolloutStore
 
 WORDS = (
     "error",

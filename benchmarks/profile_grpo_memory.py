@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/profile_grpo_memory.py [--model DIR] [--batch 4] [--prompt 1100]
         [--completion 256] [--json OUT]
 
-Loads the policy as training/grpo_worker.py does (fp32 on CPU, LoRA on every linear layer, TRL's
+Loads the policy as training/grpo/worker.py does (fp32 on CPU, LoRA on every linear layer, TRL's
 fused LM head), then measures each phase's peak RSS over the RSS before it (the kernel's VmHWM,
 reset through /proc/self/clear_refs; freed heap is handed back with malloc_trim between phases):
 
@@ -71,7 +71,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM
     from trl.trainer.utils import add_fused_lm_head
 
-    from autoenvscaling.training.fused_head import score_labelled_positions_only
+    from autoenvscaling.training.grpo.fused_head import score_labelled_positions_only
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -19,7 +19,7 @@ from typing import Any
 
 from autoenvscaling.tools.sandbox import harbor_env
 from autoenvscaling.tools.sandbox.container import ContainerSandbox
-from autoenvscaling.tools.trials import run_trial
+from autoenvscaling.tools.trials.trial import run_trial
 
 os.environ.setdefault("HARBOR_TELEMETRY", "0")
 REPO = Path(__file__).resolve().parents[1]

@@ -294,7 +294,7 @@ CAUSES = """
      the labelled positions), in 4,096 x 32,768 float32 tiles with several tile-sized
      temporaries: +544 MB at 1,326 positions (+1,619 vs +1,075 MB), ~0.5 GB a tile and GBs at
      the embedded step's ~5,400 positions whatever checkpointing does. Fix:
-     training/fused_head.py scores only the completion positions on CPU too (identical
+     training/grpo/fused_head.py scores only the completion positions on CPU too (identical
      log-probabilities and gradients: tests/test_fused_head.py), and the pass is ~22% faster.
   3. one pass over all of the step's rollouts. Fix: TrainHyperParams.micro_batch_size=1: the
      rollouts are still generated, scored and normalised together and their gradients summed

@@ -68,7 +68,7 @@ def trial(
     as_json: JsonOpt = False,
 ) -> None:
     """Run real Harbor trials of TASKS and print one result per task."""
-    from autoenvscaling.tools.trials import run_trials
+    from autoenvscaling.tools.trials.trial import run_trials
 
     skipped = [t for t in tasks if not (t / "task.toml").is_file()]
     for path in skipped:
@@ -77,7 +77,7 @@ def trial(
     if not tasks:
         raise typer.BadParameter("no Harbor task folders given")
 
-    from autoenvscaling.tools.progress import TaskProgress
+    from autoenvscaling.cli.progress import TaskProgress
 
     with TaskProgress("trials", total=len(tasks), quiet=as_json, console=console) as bar:
 
@@ -129,11 +129,11 @@ def solve(
 ) -> None:
     """Let the solver attempt TASKS in real Harbor trials; every attempt goes to the store."""
     from autoenvscaling.cli.defaults import model_or_embedded
+    from autoenvscaling.cli.progress import TaskProgress
     from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.models import ModelConfig
     from autoenvscaling.graphs.solver import SolverSettings, solve_task
-    from autoenvscaling.tools.harbor_backends import HarborBackendError, check_stages
-    from autoenvscaling.tools.progress import TaskProgress
+    from autoenvscaling.tools.sandbox.harbor_backends import HarborBackendError, check_stages
 
     try:  # our solver attaches to the sandbox: refuse a backend without one before a model starts
         check_stages(backend, ["solve"])
@@ -182,7 +182,7 @@ def doctor(
     ] = False,
 ) -> None:
     """Say which sandbox backends work on this machine, and why not for the others."""
-    from autoenvscaling.tools.doctor import clean_docker, diagnose
+    from autoenvscaling.tools.sandbox.doctor import clean_docker, diagnose
 
     if clean:
         for line in clean_docker():

@@ -101,7 +101,7 @@ def filesystem(
     port: PortOpt = None,
 ) -> None:
     """Read, write, edit, list, glob and grep inside one folder."""
-    from autoenvscaling.tools.rooted_fs import FsLimits
+    from autoenvscaling.tools.files.models import FsLimits
 
     limits = FsLimits(
         max_file_bytes=max_file_bytes,
@@ -126,7 +126,8 @@ def rollouts(
     port: PortOpt = None,
 ) -> None:
     """Read-only queries over the rollout store: pass rates, failures, trajectories, search."""
-    from autoenvscaling.tools.rollout_store import RolloutStore, RolloutStoreError
+    from autoenvscaling.tools.rollouts.models import RolloutStoreError
+    from autoenvscaling.tools.rollouts.store import RolloutStore
 
     if db.exists():  # a store not written yet is fine: the server opens it on first use
         try:

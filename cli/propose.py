@@ -61,15 +61,15 @@ def propose(
     from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.models import ModelConfig
     from autoenvscaling.graphs.proposer import ARMS, ProposerSettings, gate_config, propose
-    from autoenvscaling.tools.brief import build_brief
-    from autoenvscaling.tools.rollout_store import RolloutStore
+    from autoenvscaling.tools.agents.brief import build_brief
+    from autoenvscaling.tools.rollouts.store import RolloutStore
 
     if arm not in ARMS:
         raise typer.BadParameter(f"--arm must be one of {', '.join(ARMS)}, not {arm!r}")
     if not pool.is_dir():
         raise typer.BadParameter(f"--pool {pool} is not a folder of Harbor tasks")
     from autoenvscaling.cli.defaults import model_or_embedded
-    from autoenvscaling.tools.progress import TaskProgress
+    from autoenvscaling.cli.progress import TaskProgress
 
     def settings_for(resolved) -> ProposerSettings:  # noqa: ANN001
         proposer = ModelConfig(

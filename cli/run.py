@@ -19,8 +19,8 @@ import typer
 from rich.console import Console
 
 from autoenvscaling.cli.config_options import with_config_options
+from autoenvscaling.cli.progress import TaskProgress
 from autoenvscaling.graphs.config import FlywheelContext, RunConfig
-from autoenvscaling.tools.progress import TaskProgress
 
 if TYPE_CHECKING:
     from autoenvscaling.graphs.policy_servers import PolicyServers
@@ -181,7 +181,7 @@ def run(
     for name in sweep_scratch(SCRATCH_PREFIX):  # trial folders of a gate that was killed
         console.print(f"removed {name} (left by a gate that was killed)")
     if (run_dir / "pool").is_dir():  # half-copied tasks of a killed run
-        from autoenvscaling.tools.pool import Pool
+        from autoenvscaling.tools.tasks.pool import Pool
 
         for name in Pool(run_dir / "pool").sweep():
             console.print(f"removed {name} (a copy a killed run left unfinished)")
@@ -232,7 +232,7 @@ def run(
                     await _stream(graph, payload, config, ctx, yes, bar)
 
     asyncio.run(main())
-    from autoenvscaling.tools.report import write_run_report
+    from autoenvscaling.tools.report.run_report import write_run_report
 
     try:
         path = write_run_report(run_dir, embedded=embedded)
@@ -256,7 +256,7 @@ async def _cold_start(
     if server is None:
         raise typer.BadParameter("--cold-start needs a policy server that swaps checkpoints")
     if embedded:
-        from autoenvscaling.training.embedded_setup import embedded_cache_dir
+        from autoenvscaling.training.serving.embedded_setup import embedded_cache_dir
 
         cache = embedded_cache_dir() / "cold-start"
     else:
@@ -287,7 +287,7 @@ def report(
     run_dir: Annotated[Path, typer.Argument(help="Run folder", exists=True, file_okay=False)],
 ) -> None:
     """Write RUN_DIR/reports/run.md and PNG plots from the run's recorded metrics."""
-    from autoenvscaling.tools.report import write_run_report
+    from autoenvscaling.tools.report.run_report import write_run_report
 
     manifest = (
         json.loads((run_dir / "manifest.json").read_text())

@@ -41,7 +41,7 @@ def sft_data(
     """Replay SEED's reference solutions through the served solver (kept at reward 1.0) and
     harvest solved / admitted attempts from RUN folders; write deduplicated SFT data to OUT."""
     from autoenvscaling.graphs.sft_replay import replay_tasks, served_solver_interface
-    from autoenvscaling.training.sft_data import (
+    from autoenvscaling.training.sft.data import (
         deduplicate,
         harvest_run,
         to_hf_dataset,

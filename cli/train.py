@@ -21,7 +21,7 @@ console = Console(stderr=True)
 
 def _task_dirs(paths: list[Path]) -> list[Path]:
     """Each path is a task folder (has task.toml) or a pool of task folders."""
-    from autoenvscaling.tools.task_format import TaskFormatError, load_pool
+    from autoenvscaling.tools.tasks.format import TaskFormatError, load_pool
 
     found: list[Path] = []
     for path in paths:
@@ -113,12 +113,12 @@ def train(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Train the policy with GRPO on TASKS (or SFT on --sft DATASET) and publish a new checkpoint."""
-    from autoenvscaling.tools.harbor_backends import (
+    from autoenvscaling.cli.progress import TaskProgress
+    from autoenvscaling.tools.sandbox.harbor_backends import (
         HarborBackendError,
         check_stages,
         validate_backend,
     )
-    from autoenvscaling.tools.progress import TaskProgress
     from autoenvscaling.training.backend import (
         TrainHyperParams,
         TrainingError,
@@ -126,7 +126,7 @@ def train(
         TrainProgress,
     )
     from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.trl_grpo import AccelerateLauncher, TRLGRPOBackend
+    from autoenvscaling.training.grpo.trl_backend import AccelerateLauncher, TRLGRPOBackend
 
     sandbox_options = json.loads(harbor_env.read_text()) if harbor_env else {}
     try:  # before a base model is fetched or any sandbox starts
@@ -135,7 +135,7 @@ def train(
     except HarborBackendError as exc:
         raise typer.BadParameter(str(exc), param_hint="--sandbox") from None
     if base is None:  # the same embedded default as `run`, as HF weights for the trainer
-        from autoenvscaling.training.embedded_setup import (
+        from autoenvscaling.training.serving.embedded_setup import (
             ensure_embedded_assets,
             ensure_hf_base_model,
         )
@@ -181,7 +181,7 @@ def train(
         ),
     )
     if sft is not None:
-        from autoenvscaling.training.sft import SFTJob, TRLSFTBackend
+        from autoenvscaling.training.sft.trl_backend import SFTJob, TRLSFTBackend
 
         job: TrainJob = SFTJob(
             **job_kwargs, dataset=sft.resolve(), batch_size=batch_size, max_length=max_length

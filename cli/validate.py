@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from autoenvscaling.cli.options import BackendOpt, HarborEnvOpt
-from autoenvscaling.tools.progress import TaskProgress
+from autoenvscaling.cli.progress import TaskProgress
 
 validate_app = typer.Typer(no_args_is_help=True)
 console = Console(stderr=True)

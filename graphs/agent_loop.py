@@ -23,8 +23,8 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.agent_activity import CONTEXT_EXCEEDED
-from autoenvscaling.tools.rollout_store import Step
+from autoenvscaling.tools.report.activity import CONTEXT_EXCEEDED
+from autoenvscaling.tools.rollouts.models import Step
 
 StopReason = Literal["done", "submitted", "max_turns", "max_tokens", "time_budget", "error"]
 
@@ -89,7 +89,7 @@ def build_agent_loop(
 ) -> Any:
     """`schemas` (OpenAI tool dicts) are what the model is shown instead of the tools' own
     schemas, and `present` turns a tool's text result into what the model reads: together they
-    let a role show one fixed interface (tools/agent_interface.py) whatever serves the tools."""
+    let a role show one fixed interface (tools/agents/solver_interface.py) whatever serves the tools."""
     by_name = {tool.name: tool for tool in tools}
     extra = {"tool_choice": tool_choice} if tool_choice else {}
     shown = list(schemas) if schemas is not None else list(tools)

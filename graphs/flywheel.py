@@ -41,13 +41,13 @@ from autoenvscaling.graphs.proposer import attempt_graph as proposer_graph
 from autoenvscaling.graphs.solver import SolverAttempt, SolverContext, SolverSettings, SolveRun
 from autoenvscaling.graphs.solver import graph as solver_graph
 from autoenvscaling.graphs.validation import graph as validation_graph
-from autoenvscaling.tools.harbor_backends import check_stages
-from autoenvscaling.tools.metrics import CandidateRecord, PriceTable, round_metrics
-from autoenvscaling.tools.pool import Pool, PoolEntry
-from autoenvscaling.tools.report import load_history, round_markdown, save_history
-from autoenvscaling.tools.report_links import candidate_links, links_markdown
-from autoenvscaling.tools.rollout_store import RolloutStore
+from autoenvscaling.tools.report.links import candidate_links, links_markdown
+from autoenvscaling.tools.report.metrics import CandidateRecord, PriceTable, round_metrics
+from autoenvscaling.tools.report.run_report import load_history, round_markdown, save_history
+from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.run_dir import RunDir
+from autoenvscaling.tools.sandbox.harbor_backends import check_stages
+from autoenvscaling.tools.tasks.pool import Pool, PoolEntry
 
 REPO_SEED = Path(__file__).resolve().parents[1] / "tasks" / "seed"
 
@@ -237,7 +237,7 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
     ctx = _ctx(runtime)
     started, round_started = time.monotonic(), time.time()
     run = _run(ctx)
-    from autoenvscaling.tools.brief import build_brief
+    from autoenvscaling.tools.agents.brief import build_brief
 
     seconds: dict[str, float] = {}
     if state["round"] == 1:
@@ -315,14 +315,14 @@ async def admit_one(item: dict[str, Any], runtime: Runtime[FlywheelContext]) -> 
         ctx, run, item, _role_model(ctx, item["policy"], "solver"), validation_graph
     )
     if record.admitted:
-        from autoenvscaling.tools.task_format import TaskFormatError, load_task
+        from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
 
         try:
             task = load_task(Path(record.snapshot or record.path))
             category, difficulty = task.category or "", task.difficulty or ""
         except TaskFormatError:
             category = difficulty = ""
-        from autoenvscaling.tools.pool import PoolCopyError
+        from autoenvscaling.tools.tasks.pool import PoolCopyError
 
         try:
             # The pool receives the frozen bytes the gate checked, never the live candidate folder.

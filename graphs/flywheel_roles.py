@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from autoenvscaling.graphs.config import preset
 from autoenvscaling.graphs.models import ModelConfig, Policy
-from autoenvscaling.tools.metrics import CandidateRecord
-from autoenvscaling.tools.pool import Pool
+from autoenvscaling.tools.report.metrics import CandidateRecord
 from autoenvscaling.tools.run_dir import RunDir
+from autoenvscaling.tools.tasks.pool import Pool
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -39,7 +39,7 @@ async def embedded_defaults(
 
     `model_path` / `base_model` serve and train another GGUF / HF pair (e.g. a warmed-up model).
     """
-    from autoenvscaling.training.embedded_setup import ensure_embedded_assets
+    from autoenvscaling.training.serving.embedded_setup import ensure_embedded_assets
 
     if console:
         console.print("embedded policy: setting up (first time only) and starting the server...")
@@ -57,7 +57,7 @@ async def embedded_defaults(
     if base_model is not None:
         values["base_model"] = str(base_model)
     else:
-        from autoenvscaling.training.embedded_setup import ensure_hf_base_model
+        from autoenvscaling.training.serving.embedded_setup import ensure_hf_base_model
 
         try:
             values["base_model"] = str(await asyncio.to_thread(ensure_hf_base_model, assets))
@@ -123,7 +123,7 @@ async def run_training(
         }, None
     from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainJob
     from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.trl_grpo import TRLGRPOBackend
+    from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
 
     registry = CheckpointRegistry(run.checkpoints)
     policy = state["policy"]
@@ -233,7 +233,7 @@ async def run_proposer(
     the compiled attempt `graph` (default: graphs/proposer's)."""
     from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.proposer import ProposerSettings, propose
-    from autoenvscaling.tools.brief import ProposerBrief
+    from autoenvscaling.tools.agents.brief import ProposerBrief
 
     policy = task["policy"]
     settings = ProposerSettings(
@@ -269,7 +269,7 @@ async def run_gate(
     """Admission of one proposal: the compiled `validation` graph (default: graphs/validation's)
     on the final candidate."""
     from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict
-    from autoenvscaling.tools.rollout_store import RolloutStore
+    from autoenvscaling.tools.rollouts.store import RolloutStore
 
     proposal = item["candidate"]
     candidate = Path(proposal["candidate"])
@@ -388,7 +388,7 @@ def _drop_unjudged_calibration(run: RunDir, item: dict[str, Any], task_id: str) 
     killed before its verdict was checkpointed; the resume calibrates again from the start, and
     keeping the old rollouts too would count them twice (their ids are fresh per trial).
     """
-    from autoenvscaling.tools.rollout_store import RolloutStore
+    from autoenvscaling.tools.rollouts.store import RolloutStore
 
     if not run.rollouts.exists():
         return
@@ -406,7 +406,8 @@ def _drop_unjudged_calibration(run: RunDir, item: dict[str, Any], task_id: str) 
 
 def _finish_calibration(run: RunDir, verdict: Verdict, task_id: str) -> None:
     """Give each recorded calibration rollout its reward (None for infrastructure failures)."""
-    from autoenvscaling.tools.rollout_store import AttemptNotFoundError, RolloutStore
+    from autoenvscaling.tools.rollouts.models import AttemptNotFoundError
+    from autoenvscaling.tools.rollouts.store import RolloutStore
 
     stage = next((r for r in verdict.stages if r.stage == "calibrate"), None)
     attempts = (
@@ -455,7 +456,7 @@ async def _check_snapshot(
     from autoenvscaling.graphs.validation import graph as validation_graph
     from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict, make_verdict
     from autoenvscaling.tools.gate.results import infrastructure_verdict
-    from autoenvscaling.tools.snapshot import SnapshotError, content_hash, freeze
+    from autoenvscaling.tools.tasks.snapshot import SnapshotError, content_hash, freeze
 
     frozen = run.root / "snapshots" / f"r{item['round']:02d}" / candidate.name
     try:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:
     from autoenvscaling.graphs.config import RunConfig
-    from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
     from autoenvscaling.training.policy import PolicyRef, PolicyServer
+    from autoenvscaling.training.serving.embedded_server import EmbeddedLlamaServer
 
 
 class PolicyServers:
@@ -28,7 +28,7 @@ class PolicyServers:
         """Start the embedded (llama.cpp) server once; later calls return what it serves."""
         if self.embedded is not None:
             return self.embedded.current()
-        from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
+        from autoenvscaling.training.serving.embedded_server import EmbeddedLlamaServer
 
         server = EmbeddedLlamaServer(model_path=model_path)
         ref = await asyncio.to_thread(server.start)
@@ -40,7 +40,7 @@ class PolicyServers:
         if config.policy_server == "embedded":
             return self.embedded
         if config.policy_server == "vllm" and config.policy_base_url:
-            from autoenvscaling.training.vllm_server import VLLMPolicyServer
+            from autoenvscaling.training.serving.vllm_server import VLLMPolicyServer
 
             return VLLMPolicyServer(
                 base_url=config.policy_base_url, base_model=config.base_model or ""

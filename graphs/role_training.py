@@ -1,7 +1,7 @@
 """Both roles learn: the proposer's update in the training node, the cold start, the run modes.
 
 `train_proposer` runs after the solver's GRPO step in the flywheel's training node: it groups the
-round's proposer attempts (training/proposer_update.py), trains with TRL GRPO on the gate's
+round's proposer attempts (training/proposer/update.py), trains with TRL GRPO on the gate's
 proposer reward every `proposer_update_every` rounds, publishes the checkpoint (a child of the
 solver's) and swaps it in for both roles. `adopt_checkpoint` is the swap both the training node
 and the cold start use: after it, the proposer's and the solver's model configs name the new
@@ -49,7 +49,7 @@ async def train_proposer(
     ctx: FlywheelContext, run: RunDir, state: FlywheelState, policy: Policy
 ) -> tuple[dict[str, Any], Policy | None]:
     """The proposer's GRPO update on this round's attempts; (summary, new policy or None)."""
-    from autoenvscaling.training.proposer_update import plan_proposer_update, update_due
+    from autoenvscaling.training.proposer.update import plan_proposer_update, update_due
 
     round_ = state["round"]
     if not (ctx.train and ctx.proposer_training):
@@ -76,7 +76,7 @@ async def train_proposer(
     from autoenvscaling.training.backend import TrainHyperParams, TrainingError
     from autoenvscaling.training.checkpoints import CheckpointRegistry
     from autoenvscaling.training.policy import PolicySwapError
-    from autoenvscaling.training.proposer_update import ProposerJob, TRLProposerBackend
+    from autoenvscaling.training.proposer.update import ProposerJob, TRLProposerBackend
 
     registry = CheckpointRegistry(run.checkpoints)
     current = policy
@@ -145,8 +145,8 @@ async def cold_start_checkpoint(
     from autoenvscaling.graphs.sft_replay import replay_tasks
     from autoenvscaling.training.backend import TrainHyperParams, TrainingError
     from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.sft import SFTJob, TRLSFTBackend
-    from autoenvscaling.training.sft_data import deduplicate, to_hf_dataset, write_jsonl
+    from autoenvscaling.training.sft.data import deduplicate, to_hf_dataset, write_jsonl
+    from autoenvscaling.training.sft.trl_backend import SFTJob, TRLSFTBackend
 
     registry = CheckpointRegistry(cache / "registry")
     current = registry.current()

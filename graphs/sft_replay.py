@@ -1,6 +1,6 @@
 """Replay reference solutions through the served solver: verified trajectories for cold start.
 
-Each task's `solve.sh` becomes a replay plan (training/sft_data.py); a scripted model then says
+Each task's `solve.sh` becomes a replay plan (training/sft/data.py); a scripted model then says
 the plan's comments and issues its commands as `run` tool calls, one per turn, through the SAME
 served solver (`graphs.solver.solve_task`: a real Harbor trial, the MCP terminal attached to the
 trial's sandbox, the task's own verifier). Only the model's replies are scripted: every command
@@ -24,7 +24,7 @@ from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.graphs.scripted_model import register, reply, tool_call
 from autoenvscaling.graphs.solver import SolverSettings, solve_task
-from autoenvscaling.training.sft_data import (
+from autoenvscaling.training.sft.data import (
     NotReplayableError,
     ReplayPlan,
     SFTExample,
@@ -54,9 +54,9 @@ class SolverInterface(BaseModel):
 
 async def served_solver_interface() -> SolverInterface:
     """The solver's system prompt and tools exactly as the served solver gives them to its model:
-    the one solver interface (tools/agent_interface.py). tests/test_sft_data.py checks the
+    the one solver interface (tools/agents/solver_interface.py). tests/test_sft_data.py checks the
     rendering against what a served attempt really sends to its endpoint."""
-    from autoenvscaling.tools import agent_interface
+    from autoenvscaling.tools.agents import solver_interface as agent_interface
 
     return SolverInterface(
         system_prompt=agent_interface.system_prompt(),
@@ -94,8 +94,8 @@ async def replay_task(
     trials_dir: Path | None = None,
 ) -> tuple[ReplayResult, SFTExample | None]:
     """Replay one task's reference solution; the example when the verifier gives 1.0."""
-    from autoenvscaling.tools.rollout_store import RolloutStore
-    from autoenvscaling.tools.task_format import TaskFormatError, load_task
+    from autoenvscaling.tools.rollouts.store import RolloutStore
+    from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
 
     task_dir = Path(task_dir).resolve()
     result = ReplayResult(task_id=task_dir.name)

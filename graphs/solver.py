@@ -30,15 +30,15 @@ from autoenvscaling.graphs.mcp_tools import open_mcp_tools
 from autoenvscaling.graphs.models import ModelConfig, load_chat_model
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
 from autoenvscaling.prompts import load_prompt
-from autoenvscaling.tools.agent_interface import first_messages, openai_tools, render_mcp_result
-from autoenvscaling.tools.prompt_fit import prompt_tokens, reply_cap
-from autoenvscaling.tools.rollout_store import (
-    Outcome,
-    RolloutStore,
-    new_attempt_id,
-    stable_attempt_id,
+from autoenvscaling.tools.agents.prompt_fit import prompt_tokens, reply_cap
+from autoenvscaling.tools.agents.solver_interface import (
+    first_messages,
+    openai_tools,
+    render_mcp_result,
 )
-from autoenvscaling.tools.trials import TrialBackend, TrialOutcome, run_trial
+from autoenvscaling.tools.rollouts.models import Outcome, new_attempt_id, stable_attempt_id
+from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.trials.trial import TrialBackend, TrialOutcome, run_trial
 
 SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
 
@@ -103,7 +103,7 @@ class SolverAgent(BaseAgent):
         ref = environment.sandbox_ref  # type: ignore[attr-defined]  # our SandboxEnvironment
         started = time.monotonic()
         server = build_terminal_server(ref=ref)
-        # The one solver interface (tools/agent_interface.py): GRPO episodes start the same way.
+        # The one solver interface (tools/agents/solver_interface.py): GRPO episodes start the same way.
         # Only the cheat agent (anti_cheat) swaps the system prompt.
         system, user = first_messages(instruction)
         if s.system_prompt != "solver":
@@ -203,7 +203,7 @@ async def solve_task(
     trials_dir: Path | None = None,
 ) -> SolverAttempt:
     """One solver attempt in a real Harbor trial; recorded and rewarded in the store."""
-    from autoenvscaling.tools.task_format import TaskFormatError, load_task
+    from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
 
     task_dir = Path(task_dir).resolve()
     try:

@@ -1,6 +1,6 @@
 """MCP filesystem server: read, write, edit, list, glob and grep inside one root folder.
 
-A thin face over `tools.rooted_fs`: paths are relative to the root; anything that resolves outside
+A thin face over `tools.files.rooted`: paths are relative to the root; anything that resolves outside
 it (`..`, absolute paths, symlinks pointing out) is refused with a reason code and a message.
 Every error a client sees names paths only as the client gave them: never the root's place on
 this machine (an unexpected error is reported by its type and a scrubbed message).
@@ -17,17 +17,17 @@ from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from autoenvscaling.tools.rooted_fs import (
+from autoenvscaling.tools.files.models import (
     EditResult,
     FsLimits,
     GlobResult,
     GrepResult,
     ListResult,
     ReadResult,
-    RootedFs,
     WriteResult,
 )
-from autoenvscaling.tools.safe_paths import PathRefusedError
+from autoenvscaling.tools.files.rooted import RootedFs
+from autoenvscaling.tools.files.safe_paths import PathRefusedError
 
 T = TypeVar("T")
 

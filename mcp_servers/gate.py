@@ -17,7 +17,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.gate import STAGES, GateConfig, StageName, Verdict, validate_task
-from autoenvscaling.tools.task_format import check_task
+from autoenvscaling.tools.tasks.format import check_task
 
 # The stages a proposer may never run against itself.
 NEVER_CHECKED: tuple[StageName, ...] = ("calibrate",)

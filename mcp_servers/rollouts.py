@@ -17,17 +17,17 @@ from mcp.server.fastmcp import FastMCP
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollout_store import (
+from autoenvscaling.tools.rollouts.models import (
     Attempt,
     Failure,
     Outcome,
     PassRate,
     Role,
-    RolloutStore,
     RolloutStoreError,
     SearchHit,
     StoreSummary,
 )
+from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.text_cap import cap_text
 
 T = TypeVar("T")

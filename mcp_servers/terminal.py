@@ -17,7 +17,7 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.agent_interface import (
+from autoenvscaling.tools.agents.solver_interface import (
     MAX_TIMEOUT_SEC,
     READ_TIMEOUT_SEC,
     RUN_TIMEOUT_SEC,
@@ -165,7 +165,7 @@ def build_terminal_server(
         session: _Session = ctx.request_context.lifespan_context
         return await session.shell()
 
-    # Names and descriptions come from the one solver interface (tools/agent_interface.py), which
+    # Names and descriptions come from the one solver interface (tools/agents/solver_interface.py), which
     # the served solver binds and the GRPO episode mirrors.
     @server.tool(
         name="run",

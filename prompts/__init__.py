@@ -1,7 +1,7 @@
 """Prompt files (markdown package data): each role's and generation arm's instructions.
 
 Text that code composes for a model lives with that code instead: the solver's tool
-descriptions and result rendering (tools/agent_interface.py), lint findings and gate verdicts.
+descriptions and result rendering (tools/agents/solver_interface.py), lint findings and gate verdicts.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def _markers() -> list[Path]:
     except Exception:  # noqa: BLE001 - a backend that is not installed builds nothing
         pass
     try:
-        from autoenvscaling.training.embedded_setup import embedded_cache_dir
+        from autoenvscaling.training.serving.embedded_setup import embedded_cache_dir
 
         paths.append(embedded_cache_dir())
     except Exception:  # noqa: BLE001 - the embedded extra is optional

@@ -14,10 +14,10 @@ from autoenvscaling.graphs.flywheel import FlywheelContext
 from autoenvscaling.graphs.flywheel_roles import run_gate
 from autoenvscaling.graphs.models import ModelConfig, Policy
 from autoenvscaling.tools.gate import GateConfig, validate_task
-from autoenvscaling.tools.pool import Pool, PoolEntry, PoolError
-from autoenvscaling.tools.rollout_store import RolloutStore
+from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.run_dir import RunDir
-from autoenvscaling.tools.snapshot import content_hash
+from autoenvscaling.tools.tasks.pool import Pool, PoolEntry, PoolError
+from autoenvscaling.tools.tasks.snapshot import content_hash
 
 from .conftest import FIXTURES
 

@@ -14,14 +14,19 @@ from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.graphs.scripted_model import ScriptedChatModel, register, reply, tool_call
 from autoenvscaling.graphs.solver import SolverSettings, solve_task
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
-from autoenvscaling.tools.agent_interface import (
+from autoenvscaling.tools.agents.solver_interface import (
     TOOLS,
     first_messages,
     openai_tools,
     render_mcp_result,
     render_result,
 )
-from autoenvscaling.training.episode_env import EpisodeConfig, EventLoop, TaskEpisode, prompt_tools
+from autoenvscaling.training.grpo.episode_env import (
+    EpisodeConfig,
+    EventLoop,
+    TaskEpisode,
+    prompt_tools,
+)
 
 from .conftest import FIXTURES
 
@@ -77,8 +82,8 @@ async def test_first_model_input_is_identical_for_training_and_serving(
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langchain_openai.chat_models.base import _convert_message_to_dict
 
-    from autoenvscaling.tools.task_format import load_task
-    from autoenvscaling.training.sandboxes import task_starter
+    from autoenvscaling.tools.tasks.format import load_task
+    from autoenvscaling.training.grpo.sandboxes import task_starter
     from autoenvscaling.training.tiny_model import build_tokenizer
 
     seen: dict[str, list] = {"tools": [], "calls": []}

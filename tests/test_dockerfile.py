@@ -1,4 +1,4 @@
-"""The one Dockerfile reader (tools/dockerfile.py): what lint, the image builder and the verifier
+"""The one Dockerfile reader (tools/tasks/dockerfile.py): what lint, the image builder and the verifier
 read from a Dockerfile, and its only failure on hostile text or files: `DockerfileError`."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import string
 
 import pytest
 
-from autoenvscaling.tools.dockerfile import (
+from autoenvscaling.tools.sandbox.images import _parent_images
+from autoenvscaling.tools.tasks.dockerfile import (
     MAX_DOCKERFILE_BYTES,
     Dockerfile,
     DockerfileError,
     copy_args,
 )
-from autoenvscaling.tools.sandbox.images import _parent_images
-from autoenvscaling.tools.verifier_protocol import DEFAULT_WORKDIR, _dockerfile_workdir
+from autoenvscaling.tools.trials.verifier import DEFAULT_WORKDIR, _dockerfile_workdir
 
 pytestmark = pytest.mark.timeout(60)
 

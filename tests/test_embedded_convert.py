@@ -14,7 +14,7 @@ import sys
 import httpx
 import pytest
 
-from autoenvscaling.training.embedded_setup import (
+from autoenvscaling.training.serving.embedded_setup import (
     embedded_cache_dir,
     ensure_embedded_assets,
     llama_cpp_available,
@@ -32,9 +32,9 @@ if not llama_cpp_available() or _missing:
     print(f"SKIP embedded conversion tests: {_why}", file=sys.stderr)
     pytest.skip(_why, allow_module_level=True)
 
-from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
-from autoenvscaling.training.gguf_convert import GGUFConversionError, export_base_config
 from autoenvscaling.training.policy import Checkpoint, PolicySwapError
+from autoenvscaling.training.serving.embedded_server import EmbeddedLlamaServer
+from autoenvscaling.training.serving.gguf_convert import GGUFConversionError, export_base_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.train]
 

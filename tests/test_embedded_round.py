@@ -68,10 +68,13 @@ def warmed(tmp_path_factory):
 
 def warmed_model(root: Path) -> tuple[Path, Path]:
     _embedded_ready()
-    from autoenvscaling.tools.agent_interface import render_result
-    from autoenvscaling.training.embedded_setup import ensure_embedded_assets, ensure_hf_base_model
-    from autoenvscaling.training.episode_env import episode_prompt
-    from autoenvscaling.training.gguf_convert import convert_full_model
+    from autoenvscaling.tools.agents.solver_interface import render_result
+    from autoenvscaling.training.grpo.episode_env import episode_prompt
+    from autoenvscaling.training.serving.embedded_setup import (
+        ensure_embedded_assets,
+        ensure_hf_base_model,
+    )
+    from autoenvscaling.training.serving.gguf_convert import convert_full_model
     from autoenvscaling.training.tiny_model import tool_call_reply
 
     assets = ensure_embedded_assets(with_converter=True)
@@ -96,7 +99,7 @@ def warmed_model(root: Path) -> tuple[Path, Path]:
         [
             sys.executable,
             "-m",
-            "autoenvscaling.training.warmup",
+            "autoenvscaling.training.sft.warmup",
             "--base",
             str(base),
             "--out",
@@ -132,7 +135,7 @@ async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
     from autoenvscaling.graphs import flywheel_roles
     from autoenvscaling.graphs.flywheel import FlywheelContext, _role_model, build_flywheel
     from autoenvscaling.graphs.policy_servers import PolicyServers
-    from autoenvscaling.tools.rollout_store import RolloutStore
+    from autoenvscaling.tools.rollouts.store import RolloutStore
 
     hf, gguf = warmed
     seed = _write(tmp_path / "seed" / "touch-done", TOUCH_TASK).parent

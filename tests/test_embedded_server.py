@@ -19,7 +19,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from autoenvscaling.training.embedded_setup import ensure_embedded_assets, llama_cpp_available
+from autoenvscaling.training.serving.embedded_setup import (
+    ensure_embedded_assets,
+    llama_cpp_available,
+)
 
 if not llama_cpp_available():
     print(
@@ -31,7 +34,7 @@ if not llama_cpp_available():
         "llama-cpp-python[server] is not installed (the `embedded` extra)", allow_module_level=True
     )
 
-from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
+from autoenvscaling.training.serving.embedded_server import EmbeddedLlamaServer
 
 pytestmark = pytest.mark.slow
 
@@ -210,7 +213,7 @@ async def test_lora_hot_load_then_new_name_answers(server, tmp_path):
 _PARENT = """
 import sys, time
 from pathlib import Path
-from autoenvscaling.training.embedded_server import EmbeddedLlamaServer
+from autoenvscaling.training.serving.embedded_server import EmbeddedLlamaServer
 srv = EmbeddedLlamaServer(model_path=Path(sys.argv[1]), n_ctx=1024)
 srv.start()
 print(srv.pid, srv.base_url, srv.log_path.parent, flush=True)

@@ -19,7 +19,7 @@ from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
 from autoenvscaling.graphs.scripted_model import register
 from autoenvscaling.tools.export import read_card
 from autoenvscaling.tools.gate import Verdict
-from autoenvscaling.tools.trials import ENVIRONMENTS
+from autoenvscaling.tools.trials.trial import ENVIRONMENTS
 
 from .conftest import FIXTURES
 from .flywheel_policy import shared_policy

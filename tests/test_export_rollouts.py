@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from autoenvscaling.tools.export import RolloutFilter, export_rollouts
-from autoenvscaling.tools.rollout_store import Attempt, RolloutStore, Step
+from autoenvscaling.tools.rollouts.models import Attempt, Step
+from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.run_dir import RunDir
 
 INSTRUCTION = "Write the sum of /app/numbers.txt to /app/sum.txt.\n"

@@ -10,10 +10,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
 from autoenvscaling.graphs.scripted_model import register
-from autoenvscaling.tools.brief import ProposerBrief
-from autoenvscaling.tools.pool import Pool
-from autoenvscaling.tools.rollout_store import RolloutStore
-from autoenvscaling.tools.snapshot import content_hash
+from autoenvscaling.tools.agents.brief import ProposerBrief
+from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.tasks.pool import Pool
+from autoenvscaling.tools.tasks.snapshot import content_hash
 
 from .conftest import FIXTURES
 from .flywheel_policy import shared_policy

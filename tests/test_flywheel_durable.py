@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.tools.pool import Pool
-from autoenvscaling.tools.rollout_store import RolloutStore
+from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.tasks.pool import Pool
 
 from .conftest import FIXTURES, REPO
 

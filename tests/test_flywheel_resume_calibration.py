@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from autoenvscaling.graphs.flywheel_roles import _drop_unjudged_calibration
-from autoenvscaling.tools.rollout_store import Attempt, RolloutStore, Step
+from autoenvscaling.tools.rollouts.models import Attempt, Step
+from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.run_dir import RunDir
 
 

@@ -14,7 +14,7 @@ from .conftest import FIXTURES
 
 TASK = FIXTURES / "good_task"
 SCHEDULED = "autoenvscaling.tools.gate.scheduled:ScheduledAgent"
-SCRIPT = "autoenvscaling.tools.script_agent:ScriptAgent"
+SCRIPT = "autoenvscaling.tools.trials.script_agent:ScriptAgent"
 
 
 def scheduled(schedule: str, tmp_path, task=TASK) -> GateConfig:

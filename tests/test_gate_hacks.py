@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from autoenvscaling.tools.gate import GateConfig, Verdict, make_verdict, run_stage
-from autoenvscaling.tools.gate.anti_cheat import PROBES, probe_rejections
+from autoenvscaling.tools.gate.anti_cheat.stage import PROBES, probe_rejections
 from autoenvscaling.tools.gate.harness import gate_trial
-from autoenvscaling.tools.trials import TrialOutcome
+from autoenvscaling.tools.trials.trial import TrialOutcome
 
 from .conftest import FIXTURES
 
 HACKS = FIXTURES / "hack_tasks"
-SCRIPT_AGENT = "autoenvscaling.tools.script_agent:ScriptAgent"
+SCRIPT_AGENT = "autoenvscaling.tools.trials.script_agent:ScriptAgent"
 
 # task -> (the probe that must reject it, words its reason must contain)
 EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {

@@ -12,10 +12,9 @@ import zipfile
 
 import pytest
 
-from autoenvscaling.tools.gate.anti_cheat import PROBES
-from autoenvscaling.tools.gate.cheat_agent import judge
-from autoenvscaling.tools.gate.exploits import plan, status_files
-from autoenvscaling.tools.gate.leaks import (
+from autoenvscaling.tools.gate.anti_cheat.cheat_agent import judge
+from autoenvscaling.tools.gate.anti_cheat.exploits import plan, status_files
+from autoenvscaling.tools.gate.anti_cheat.leaks import (
     OutputIndex,
     archive_members,
     fingerprint,
@@ -23,9 +22,10 @@ from autoenvscaling.tools.gate.leaks import (
     in_instruction,
     normalised_key,
 )
-from autoenvscaling.tools.gate.near_miss import derive_near_misses, is_data_output
-from autoenvscaling.tools.lint import lint_task
-from autoenvscaling.tools.lint_hacks import hack_findings
+from autoenvscaling.tools.gate.anti_cheat.near_miss import derive_near_misses, is_data_output
+from autoenvscaling.tools.gate.anti_cheat.stage import PROBES
+from autoenvscaling.tools.gate.lint import lint_task
+from autoenvscaling.tools.gate.lint.hacks import hack_findings
 
 from .conftest import FIXTURES, SEED_DIR, seed_tasks
 

@@ -30,7 +30,7 @@ import pytest
 
 from autoenvscaling.tools.gate import GateConfig, Verdict, make_verdict, run_stage
 from autoenvscaling.tools.sandbox.harbor_env import EngineEnvironment
-from autoenvscaling.tools.verifier_protocol import default_to_separate, verifier_mode
+from autoenvscaling.tools.trials.verifier import default_to_separate, verifier_mode
 
 from .conftest import FIXTURES
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.tools.harbor_backends import (
+from autoenvscaling.tools.sandbox.harbor_backends import (
     CAPABILITIES,
     HARBOR_OFFERS,
     STAGE_NEEDS,
@@ -22,7 +22,7 @@ from autoenvscaling.tools.harbor_backends import (
     environment_config,
     pip_extra,
 )
-from autoenvscaling.tools.trials import ENVIRONMENTS
+from autoenvscaling.tools.trials.trial import ENVIRONMENTS
 
 CLOUD = ["daytona", "modal", "e2b", "runloop"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,7 +105,7 @@ def _capture_environments(monkeypatch) -> list:
 async def _hand_over(stage: str, monkeypatch, tmp_path: Path):
     """Run `stage` on harbor:modal with OPTIONS up to the point Harbor takes over."""
     if stage == "trial":
-        from autoenvscaling.tools.trials import run_trial
+        from autoenvscaling.tools.trials.trial import run_trial
 
         seen = _capture_trials(monkeypatch)
         outcome = await run_trial(
@@ -124,7 +124,7 @@ async def _hand_over(stage: str, monkeypatch, tmp_path: Path):
         for name in ("build", "oracle", "nop", "anti_cheat"):
             await run_stage(name, GOOD_TASK, config)
         return seen
-    from autoenvscaling.training.sandboxes import task_starter
+    from autoenvscaling.training.grpo.sandboxes import task_starter
 
     seen = _capture_environments(monkeypatch)
     with pytest.raises(Handed):
@@ -245,8 +245,9 @@ def test_every_harbor_type_that_imports_here_offers_what_the_table_says():
 
 def test_readme_scaling_out_table_is_written_from_the_code_table():
     readme = (ROOT / "README.md").read_text()
-    assert capability_table() in readme, "regenerate: python -c 'from autoenvscaling.tools." + (
-        "harbor_backends import capability_table; print(capability_table())'"
+    assert capability_table() in readme, (
+        "regenerate: python -c 'from autoenvscaling.tools.sandbox."
+        + ("harbor_backends import capability_table; print(capability_table())'")
     )
     for capability in CAPABILITIES:
         assert f"`{capability}`" in readme
@@ -261,8 +262,8 @@ def test_grpo_episode_over_exec_as_on_a_harbor_type(engine_ready, tmp_path):
     """A GRPO episode whose environment has no sandbox to attach to (as on harbor:<type>): the
     shell runs over Harbor's `exec` of a real environment, keeps cwd and exports, and the task's
     own verifier scores the work."""
-    from autoenvscaling.training.episode_env import EpisodeConfig, EventLoop, TaskEpisode
-    from autoenvscaling.training.sandboxes import task_starter
+    from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
+    from autoenvscaling.training.grpo.sandboxes import task_starter
     from tests.test_training_support import make_tasks
 
     real = task_starter("podman")

@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from autoenvscaling.tools.trials import run_trial, run_trials
+from autoenvscaling.tools.trials.trial import run_trial, run_trials
 
 from .conftest import FIXTURES, seed_tasks
 
-SCRIPT_AGENT = "autoenvscaling.tools.script_agent:ScriptAgent"
+SCRIPT_AGENT = "autoenvscaling.tools.trials.script_agent:ScriptAgent"
 
 
 @pytest.mark.timeout(300)

@@ -23,10 +23,10 @@ import pytest
 from harbor.lint import lint_task
 from harbor.lint.models import DEFAULT_RULES, LintRule
 
-from autoenvscaling.tools.brief import parse_file_blocks
 from autoenvscaling.tools.gate.results import StageResult, make_verdict
-from autoenvscaling.tools.task_format import write_task
-from autoenvscaling.tools.verifier_protocol import default_to_separate, verifier_mode
+from autoenvscaling.tools.tasks.file_blocks import parse_file_blocks
+from autoenvscaling.tools.tasks.format import write_task
+from autoenvscaling.tools.trials.verifier import default_to_separate, verifier_mode
 
 from .conftest import seed_tasks
 from .flywheel_policy import FILES, blocks

@@ -16,8 +16,8 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
-from autoenvscaling.tools.pool import Pool
-from autoenvscaling.tools.rollout_store import RolloutStore
+from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.tasks.pool import Pool
 
 from .conftest import FIXTURES
 from .flywheel_policy import shared_policy

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.tools.lint import LintReport, lint_task
+from autoenvscaling.tools.gate.lint import LintReport, lint_task
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GOOD = FIXTURES / "good_task"

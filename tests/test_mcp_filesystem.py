@@ -9,8 +9,8 @@ import pytest
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
-from autoenvscaling.tools.rooted_fs import FsLimits
-from autoenvscaling.tools.safe_paths import PathRefusedError, SafeRoot
+from autoenvscaling.tools.files.models import FsLimits
+from autoenvscaling.tools.files.safe_paths import PathRefusedError, SafeRoot
 
 LIMITS = FsLimits(
     max_file_bytes=100_000,

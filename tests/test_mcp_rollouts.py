@@ -9,7 +9,8 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from pydantic import AnyUrl
 
 from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
-from autoenvscaling.tools.rollout_store import Attempt, RolloutStore, Step
+from autoenvscaling.tools.rollouts.models import Attempt, Step
+from autoenvscaling.tools.rollouts.store import RolloutStore
 
 
 @pytest.fixture

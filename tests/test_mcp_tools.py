@@ -13,7 +13,8 @@ from autoenvscaling.graphs.mcp_tools import open_mcp_tools
 from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
 from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
-from autoenvscaling.tools.rollout_store import Attempt, RolloutStore
+from autoenvscaling.tools.rollouts.models import Attempt
+from autoenvscaling.tools.rollouts.store import RolloutStore
 
 
 class ScriptedModel(GenericFakeChatModel):

@@ -16,7 +16,8 @@ from mcp.client.streamable_http import streamable_http_client
 from pydantic import AnyUrl
 
 from autoenvscaling.graphs.mcp_tools import open_external_mcp_tools, stdio_connection
-from autoenvscaling.tools.rollout_store import Attempt, RolloutStore, Step
+from autoenvscaling.tools.rollouts.models import Attempt, Step
+from autoenvscaling.tools.rollouts.store import RolloutStore
 
 MODULE = ["-m", "autoenvscaling.mcp_servers"]
 

@@ -15,7 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.graphs.proposer import ProposerSettings, propose
 from autoenvscaling.graphs.scripted_model import register
-from autoenvscaling.tools.brief import ProposerBrief
+from autoenvscaling.tools.agents.brief import ProposerBrief
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,8 +11,9 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from pydantic import BaseModel
 
 from autoenvscaling.mcp_servers import schema_cache
-from autoenvscaling.tools.rollout_store import Attempt, RolloutStore, Step
-from autoenvscaling.tools.similarity import DedupIndex, words
+from autoenvscaling.tools.rollouts.models import Attempt, Step
+from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.tasks.similarity import DedupIndex, words
 
 SCHEMA = {
     "type": "object",
@@ -78,7 +79,7 @@ def test_streamed_minhash_equals_the_all_at_once_one():
 
 
 def test_windowed_search_ranks_and_finds_rare_and_common_words(tmp_path, monkeypatch):
-    import autoenvscaling.tools.rollout_store as rs
+    import autoenvscaling.tools.rollouts.queries as rs
 
     monkeypatch.setattr(rs, "SEARCH_WINDOW", 3)
     with RolloutStore(tmp_path / "r.db") as store:

@@ -9,7 +9,7 @@ import logging
 from rich.console import Console
 
 from autoenvscaling.cli.main import HarborLogFilter
-from autoenvscaling.tools.progress import TaskProgress
+from autoenvscaling.cli.progress import TaskProgress
 
 
 def _run(console: Console, *, quiet: bool = False) -> TaskProgress:

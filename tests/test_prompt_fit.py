@@ -24,8 +24,12 @@ from autoenvscaling.graphs.proposer import (
 )
 from autoenvscaling.graphs.scripted_model import register
 from autoenvscaling.graphs.solver import solver_model_for
-from autoenvscaling.tools.brief import FailureNote, ProposerBrief, TaskRate, build_brief
-from autoenvscaling.tools.prompt_fit import ContextWindowError, estimate_tokens, prompt_tokens
+from autoenvscaling.tools.agents.brief import FailureNote, ProposerBrief, TaskRate, build_brief
+from autoenvscaling.tools.agents.prompt_fit import (
+    ContextWindowError,
+    estimate_tokens,
+    prompt_tokens,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -172,7 +176,7 @@ def test_the_run_window_reaches_the_policy_roles_only() -> None:
 
 async def test_propose_admit_is_a_real_duration(tmp_path: Path, monkeypatch) -> None:
     """The round starts before inspect: a slow inspect and a quick propose is not negative."""
-    import autoenvscaling.tools.brief as brief_module
+    import autoenvscaling.tools.agents.brief as brief_module
 
     def slow_brief(*args, **kwargs):
         time.sleep(0.3)

@@ -20,9 +20,9 @@ from autoenvscaling.graphs.proposer import (
     propose,
 )
 from autoenvscaling.graphs.scripted_model import register, reply, tool_call
-from autoenvscaling.tools.brief import build_brief
+from autoenvscaling.tools.agents.brief import build_brief
 from autoenvscaling.tools.gate import GateConfig
-from autoenvscaling.tools.rollout_store import RolloutStore
+from autoenvscaling.tools.rollouts.store import RolloutStore
 
 from .conftest import SEED_DIR
 from .flywheel_policy import BROKEN, BUG, FIX, blocks

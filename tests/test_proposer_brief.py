@@ -11,14 +11,14 @@ import pytest
 from autoenvscaling.graphs.mcp_tools import open_mcp_tools
 from autoenvscaling.graphs.proposer import ProposerSettings, proposer_tools
 from autoenvscaling.mcp_servers.gate import build_gate_server
-from autoenvscaling.tools.brief import (
+from autoenvscaling.tools.agents.brief import build_brief
+from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.tasks.file_blocks import (
     ReplyFormatError,
-    build_brief,
     parse_file_blocks,
     render_file_blocks,
 )
-from autoenvscaling.tools.rollout_store import RolloutStore
-from autoenvscaling.tools.task_format import load_task, write_task
+from autoenvscaling.tools.tasks.format import load_task, write_task
 
 from .conftest import FIXTURES, SEED_DIR
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.tools.rollout_store import Attempt, RolloutStore
-from autoenvscaling.tools.transcripts import Transcript, save_transcript
-from autoenvscaling.training.proposer_update import plan_proposer_update
+from autoenvscaling.tools.rollouts.models import Attempt
+from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.rollouts.transcripts import Transcript, save_transcript
+from autoenvscaling.training.proposer.update import plan_proposer_update
 
 needs_train = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None or importlib.util.find_spec("trl") is None,
@@ -176,7 +177,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_env_mask_covers_only_the_models_own_tokens(tiny_model: Path) -> None:
     from transformers import AutoTokenizer
 
-    from autoenvscaling.training.proposer_worker import tokenize_conversation
+    from autoenvscaling.training.proposer.worker import tokenize_conversation
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     messages = _conversation("brief A", "MODEL-WROTE-THIS")
@@ -196,7 +197,7 @@ def test_env_mask_covers_only_the_models_own_tokens(tiny_model: Path) -> None:
 def test_varying_rewards_change_the_weights(tiny_model: Path, tmp_path: Path) -> None:
     from autoenvscaling.training.backend import TrainHyperParams
     from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.proposer_update import ProposerJob, TRLProposerBackend
+    from autoenvscaling.training.proposer.update import ProposerJob, TRLProposerBackend
 
     store = tmp_path / "rollouts.db"
     _record(
@@ -237,8 +238,8 @@ def test_a_real_proposer_attempt_leaves_its_transcript(tmp_path: Path) -> None:
     from autoenvscaling.graphs.models import ModelConfig
     from autoenvscaling.graphs.proposer import ProposerSettings, brief_prompt, propose
     from autoenvscaling.graphs.scripted_model import register
-    from autoenvscaling.tools.brief import build_brief
-    from autoenvscaling.tools.transcripts import load_transcript
+    from autoenvscaling.tools.agents.brief import build_brief
+    from autoenvscaling.tools.rollouts.transcripts import load_transcript
     from tests.conftest import SEED_DIR
 
     store = tmp_path / "rollouts.db"
@@ -265,8 +266,8 @@ def test_a_real_proposer_attempt_leaves_its_transcript(tmp_path: Path) -> None:
 def test_run_modes_are_in_the_manifest_and_the_round_report(tmp_path: Path) -> None:
     from autoenvscaling.graphs.flywheel import FlywheelContext
     from autoenvscaling.graphs.role_training import run_modes
-    from autoenvscaling.tools.metrics import RoundMetrics
-    from autoenvscaling.tools.report import round_markdown
+    from autoenvscaling.tools.report.metrics import RoundMetrics
+    from autoenvscaling.tools.report.run_report import round_markdown
     from autoenvscaling.tools.run_dir import RunDir
 
     ctx = FlywheelContext(run_dir=str(tmp_path / "run"), proposer_group_size=2)

@@ -23,7 +23,7 @@ from autoenvscaling.graphs.models import Policy
 from autoenvscaling.tools.run_dir import RunDir
 from autoenvscaling.training.checkpoints import CheckpointRegistry
 from autoenvscaling.training.policy import PolicySwapError
-from autoenvscaling.training.vllm_server import VLLMPolicyServer
+from autoenvscaling.training.serving.vllm_server import VLLMPolicyServer
 
 from .conftest import REPO
 from .test_training_vllm_contract import BASE, FakeVLLM, Served, _ask

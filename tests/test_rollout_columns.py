@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from autoenvscaling.tools.rollout_schema import MIGRATIONS
-from autoenvscaling.tools.rollout_store import ATTEMPTS, STEPS, Attempt, RolloutStore, Step
+from autoenvscaling.tools.rollouts.models import ATTEMPTS, STEPS, Attempt, Step
+from autoenvscaling.tools.rollouts.schema import MIGRATIONS
+from autoenvscaling.tools.rollouts.store import RolloutStore
 
 pytestmark = pytest.mark.timeout(120)
 

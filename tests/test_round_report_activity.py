@@ -15,16 +15,17 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from autoenvscaling.tools.agent_activity import grpo_groups
-from autoenvscaling.tools.metrics import RoundMetrics, round_metrics
-from autoenvscaling.tools.pool import Pool
-from autoenvscaling.tools.report import (
+from autoenvscaling.tools.report.activity import grpo_groups
+from autoenvscaling.tools.report.metrics import RoundMetrics, round_metrics
+from autoenvscaling.tools.report.run_report import (
     load_history,
     round_markdown,
     save_history,
     write_run_report,
 )
-from autoenvscaling.tools.rollout_store import Attempt, RolloutStore, Step
+from autoenvscaling.tools.rollouts.models import Attempt, Step
+from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.tasks.pool import Pool
 
 from .conftest import FIXTURES
 

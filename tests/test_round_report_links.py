@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from autoenvscaling.tools.rollout_store import RolloutStore
+from autoenvscaling.tools.rollouts.store import RolloutStore
 
 from .test_export import _scripted_run
 

@@ -20,7 +20,7 @@ from autoenvscaling.tools.sandbox.cleanup import LABEL, OWNER_LABEL, cleanup_sta
 
 from .conftest import FIXTURES
 
-SCRIPT_AGENT = "autoenvscaling.tools.script_agent:ScriptAgent"
+SCRIPT_AGENT = "autoenvscaling.tools.trials.script_agent:ScriptAgent"
 
 
 def owned_by(api, pid: int) -> list[dict]:
@@ -48,7 +48,7 @@ async def test_trial_killed_during_the_agent_phase_leaves_no_container(
     api = engine_client.api
     code = (
         "import asyncio, sys\nfrom pathlib import Path\n"
-        "from autoenvscaling.tools.trials import run_trial\n"
+        "from autoenvscaling.tools.trials.trial import run_trial\n"
         "asyncio.run(run_trial(Path(sys.argv[1]), agent=sys.argv[2], backend=sys.argv[4],\n"
         "    trials_dir=Path(sys.argv[3]), agent_kwargs={'commands': ['sleep 600']}))\n"
     )
@@ -132,7 +132,7 @@ async def test_cleanup_removes_only_stale_labelled_containers(engine, engine_cli
 
 
 async def test_a_normal_trial_end_removes_its_container(engine, engine_client, tmp_path):
-    from autoenvscaling.tools.trials import run_trial
+    from autoenvscaling.tools.trials.trial import run_trial
 
     outcome = await run_trial(
         FIXTURES / "good_task", agent="nop", backend=engine, trials_dir=tmp_path

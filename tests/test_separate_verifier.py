@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.tools.trials import run_trial
+from autoenvscaling.tools.trials.trial import run_trial
 from tests.conftest import SEED_DIR
 from tests.security.conftest import BACKEND, describe, write_task
 

@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request
 from typer.testing import CliRunner
 
 from autoenvscaling.cli.main import app
-from autoenvscaling.training.sft_data import (
+from autoenvscaling.training.sft.data import (
     INLINED_DIR,
     NotReplayableError,
     read_jsonl,
@@ -129,8 +129,9 @@ def test_run_folders_are_harvested_and_deduplicated(replayed: Path, tmp_path: Pa
     admitted proposer attempts (from transcripts); the same conversations twice count once."""
     import shutil
 
-    from autoenvscaling.tools.rollout_store import Attempt, RolloutStore
-    from autoenvscaling.tools.transcripts import Transcript, save_transcript
+    from autoenvscaling.tools.rollouts.models import Attempt
+    from autoenvscaling.tools.rollouts.store import RolloutStore
+    from autoenvscaling.tools.rollouts.transcripts import Transcript, save_transcript
 
     run = tmp_path / "run"
     shutil.copytree(replayed / "trials", run / "trials")
@@ -258,9 +259,9 @@ async def test_example_renders_exactly_like_a_served_attempt(engine_ready, tmp_p
     from autoenvscaling.graphs.models import ModelConfig
     from autoenvscaling.graphs.sft_replay import served_solver_interface
     from autoenvscaling.graphs.solver import SolverSettings, solve_task
-    from autoenvscaling.tools.rollout_store import RolloutStore
-    from autoenvscaling.tools.task_format import load_task
-    from autoenvscaling.training.sft_data import solver_example
+    from autoenvscaling.tools.rollouts.store import RolloutStore
+    from autoenvscaling.tools.tasks.format import load_task
+    from autoenvscaling.training.sft.data import solver_example
     from autoenvscaling.training.tiny_model import build_tokenizer
     from tests.test_training_vllm_contract import Served
 

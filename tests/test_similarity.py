@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.tools.similarity import (
+from autoenvscaling.tools.tasks.format import TaskSpec, load_pool, load_task, write_task
+from autoenvscaling.tools.tasks.similarity import (
     DedupIndex,
     HeldoutIndex,
     load_heldout,
@@ -15,7 +16,6 @@ from autoenvscaling.tools.similarity import (
     task_text,
     words,
 )
-from autoenvscaling.tools.task_format import TaskSpec, load_pool, load_task, write_task
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GOOD = FIXTURES / "good_task"

@@ -8,15 +8,15 @@ import threading
 
 import pytest
 
-from autoenvscaling.tools.rollout_schema import SCHEMA_VERSION, SchemaTooNewError
-from autoenvscaling.tools.rollout_store import (
+from autoenvscaling.tools.rollouts.models import (
     Attempt,
     AttemptNotFoundError,
-    RolloutStore,
     RolloutStoreError,
     Step,
     stable_attempt_id,
 )
+from autoenvscaling.tools.rollouts.schema import SCHEMA_VERSION, SchemaTooNewError
+from autoenvscaling.tools.rollouts.store import RolloutStore
 
 
 @pytest.fixture

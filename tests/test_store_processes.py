@@ -9,12 +9,13 @@ import subprocess
 import sys
 import textwrap
 
-from autoenvscaling.tools.rollout_store import RolloutStore
+from autoenvscaling.tools.rollouts.store import RolloutStore
 
 WRITER = textwrap.dedent(
     """
     import sys
-    from autoenvscaling.tools.rollout_store import Attempt, RolloutStore, Step
+    from autoenvscaling.tools.rollouts.models import Attempt, Step
+    from autoenvscaling.tools.rollouts.store import RolloutStore
 
     path, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     store = RolloutStore(path)  # every writer migrates the fresh file at the same time
@@ -37,7 +38,8 @@ WRITER = textwrap.dedent(
 KILLED_WRITER = textwrap.dedent(
     """
     import sys, time
-    from autoenvscaling.tools.rollout_store import Attempt, RolloutStore, Step
+    from autoenvscaling.tools.rollouts.models import Attempt, Step
+    from autoenvscaling.tools.rollouts.store import RolloutStore
 
     store = RolloutStore(sys.argv[1])
     for i in range(20):

@@ -10,7 +10,7 @@ import pytest
 from harbor.models.task.config import TaskConfig
 from pydantic import ValidationError
 
-from autoenvscaling.tools.task_format import (
+from autoenvscaling.tools.tasks.format import (
     HarborTask,
     TaskFormatError,
     TaskSpec,

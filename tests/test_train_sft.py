@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from autoenvscaling.cli.main import app
 from autoenvscaling.training.checkpoints import CheckpointRegistry
-from autoenvscaling.training.sft_data import SFTExample, to_hf_dataset
+from autoenvscaling.training.sft.data import SFTExample, to_hf_dataset
 
 pytestmark = [
     pytest.mark.train,
@@ -155,7 +155,7 @@ async def test_sft_publishes_a_checkpoint_both_roles_use(
     from autoenvscaling.graphs.flywheel import FlywheelContext, _role_model
     from autoenvscaling.graphs.models import Policy
     from autoenvscaling.graphs.role_training import adopt_checkpoint
-    from autoenvscaling.training.vllm_server import VLLMPolicyServer
+    from autoenvscaling.training.serving.vllm_server import VLLMPolicyServer
     from tests.test_training_vllm_contract import FakeVLLM, Served, _ask
 
     with Served(FakeVLLM(runtime_lora=True, dev_mode=False)) as srv:

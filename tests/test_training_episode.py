@@ -12,20 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.training.episode_env import (
+from autoenvscaling.training.grpo.episode_env import (
     EpisodeConfig,
     EpisodeError,
     EventLoop,
     TaskEpisode,
     format_tool_output,
 )
-from autoenvscaling.training.sandboxes import task_starter
+from autoenvscaling.training.grpo.sandboxes import task_starter
 from tests.test_training_support import make_tasks
 
 
 def test_only_the_terminal_tools_are_exposed() -> None:
     """TRL turns every public method except reset/get_reward into a tool the model can call:
-    exactly the served solver's terminal tools (tools/agent_interface.py)."""
+    exactly the served solver's terminal tools (tools/agents/solver_interface.py)."""
     public = [
         name
         for name, _ in inspect.getmembers(TaskEpisode, predicate=inspect.isfunction)
@@ -44,9 +44,9 @@ def test_graph_side_modules_do_not_import_torch() -> None:
     code = (
         "import sys\n"
         "import autoenvscaling.training.policy, autoenvscaling.training.checkpoints\n"
-        "import autoenvscaling.training.backend, autoenvscaling.training.trl_grpo\n"
-        "import autoenvscaling.training.vllm_server, autoenvscaling.training.episode_env\n"
-        "import autoenvscaling.training.sandboxes, autoenvscaling.cli.train\n"
+        "import autoenvscaling.training.backend, autoenvscaling.training.grpo.trl_backend\n"
+        "import autoenvscaling.training.serving.vllm_server, autoenvscaling.training.grpo.episode_env\n"
+        "import autoenvscaling.training.grpo.sandboxes, autoenvscaling.cli.train\n"
         "heavy = [m for m in ('torch', 'transformers', 'trl', 'peft') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )

@@ -17,7 +17,7 @@ import pytest
 
 from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainJob, TrainProgress
 from autoenvscaling.training.checkpoints import CheckpointRegistry
-from autoenvscaling.training.trl_grpo import TRLGRPOBackend
+from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
 from tests.test_training_support import TASKS, WARMUP_COMMANDS, make_tasks
 
 pytestmark = [
@@ -33,7 +33,7 @@ pytestmark = [
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
 
-    from autoenvscaling.training.episode_env import episode_prompt, prompt_tools
+    from autoenvscaling.training.grpo.episode_env import episode_prompt, prompt_tools
     from autoenvscaling.training.tiny_model import build_tiny_model, tool_call_reply
 
     torch.set_num_threads(1)  # a tiny model on shared cores: one thread is several times faster
@@ -127,7 +127,7 @@ async def test_two_grpo_steps_publish_a_checkpoint(trained, tiny_model) -> None:
     assert not list(registry.staging_dir.iterdir())
 
     # Swap: both roles read the same PolicyRef, which now names the new adapter.
-    from autoenvscaling.training.vllm_server import VLLMPolicyServer
+    from autoenvscaling.training.serving.vllm_server import VLLMPolicyServer
     from tests.test_training_vllm_contract import FakeVLLM, Served, _ask
 
     with Served(FakeVLLM(runtime_lora=True, dev_mode=False)) as srv:
@@ -231,7 +231,7 @@ def test_chatml_template_without_tools_gets_a_tool_template(tiny_model) -> None:
     from transformers import AutoTokenizer
     from trl.chat_template_utils import qwen2_5_chat_template
 
-    from autoenvscaling.training.grpo_worker import ensure_tool_template
+    from autoenvscaling.training.grpo.worker import ensure_tool_template
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     assert ensure_tool_template(tokenizer) is None  # already Qwen2.5: kept

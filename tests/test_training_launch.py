@@ -9,7 +9,7 @@ import pytest
 
 from autoenvscaling.training.backend import TrainingError
 from autoenvscaling.training.checkpoints import CheckpointRegistry
-from autoenvscaling.training.trl_grpo import (
+from autoenvscaling.training.grpo.trl_backend import (
     CONFIG_DIR,
     WORKER_MODULE,
     AccelerateLauncher,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.tools.metrics import RoundMetrics
-from autoenvscaling.tools.report import round_markdown
+from autoenvscaling.tools.report.metrics import RoundMetrics
+from autoenvscaling.tools.report.run_report import round_markdown
 from autoenvscaling.training.backend import TrainHyperParams, TrainJob
-from autoenvscaling.training.trl_grpo import plan_steps
+from autoenvscaling.training.grpo.trl_backend import plan_steps
 
 from .conftest import FIXTURES
 
@@ -47,7 +47,7 @@ def test_small_sets_cycle_without_repeating_inside_a_step() -> None:
 
 def test_worker_dataset_follows_the_plan(tmp_path: Path) -> None:
     """The GRPO worker's rows are the plan flattened (read unshuffled, tasks_per_step a step)."""
-    from autoenvscaling.training.grpo_worker import dataset_rows
+    from autoenvscaling.training.grpo.worker import dataset_rows
 
     folders = {}
     for name in ("admitted-one", "pool-a", "pool-b", "pool-c"):

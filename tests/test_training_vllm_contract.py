@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse, Response
 
 from autoenvscaling.training.checkpoints import CheckpointRegistry
 from autoenvscaling.training.policy import Checkpoint, PolicyServer, PolicySwapError
-from autoenvscaling.training.vllm_server import VLLMPolicyServer
+from autoenvscaling.training.serving.vllm_server import VLLMPolicyServer
 
 BASE = "tiny-base"
 

@@ -15,7 +15,7 @@ import pytest
 
 from autoenvscaling.training.backend import TrainingError, TrainJob, TrainProgress
 from autoenvscaling.training.checkpoints import CheckpointRegistry
-from autoenvscaling.training.trl_grpo import TRLGRPOBackend
+from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
 from autoenvscaling.training.worker_protocol import (
     JOB_FILE,
     RESULT_FILE,

@@ -14,7 +14,11 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, model_validator
 
-from autoenvscaling.tools.harbor_backends import HarborBackendError, check_stages, validate_backend
+from autoenvscaling.tools.sandbox.harbor_backends import (
+    HarborBackendError,
+    check_stages,
+    validate_backend,
+)
 from autoenvscaling.training.policy import Checkpoint
 
 

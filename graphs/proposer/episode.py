@@ -32,11 +32,11 @@ from autoenvscaling.graphs.proposer.settings import GateRun, ProposalResult, Pro
 from autoenvscaling.graphs.validation import ValidationInput
 from autoenvscaling.graphs.validation import graph as validation_graph
 from autoenvscaling.prompts import load_prompt
-from autoenvscaling.tools.brief import ReplyFormatError, parse_file_blocks
 from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict, sealed
-from autoenvscaling.tools.snapshot import content_hash
-from autoenvscaling.tools.task_format import TaskFormatError, write_task
-from autoenvscaling.tools.verifier_protocol import default_to_separate
+from autoenvscaling.tools.tasks.file_blocks import ReplyFormatError, parse_file_blocks
+from autoenvscaling.tools.tasks.format import TaskFormatError, write_task
+from autoenvscaling.tools.tasks.snapshot import content_hash
+from autoenvscaling.tools.trials.verifier import default_to_separate
 
 #: langgraph's END, typed as the literal the nodes' `Command[Literal[...]]` routes name.
 END: Final = "__end__"

@@ -10,9 +10,14 @@ from pydantic import BaseModel, Field
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.graphs.proposer.settings import Arm
 from autoenvscaling.prompts import load_prompt
-from autoenvscaling.tools.brief import TRIM_LEVELS, ProposerBrief
+from autoenvscaling.tools.agents.brief import TRIM_LEVELS, ProposerBrief
+from autoenvscaling.tools.agents.prompt_fit import (
+    prompt_tokens,
+    reply_cap,
+    reply_reserve,
+    too_large,
+)
 from autoenvscaling.tools.gate import Verdict
-from autoenvscaling.tools.prompt_fit import prompt_tokens, reply_cap, reply_reserve, too_large
 
 
 def system_prompt(arm: Arm, band: tuple[float, float], *, compact: bool = False) -> str:

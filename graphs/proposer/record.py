@@ -25,15 +25,11 @@ from autoenvscaling.graphs.proposer.episode import (
 from autoenvscaling.graphs.proposer.prompts import FittedPrompt, fit_first_prompt
 from autoenvscaling.graphs.proposer.settings import ProposalResult, ProposerSettings
 from autoenvscaling.graphs.proposer.workspace import proposer_tools
-from autoenvscaling.tools.brief import ProposerBrief
-from autoenvscaling.tools.rollout_store import (
-    Attempt,
-    RolloutStore,
-    new_attempt_id,
-    stable_attempt_id,
-)
-from autoenvscaling.tools.task_format import TaskFormatError, load_task
-from autoenvscaling.tools.transcripts import Transcript, chat_messages, save_transcript
+from autoenvscaling.tools.agents.brief import ProposerBrief
+from autoenvscaling.tools.rollouts.models import Attempt, new_attempt_id, stable_attempt_id
+from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.rollouts.transcripts import Transcript, chat_messages, save_transcript
+from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
 
 
 def attempt_id_for(settings: ProposerSettings, index: int) -> str:

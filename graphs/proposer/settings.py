@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.tools.gate import GateConfig, Verdict
-from autoenvscaling.tools.rollout_store import Outcome
+from autoenvscaling.tools.rollouts.models import Outcome
 from autoenvscaling.tools.sandbox import SandboxLimits
 
 Arm = Literal["terminal", "error_feedback", "prompt_only"]

@@ -19,8 +19,8 @@ from autoenvscaling.graphs.proposer import settings as settings_module
 from autoenvscaling.graphs.proposer.episode import attempt_graph
 from autoenvscaling.graphs.proposer.record import propose
 from autoenvscaling.graphs.proposer.settings import ProposerSettings
-from autoenvscaling.tools.brief import ProposerBrief, build_brief
-from autoenvscaling.tools.rollout_store import RolloutStore
+from autoenvscaling.tools.agents.brief import ProposerBrief, build_brief
+from autoenvscaling.tools.rollouts.store import RolloutStore
 
 
 class ProposerContext(BaseModel):

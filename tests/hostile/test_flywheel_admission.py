@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from autoenvscaling.tools.pool import Pool
-from autoenvscaling.tools.rollout_store import RolloutStore
+from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.tasks.pool import Pool
 
 from ..conftest import FIXTURES, REPO
 from .corpus import GATE_ENV

@@ -16,11 +16,11 @@ import time
 
 import pytest
 
+from autoenvscaling.tools.gate.lint import lint_task
 from autoenvscaling.tools.gate.results import scrub_paths
-from autoenvscaling.tools.lint import lint_task
-from autoenvscaling.tools.pool import Pool, PoolCopyError, PoolEntry
 from autoenvscaling.tools.scratch import make_scratch, sweep_scratch
-from autoenvscaling.tools.task_format import TaskFormatError, load_task
+from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
+from autoenvscaling.tools.tasks.pool import Pool, PoolCopyError, PoolEntry
 
 from .corpus import CASES, GOOD, make_corpus
 

@@ -19,8 +19,9 @@ from mcp.shared.memory import create_connected_server_and_client_session
 
 from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
 from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
-from autoenvscaling.tools.rollout_store import Attempt, RolloutStore
-from autoenvscaling.tools.rooted_fs import FsLimits
+from autoenvscaling.tools.files.models import FsLimits
+from autoenvscaling.tools.rollouts.models import Attempt
+from autoenvscaling.tools.rollouts.store import RolloutStore
 
 from ..conftest import REPO
 

@@ -14,10 +14,10 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from autoenvscaling.tools.trials import ENVIRONMENTS, TrialOutcome, run_trial
+from autoenvscaling.tools.trials.trial import ENVIRONMENTS, TrialOutcome, run_trial
 from tests.security.naive_env import IMPORT_PATH as NAIVE_IMPORT_PATH
 
-#: The backend the project runs trials on by default (tools/trials.py).
+#: The backend the project runs trials on by default (tools/trials/trial.py).
 BACKEND = "podman"
 #: The controls' environment: a shared verifier that does not end the agent's processes.
 NAIVE = "naive-shared"

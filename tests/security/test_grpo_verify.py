@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from autoenvscaling.training.episode_env import EpisodeConfig, EventLoop, TaskEpisode
-from autoenvscaling.training.sandboxes import task_starter
+from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
+from autoenvscaling.training.grpo.sandboxes import task_starter
 from tests.security.conftest import BACKEND, build_image, write_task
 from tests.security.test_forgery import CHECK_PY, DOCKERFILE, TEST_SH
 

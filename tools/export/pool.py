@@ -27,9 +27,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.export.validity import ValidityCard, build_card, write_card
-from autoenvscaling.tools.pool import Pool
-from autoenvscaling.tools.rollout_store import RolloutStore
+from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.run_dir import RunDir
+from autoenvscaling.tools.tasks.pool import Pool
 
 DEFAULT_ORG = "autoenvscaling"
 _NAME_CHARS = re.compile(r"[^a-zA-Z0-9._-]+")

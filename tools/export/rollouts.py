@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollout_store import Outcome, Role, RolloutStore, Trajectory
+from autoenvscaling.tools.rollouts.models import Outcome, Role, Trajectory
+from autoenvscaling.tools.rollouts.store import RolloutStore
 
 Format = Literal["atif", "jsonl", "hf"]
 AGENT_NAME = "autoenvscaling"

@@ -16,8 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.gate.results import Verdict
-from autoenvscaling.tools.pool import PoolEntry
 from autoenvscaling.tools.run_dir import Manifest, RunDir
+from autoenvscaling.tools.tasks.pool import PoolEntry
 
 CARD_FILE = "validity.json"
 CARD_VERSION = 1
@@ -197,7 +197,7 @@ def build_card(
     card.determinism_rewards = list(repeat.get("rewards") or [card.oracle_reward])
     card.nop_reward = (_details(admission, precheck, "nop") or {}).get("reward")
     cheat = _details(admission, precheck, "anti_cheat") or {}
-    # The stage keeps one sub-result per probe (tools/gate/anti_cheat.py); the card lists those
+    # The stage keeps one sub-result per probe (tools/gate/anti_cheat/stage.py); the card lists those
     # that ran (a probe switched off says so in the stage's reason, not here).
     probes = _mapping(cheat.get("probes"))
     card.anti_cheat = {

@@ -15,7 +15,7 @@ from pathlib import Path
 from autoenvscaling.tools.gate.config import GateConfig, StageName
 from autoenvscaling.tools.gate.harness import TrialFailure, failure, gate_trial
 from autoenvscaling.tools.gate.results import StageResult
-from autoenvscaling.tools.trials import TrialOutcome
+from autoenvscaling.tools.trials.trial import TrialOutcome
 
 Prior = Mapping[StageName, StageResult]
 

@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from autoenvscaling.tools.harbor_backends import (
+from autoenvscaling.tools.sandbox.harbor_backends import (
     HarborBackendError,
     check_stages,
     validate_backend,

@@ -25,8 +25,8 @@ from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.gate.config import GateConfig, StageName
 from autoenvscaling.tools.gate.results import NOT_CONFIGURED_STATUS, StageResult
-from autoenvscaling.tools.similarity import load_heldout, words
-from autoenvscaling.tools.task_format import load_task
+from autoenvscaling.tools.tasks.format import load_task
+from autoenvscaling.tools.tasks.similarity import load_heldout, words
 
 Prior = Mapping[StageName, StageResult]
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from autoenvscaling.tools.gate.config import GateConfig
 from autoenvscaling.tools.gate.results import excerpt
 from autoenvscaling.tools.scratch import make_scratch
-from autoenvscaling.tools.trials import TrialOutcome, run_trial
+from autoenvscaling.tools.trials.trial import TrialOutcome, run_trial
 
 # Harbor exceptions a task causes, with what the proposer should change. Anything else (sandbox
 # start, engine, upload, our own bugs) is an infrastructure failure and is not blamed on the task.

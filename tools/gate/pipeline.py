@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 
-from autoenvscaling.tools.gate.anti_cheat import anti_cheat
+from autoenvscaling.tools.gate.anti_cheat.stage import anti_cheat
 from autoenvscaling.tools.gate.calibrate import calibrate
 from autoenvscaling.tools.gate.config import STAGES, GateConfig, StageName
 from autoenvscaling.tools.gate.decontam import decontam
@@ -20,7 +20,7 @@ from autoenvscaling.tools.gate.results import (
 )
 from autoenvscaling.tools.gate.static_stages import dedup, lint
 from autoenvscaling.tools.gate.trial_stages import build, nop, oracle, repeat
-from autoenvscaling.tools.snapshot import content_hash
+from autoenvscaling.tools.tasks.snapshot import content_hash
 
 StageFn = Callable[[Path, GateConfig, Mapping[StageName, StageResult]], Awaitable[StageResult]]
 

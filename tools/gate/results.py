@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.gate.config import STAGES, StageName
-from autoenvscaling.tools.verifier_protocol import VerifierMode, verifier_mode
+from autoenvscaling.tools.trials.verifier import VerifierMode, verifier_mode
 
 #: Proposer rewards (ARCHITECTURE.md): admitted, failed calibration only, failed validation.
 REWARD_ADMITTED = 1.0

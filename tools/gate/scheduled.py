@@ -15,7 +15,7 @@ from typing import Any, override
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
-from autoenvscaling.tools.script_agent import ScriptAgent
+from autoenvscaling.tools.trials.script_agent import ScriptAgent
 
 
 def next_attempt(counter_file: Path) -> int:

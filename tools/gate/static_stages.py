@@ -9,10 +9,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from autoenvscaling.tools.gate.config import GateConfig, StageName
+from autoenvscaling.tools.gate.lint import lint_task
 from autoenvscaling.tools.gate.results import StageResult, excerpt
-from autoenvscaling.tools.lint import lint_task
-from autoenvscaling.tools.similarity import DedupIndex, task_text
-from autoenvscaling.tools.task_format import TaskFormatError, load_pool, load_task
+from autoenvscaling.tools.tasks.format import TaskFormatError, load_pool, load_task
+from autoenvscaling.tools.tasks.similarity import DedupIndex, task_text
 
 Prior = Mapping[StageName, StageResult]
 

@@ -11,8 +11,8 @@ from autoenvscaling.tools.gate.config import GateConfig, StageName
 from autoenvscaling.tools.gate.harness import failure, failure_excerpt, gate_trial
 from autoenvscaling.tools.gate.results import StageResult, excerpt
 from autoenvscaling.tools.sandbox.base import BuildError
-from autoenvscaling.tools.task_format import load_task
-from autoenvscaling.tools.trials import TrialOutcome
+from autoenvscaling.tools.tasks.format import load_task
+from autoenvscaling.tools.trials.trial import TrialOutcome
 
 Prior = Mapping[StageName, StageResult]
 

@@ -123,7 +123,7 @@ class SandboxEnvironment(BaseEnvironment, abc.ABC):
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
         if PurePosixPath(target_dir) == EnvironmentPaths.for_os(self.os).tests_dir:
             # Harbor uploads the tests only when the agent is done: in a shared verifier no
-            # agent process may be alive to meet them (tools/verifier_protocol.py).
+            # agent process may be alive to meet them (tools/trials/verifier.py).
             await self.end_agent_processes()
         await self.sandbox.upload(Path(source_dir), target_dir)
 

@@ -21,7 +21,6 @@ from typing import Any
 import docker.errors
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.dockerfile import Dockerfile, DockerfileError
 from autoenvscaling.tools.sandbox import cleanup, profile
 from autoenvscaling.tools.sandbox.base import Backend, BuildError
 from autoenvscaling.tools.sandbox.cleanup import (
@@ -42,6 +41,7 @@ from autoenvscaling.tools.sandbox.engine import (
     config_dir,
     inspect_image,
 )
+from autoenvscaling.tools.tasks.dockerfile import Dockerfile, DockerfileError
 
 Log = Callable[[str], None]
 

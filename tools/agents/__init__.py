@@ -1,0 +1,1 @@
+"""What a model is shown: the solver's interface (prompt, tools, results), the proposer's brief, prompt fitting."""

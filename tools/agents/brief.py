@@ -1,0 +1,372 @@
+"""What a proposer reads: the round's brief.
+
+`build_brief` turns the rollout store (solver pass rates, recent failures) and the task pool
+(categories, difficulty, example tasks) into a typed `ProposerBrief`; its `sections()` are compact
+markdown tables that the prompt files in `prompts/` frame. Example tasks are shown in the
+`<file path="...">` blocks of tasks/file_blocks.py, the format the proposer's replies use too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.tasks.file_blocks import cap_file_blocks, render_file_blocks
+from autoenvscaling.tools.tasks.format import HarborTask, load_pool
+from autoenvscaling.tools.text_cap import tail_text
+
+DEFAULT_BAND = (0.25, 0.75)
+
+
+class CategoryStats(BaseModel):
+    category: str
+    tasks: int = Field(description="Pool tasks in this category.")
+    difficulties: dict[str, int] = Field(default_factory=dict)
+    attempts: int = Field(default=0, description="Finished solver attempts on the pool's tasks.")
+    pass_rate: float | None = Field(
+        default=None, description="None when the solver has no scored attempt."
+    )
+
+
+class TaskRate(BaseModel):
+    task_id: str
+    category: str
+    attempts: int
+    pass_rate: float | None
+    mean_reward: float | None
+
+
+class FailureNote(BaseModel):
+    task_id: str
+    category: str
+    outcome: str
+    reward: float | None
+    error_output: str = Field(description="Tail of the attempt's last failing output or error.")
+
+
+class ExampleTask(BaseModel):
+    name: str
+    category: str
+    difficulty: str
+    files: str = Field(description="The task rendered as <file> blocks (long files excerpted).")
+
+
+class ProposerBrief(BaseModel):
+    """The evidence one proposer attempt starts from."""
+
+    round: int = 0
+    policy_version: str | None = None
+    solver_feedback: bool = Field(default=True, description="False: the no-solver-feedback arm.")
+    band: tuple[float, float] = DEFAULT_BAND
+    pool_size: int = 0
+    categories: list[CategoryStats] = Field(default_factory=list)
+    task_rates: list[TaskRate] = Field(default_factory=list, description="Lowest pass rate first.")
+    in_band: list[str] = Field(default_factory=list, description="Tasks with a pass rate in band.")
+    targets: list[str] = Field(
+        default_factory=list, description="Categories to aim at: the solver's weakest first."
+    )
+    failures: list[FailureNote] = Field(default_factory=list)
+    examples: list[ExampleTask] = Field(default_factory=list)
+    focus: str | None = Field(
+        default=None,
+        description="This proposer's own aim (K proposers are spread over the targets).",
+    )
+
+    def for_slot(self, slot: int, slots: int) -> ProposerBrief:
+        """The brief for proposer `slot` of `slots`: each aims at a different weak category."""
+        aims = self.targets or [c.category for c in self.categories]
+        aim = f"; aim at the category `{aims[slot % len(aims)]}`" if aims else ""
+        return self.model_copy(update={"focus": f"proposal {slot + 1} of {slots}{aim}"})
+
+    def without_feedback(self) -> ProposerBrief:
+        """The same brief with every piece of rollout evidence removed."""
+        return self.model_copy(
+            update={
+                "solver_feedback": False,
+                "task_rates": [],
+                "in_band": [],
+                "targets": [],
+                "failures": [],
+                "categories": [
+                    c.model_copy(update={"attempts": 0, "pass_rate": None}) for c in self.categories
+                ],
+            }
+        )
+
+    def trimmed(self, level: int) -> ProposerBrief:
+        """This brief with less evidence, for a small context window: level 0 is the brief
+        itself; each level keeps fewer failures, shorter excerpts, fewer rates and examples
+        (the sections stay, possibly empty). Levels past the last are the last."""
+        trim = TRIM_LEVELS[min(max(level, 0), len(TRIM_LEVELS) - 1)]
+        if trim is None:
+            return self
+        return self.model_copy(
+            update={
+                "task_rates": self.task_rates[: trim.task_rates],
+                "failures": [
+                    f.model_copy(
+                        update={"error_output": tail_text(f.error_output, trim.failure_chars).text}
+                    )
+                    for f in self.failures[: trim.failures]
+                ],
+                "examples": [
+                    e.model_copy(update={"files": cap_file_blocks(e.files, trim.file_chars)})
+                    for e in self.examples[: trim.examples]
+                ],
+            }
+        )
+
+    def sections(self) -> dict[str, str]:
+        """Markdown fragments for the prompt templates: pool, evidence, examples, band."""
+        return {
+            "pool": _pool_table(self),
+            "evidence": _evidence(self) if self.solver_feedback else "",
+            "examples": "\n\n".join(
+                f"### {e.name} ({e.category}, {e.difficulty})\n\n{e.files}" for e in self.examples
+            ),
+            "band_low": f"{self.band[0]:g}",
+            "band_high": f"{self.band[1]:g}",
+        }
+
+
+class BriefTrim(BaseModel):
+    """How much evidence a trimmed brief keeps (see `ProposerBrief.trimmed`)."""
+
+    failures: int
+    failure_chars: int
+    task_rates: int
+    examples: int
+    file_chars: int
+
+
+#: Trim levels, mildest first; None = untouched. The last one is the smallest brief there is.
+TRIM_LEVELS: tuple[BriefTrim | None, ...] = (
+    None,
+    BriefTrim(failures=3, failure_chars=300, task_rates=10, examples=2, file_chars=1200),
+    BriefTrim(failures=2, failure_chars=160, task_rates=6, examples=1, file_chars=700),
+    BriefTrim(failures=1, failure_chars=120, task_rates=4, examples=1, file_chars=350),
+    BriefTrim(failures=0, failure_chars=0, task_rates=3, examples=1, file_chars=160),
+    BriefTrim(failures=0, failure_chars=0, task_rates=0, examples=0, file_chars=0),
+)
+
+
+# -- building a brief ------------------------------------------------------------------------------
+
+
+def build_brief(
+    store: RolloutStore | str | os.PathLike[str] | None,
+    pool_dir: Path | str,
+    *,
+    policy_version: str | None = None,
+    round: int = 0,
+    n_examples: int = 3,
+    n_failures: int = 5,
+    n_task_rates: int = 15,
+    variant: int = 0,
+    band: tuple[float, float] = DEFAULT_BAND,
+    solver_feedback: bool = True,
+    max_file_chars: int = 2500,
+    failure_chars: int = 600,
+) -> ProposerBrief:
+    """The brief for one proposer: pool statistics, the solver's evidence and example tasks.
+
+    `store` (an open store or a database path; None, a missing database or solver_feedback False
+    give a brief without evidence). `variant` rotates the example choice, so proposers fanned
+    out in one round see different examples.
+    """
+    if store is not None and not isinstance(store, RolloutStore):
+        if not Path(store).exists():
+            store = None
+        else:
+            with RolloutStore(store, read_only=True) as opened:
+                return build_brief(
+                    opened,
+                    pool_dir,
+                    policy_version=policy_version,
+                    round=round,
+                    n_examples=n_examples,
+                    n_failures=n_failures,
+                    n_task_rates=n_task_rates,
+                    variant=variant,
+                    band=band,
+                    solver_feedback=solver_feedback,
+                    max_file_chars=max_file_chars,
+                    failure_chars=failure_chars,
+                )
+    pool = load_pool(pool_dir)
+    by_name = {task.root.name: task for task in pool}
+    rates = _task_rates(store, by_name, policy_version) if store and solver_feedback else []
+    categories = _categories(pool, rates)
+    scored = [c for c in categories if c.pass_rate is not None]
+    targets = [c.category for c in sorted(scored, key=lambda c: (c.pass_rate, c.category))]
+    failures: list[FailureNote] = []
+    if store and solver_feedback:
+        recent = store.recent_failures(3 * n_failures, "solver", output_chars=failure_chars)
+        # Infrastructure errors (a dead endpoint, a crashed sandbox) teach nothing about tasks.
+        for f in [f for f in recent if f.outcome != "error"][:n_failures]:
+            text = f.last_error_output or f.error or ""
+            failures.append(
+                FailureNote(
+                    task_id=f.task_id,
+                    category=f.category,
+                    outcome=f.outcome,
+                    reward=f.reward,
+                    error_output=tail_text(text, failure_chars).text,
+                )
+            )
+    low, high = band
+    brief = ProposerBrief(
+        round=round,
+        policy_version=policy_version,
+        solver_feedback=solver_feedback,
+        band=band,
+        pool_size=len(pool),
+        categories=categories,
+        task_rates=sorted(
+            rates, key=lambda r: (r.pass_rate is None, r.pass_rate or 0.0, r.task_id)
+        )[:n_task_rates],
+        in_band=sorted(
+            r.task_id for r in rates if r.pass_rate is not None and low <= r.pass_rate <= high
+        ),
+        targets=targets,
+        failures=failures,
+        examples=[
+            _example(t, max_file_chars) for t in _pick_examples(pool, targets, n_examples, variant)
+        ],
+    )
+    return brief
+
+
+def _task_rates(
+    store: RolloutStore, pool: dict[str, HarborTask], policy_version: str | None
+) -> list[TaskRate]:
+    # Without a version, attempts of every version are pooled.
+    totals: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0, 0.0, 0])
+    for row in store.pass_rates("task", policy_version, "solver"):
+        t = totals[row.key]
+        t[0] += row.attempts
+        t[1] += row.solved
+        t[2] += row.errors
+        if row.mean_reward is not None:
+            scored = row.attempts - row.errors
+            t[3] += row.mean_reward * scored
+            t[4] += scored
+    out = []
+    for task_id, (attempts, solved, errors, reward_sum, reward_n) in totals.items():
+        scored = attempts - errors
+        task = pool.get(task_id)
+        out.append(
+            TaskRate(
+                task_id=task_id,
+                category=(task.category if task else None) or "",
+                attempts=int(attempts),
+                pass_rate=solved / scored if scored else None,
+                mean_reward=reward_sum / reward_n if reward_n else None,
+            )
+        )
+    return out
+
+
+def _categories(pool: list[HarborTask], rates: list[TaskRate]) -> list[CategoryStats]:
+    difficulties: dict[str, Counter[str]] = defaultdict(Counter)
+    for task in pool:
+        difficulties[task.category or "uncategorised"][task.difficulty or "unknown"] += 1
+    solved: dict[str, list[float]] = defaultdict(list)
+    attempts: Counter[str] = Counter()
+    for r in rates:
+        if r.category and r.pass_rate is not None:
+            solved[r.category].append(r.pass_rate)
+            attempts[r.category] += r.attempts
+    return [
+        CategoryStats(
+            category=name,
+            tasks=sum(diff.values()),
+            difficulties=dict(sorted(diff.items())),
+            attempts=attempts[name],
+            pass_rate=sum(solved[name]) / len(solved[name]) if solved[name] else None,
+        )
+        for name, diff in sorted(difficulties.items())
+    ]
+
+
+def _pick_examples(
+    pool: list[HarborTask], targets: list[str], n: int, variant: int
+) -> list[HarborTask]:
+    """One task per category, the solver's weakest categories first, rotated by `variant`."""
+    by_category: dict[str, list[HarborTask]] = defaultdict(list)
+    for task in sorted(pool, key=lambda t: t.root.name):
+        by_category[task.category or "uncategorised"].append(task)
+    order = [c for c in targets if c in by_category]
+    order += sorted(c for c in by_category if c not in order)
+    if not order:
+        return []
+    picked: list[HarborTask] = []
+    # Walk the categories round-robin from a variant-dependent start; take the next task in each.
+    for i in range(len(pool)):
+        if len(picked) >= n:
+            break
+        category = order[(variant + i) % len(order)]
+        tasks = by_category[category]
+        task = tasks[(variant + i // len(order)) % len(tasks)]
+        if task not in picked:
+            picked.append(task)
+    return picked
+
+
+def _example(task: HarborTask, max_file_chars: int) -> ExampleTask:
+    return ExampleTask(
+        name=task.root.name,
+        category=task.category or "uncategorised",
+        difficulty=task.difficulty or "unknown",
+        files=render_file_blocks(task.root, max_file_chars=max_file_chars),
+    )
+
+
+# -- rendering the brief ---------------------------------------------------------------------------
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _pool_table(brief: ProposerBrief) -> str:
+    rows = ["| category | tasks | difficulty | solver pass rate |", "| --- | --- | --- | --- |"]
+    for c in brief.categories:
+        diff = ", ".join(f"{k} {v}" for k, v in c.difficulties.items())
+        rows.append(f"| {c.category} | {c.tasks} | {diff} | {_pct(c.pass_rate)} |")
+    return "\n".join(rows)
+
+
+def _evidence(brief: ProposerBrief) -> str:
+    parts = []
+    if brief.task_rates:
+        rows = [
+            "| task | category | attempts | pass rate | mean reward |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        rows += [
+            f"| {r.task_id} | {r.category or '-'} | {r.attempts} | {_pct(r.pass_rate)} | "
+            f"{_pct(r.mean_reward)} |"
+            for r in brief.task_rates
+        ]
+        parts.append("\n".join(rows))
+    else:
+        parts.append("(no scored solver attempts yet)")
+    parts.append("In band: " + (", ".join(brief.in_band) if brief.in_band else "none"))
+    if brief.targets:
+        parts.append("Weakest categories first: " + ", ".join(brief.targets))
+    for f in brief.failures:
+        reward = "-" if f.reward is None else f"{f.reward:g}"
+        parts.append(
+            f"- {f.task_id} ({f.category or '-'}): {f.outcome}, reward {reward}\n"
+            f"  ```\n{_indent(f.error_output.strip())}\n  ```"
+        )
+    return "\n\n".join(parts)
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())

@@ -1,0 +1,173 @@
+"""The solver's interface, defined once: system prompt, tools, tool-result text, first messages.
+
+Three places show a policy the terminal and must show it the same way, or the policy is trained
+on one interface and acts with another:
+- the served solver (graphs/solver.py) binds `openai_tools()` to the model and turns each MCP
+  terminal result into text with `render_mcp_result`;
+- the MCP terminal server (mcp_servers/terminal.py) names and describes its tools from `TOOLS`;
+- the GRPO episode (training/grpo/episode_env.py) exposes methods named and documented from `TOOLS`
+  (TRL renders them with transformers' `get_json_schema`, which reads exactly the docstring
+  `ToolSpec.docstring()` writes) and renders shell results with `render_result`.
+`tests/test_agent_interface.py` renders the first model input of both paths with one tokenizer
+and asserts the token ids are equal.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from autoenvscaling.prompts import load_prompt
+from autoenvscaling.tools.text_cap import cap_text
+
+#: The tool result a model sees is capped to this many bytes (head + tail), on every path.
+OUTPUT_CHARS = 2000
+RUN_TIMEOUT_SEC = 60.0
+READ_TIMEOUT_SEC = 10.0
+MAX_TIMEOUT_SEC = 600.0
+
+
+class ToolParam(BaseModel):
+    name: str
+    type: Literal["string", "number", "integer", "boolean"]
+    description: str
+    required: bool = True
+
+
+class ToolSpec(BaseModel):
+    name: str
+    description: str
+    params: list[ToolParam] = []
+
+    def openai(self) -> dict[str, Any]:
+        """The OpenAI tool schema, key for key what `get_json_schema` makes of `docstring()`."""
+        parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                p.name: {"type": p.type, "description": p.description} for p in self.params
+            },
+        }
+        required = [p.name for p in self.params if p.required]
+        if required:
+            parameters["required"] = required
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": parameters,
+            },
+        }
+
+    def docstring(self) -> str:
+        """A Google-style docstring for a Python method implementing this tool."""
+        if not self.params:
+            return self.description
+        args = "\n".join(f"    {p.name}: {p.description}" for p in self.params)
+        return f"{self.description}\n\nArgs:\n{args}"
+
+
+# Sorted by name: TRL lists an environment's methods alphabetically, so the served list matches.
+TOOLS: dict[str, ToolSpec] = {
+    spec.name: spec
+    for spec in sorted(
+        (
+            ToolSpec(
+                name="run",
+                description="Run a bash command in a persistent shell (cwd and variables carry "
+                "over); returns its output and exit code. A command still running after "
+                "timeout_sec keeps running: see read_output and interrupt.",
+                params=[
+                    ToolParam(
+                        name="command", type="string", description="The bash command to run."
+                    ),
+                    ToolParam(
+                        name="timeout_sec",
+                        type="number",
+                        description=f"Seconds to wait (default {RUN_TIMEOUT_SEC:g}).",
+                        required=False,
+                    ),
+                ],
+            ),
+            ToolSpec(
+                name="read_output",
+                description="Wait up to timeout_sec for more output of the running command.",
+                params=[
+                    ToolParam(
+                        name="timeout_sec",
+                        type="number",
+                        description=f"Seconds to wait (default {READ_TIMEOUT_SEC:g}).",
+                        required=False,
+                    )
+                ],
+            ),
+            ToolSpec(
+                name="interrupt",
+                description="Stop the running command (like Ctrl-C).",
+            ),
+        ),
+        key=lambda spec: spec.name,
+    )
+}
+
+
+def openai_tools() -> list[dict[str, Any]]:
+    return [spec.openai() for spec in TOOLS.values()]
+
+
+def system_prompt() -> str:
+    return load_prompt("solver").strip()
+
+
+def first_messages(instruction: str) -> list[dict[str, str]]:
+    """The conversation every solver attempt and every GRPO episode starts from."""
+    return [
+        {"role": "system", "content": system_prompt()},
+        {"role": "user", "content": instruction.strip()},
+    ]
+
+
+def clamp_timeout(timeout_sec: float | None, default: float) -> float:
+    value = default if timeout_sec is None else float(timeout_sec)
+    return max(0.0, min(value, MAX_TIMEOUT_SEC))
+
+
+def render_result(
+    output: str,
+    exit_code: int | None,
+    *,
+    running: bool = False,
+    restarted: bool = False,
+    note: str | None = None,
+    cap: int = OUTPUT_CHARS,
+) -> str:
+    """The text a model sees for one terminal result: capped output, then how it stands."""
+    text = cap_text(output, cap).text.rstrip()
+    if running:
+        status = "[still running: call read_output to wait for it, or interrupt to stop it]"
+    elif exit_code is None:
+        status = f"[{note or 'no command is running'}]"
+    else:
+        status = f"[exit code {exit_code}]"
+    if restarted:
+        status += "\n[the shell was restarted: cwd and environment variables were reset]"
+    return f"{text}\n{status}" if text else status
+
+
+def render_mcp_result(text: str) -> str:
+    """An MCP terminal result (TerminalResult JSON) as `render_result` text; other text as is."""
+    try:
+        data = json.loads(text)
+    except (TypeError, json.JSONDecodeError):
+        return text
+    if not isinstance(data, dict) or "output" not in data or "running" not in data:
+        return text
+    return render_result(
+        str(data.get("output") or ""),
+        data.get("exit_code"),
+        running=bool(data.get("running")),
+        restarted=bool(data.get("restarted")),
+        note=data.get("note"),
+    )

@@ -1,0 +1,1 @@
+"""File operations confined to one root folder, safe against symlink and path races."""

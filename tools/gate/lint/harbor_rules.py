@@ -1,0 +1,69 @@
+"""The rules of Harbor's own `harbor lint` that we take over, with our severity and our messages."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from harbor.lint import LintRule
+from harbor.lint import lint_task as harbor_lint_task
+
+from autoenvscaling.tools.gate.lint.model import LintContext, Severity
+
+# Harbor rules we take over, with our severity. Left out on purpose: shared-verifier and
+# root-agent (our trials use the shared verifier as root, like TB2), unpinned-image (the
+# offline base is tagged as the FROM images), agent-image-test-leak (our `image-test-leak` is a superset), and the
+# config/file rules that `tasks/format.py` reports with more precise messages.
+_HARBOR_RULES: dict[LintRule, Severity] = {
+    LintRule.UNPINNED_PYTHON_DEPENDENCY: "error",
+    LintRule.OVERLAPPING_ARTIFACTS: "error",
+    LintRule.ARTIFACT_LOG_OVERLAP: "error",
+    LintRule.COMPOSE_PRIVILEGED: "error",
+    LintRule.COMPOSE_ADDITIONAL_CAPABILITIES: "error",
+    LintRule.COMPOSE_WRITABLE_BIND_MOUNT: "error",
+    LintRule.COMPOSE_EXTERNAL_BIND_MOUNT: "error",
+    LintRule.COMPOSE_SYMLINK_BIND_MOUNT: "error",
+    LintRule.VERIFIER_RUNTIME_INSTALL: "warning",
+    LintRule.VERIFIER_NETWORK_DOWNLOAD: "warning",
+}
+
+
+def check_harbor_rules(ctx: LintContext, *, quiet: bool) -> None:
+    try:
+        findings = harbor_lint_task(ctx.root, selected_rules=set(_HARBOR_RULES))
+    except (OSError, ValueError, RuntimeError) as exc:  # Harbor lets these propagate
+        if quiet:  # the format errors already say what made the task unreadable
+            return
+        ctx.add("harbor-lint", "error", ".", f"Harbor's lint could not read the task: {exc}")
+        return
+    for finding in findings:
+        message = finding.message
+        if finding.rule == LintRule.UNPINNED_PYTHON_DEPENDENCY and finding.line:
+            path = Path(finding.path)
+            names = ", ".join(f"`{n}`" for n in _unpinned_packages(path, finding.line))
+            quoted = _source_line(path, finding.line)
+            message = (
+                f"{names or 'a package'} not pinned in `{quoted}`: write each as name==version "
+                "(e.g. requests==2.32.3) or install from a pinned requirements file"
+            )
+        ctx.add(str(finding.rule), _HARBOR_RULES[finding.rule], finding.path, message, finding.line)
+
+
+def _unpinned_packages(path: Path, line: int) -> list[str]:
+    """The unpinned packages Harbor saw on `line`, found with Harbor's own parser."""
+    try:  # private helpers of harbor 0.25 (pinned <0.26); without them the message is generic
+        from harbor.lint.task import _commands, _lines, _packages, _unpinned
+
+        text = dict(_lines(path.read_text(encoding="utf-8"))).get(line, "")
+    except (ImportError, OSError, ValueError):
+        return []
+    text = re.sub(r"^\s*RUN\s+(?:--\S+\s+)*", "", text, flags=re.IGNORECASE)
+    return [p for command, _ in _commands(text) for p in _packages(command) if _unpinned(p)]
+
+
+def _source_line(path: Path, line: int) -> str:
+    try:
+        text = path.read_text(encoding="utf-8").splitlines()[line - 1].strip()
+    except (OSError, UnicodeDecodeError, IndexError):
+        return "?"
+    return text if len(text) <= 120 else text[:117] + "..."

@@ -1,0 +1,186 @@
+"""The round and run reports: Markdown with the measured numbers, plus PNG plots.
+
+autoenvscaling report RUN_DIR   -> RUN_DIR/reports/run.md and *.png
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from autoenvscaling.tools.report.activity import activity_markdown
+from autoenvscaling.tools.report.metrics import RoundMetrics
+
+EMBEDDED_NOTE = (
+    "The embedded policy is SmolLM2-135M-Instruct, a plumbing model: it exercises every code path "
+    "(proposer and solver rollouts, the gate, GRPO, the adapter swap) but cannot be expected to "
+    "write valid environments or solve the pool. Few or no admitted environments is the expected "
+    "outcome; point the run at a real endpoint for results."
+)
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def load_history(reports_dir: Path) -> list[RoundMetrics]:
+    path = reports_dir / "metrics.json"
+    if not path.exists():
+        return []
+    return [RoundMetrics.model_validate(item) for item in json.loads(path.read_text())]
+
+
+def save_history(reports_dir: Path, history: list[RoundMetrics]) -> None:
+    reports_dir.mkdir(parents=True, exist_ok=True)
+    tmp = reports_dir / "metrics.json.tmp"
+    tmp.write_text(json.dumps([m.model_dump(mode="json") for m in history], indent=2))
+    tmp.replace(reports_dir / "metrics.json")
+
+
+def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
+    lines = [
+        f"# Round {m.round}",
+        "",
+        f"Policy: `{m.policy}`",
+        "",
+        # One quote, one paragraph per warning (adjacent quote lines would run together).
+        *"\n>\n".join(f"> **Warning:** {w}" for w in m.warnings).splitlines(),
+        *([""] if m.warnings else []),
+        "| measure | value |",
+        "| --- | --- |",
+        f"| candidates | {m.candidates} |",
+        f"| revisions after rejections | {m.revisions} |",
+        f"| scored (infrastructure failures excluded) | {m.scored} |",
+        f"| infrastructure failures (candidates) | {m.infrastructure_failures} |",
+        f"| admitted | {m.admitted} |",
+        f"| valid-environment rate | {_fmt(m.valid_environment_rate)} |",
+        f"| proposer tokens | {m.proposer_tokens} |",
+        f"| proposer cost (USD) | {m.proposer_cost:.4f} |",
+        f"| tokens per valid environment | {_fmt(m.tokens_per_valid_environment, 6)} |",
+        f"| cost per valid environment (USD) | {_fmt(m.cost_per_valid_environment)} |",
+        f"| solver attempts on the pool | {m.solver_attempts} |",
+        f"| solver mean reward, pool | {_fmt(m.solver_mean_reward_pool)} |",
+        *(
+            [f"| solver mean reward, held-out | {_fmt(m.solver_mean_reward_heldout)} |"]
+            if m.heldout_configured
+            else []
+        ),
+        f"| pool active / retired | {m.pool_active} / {m.pool_retired} |",
+        "",
+        f"Infrastructure failures (excluded from every rate, mean and reward): "
+        f"{m.infrastructure_failures} candidate(s), {m.solver_infrastructure_failures} solver "
+        f"attempt(s); model calls retried: {m.model_retries}",
+        "",
+        f"Decontamination: {m.decontamination or 'unknown'}",
+        "",
+        "Reject reasons (rejecting stage: count): "
+        + (", ".join(f"{k}: {v}" for k, v in sorted(m.reject_reasons.items())) or "none"),
+        "",
+        "Difficulty histogram of the active pool (solver mean reward): "
+        + ", ".join(f"{k}: {v}" for k, v in m.difficulty_histogram.items()),
+        "",
+        activity_markdown(m.agent_activity, m.grpo_groups),
+        "## Training",
+        "",
+    ]
+    if m.training:
+        steps = m.training.get("step_tasks") or []
+        lines += [f"- {k}: {v}" for k, v in m.training.items() if k != "step_tasks"]
+        if steps:
+            lines += ["", "Tasks per training step (the round's admitted tasks come first):", ""]
+            lines += [f"- step {i}: {', '.join(tasks)}" for i, tasks in enumerate(steps, 1)]
+    else:
+        lines.append("- not run")
+    lines += ["", "## Wall time per stage (s)", ""]
+    lines += [f"- {k}: {v:.1f}" for k, v in m.stage_seconds.items()]
+    if m.notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in m.notes]
+    if embedded:
+        lines += ["", f"> {EMBEDDED_NOTE}"]
+    return "\n".join(lines) + "\n"
+
+
+def _plots(history: list[RoundMetrics], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rounds = [m.round for m in history]
+    made = []
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    axes[0].plot(rounds, [m.valid_environment_rate or 0 for m in history], marker="o")
+    axes[0].set(title="valid-environment rate", xlabel="round", ylim=(0, 1))
+    axes[1].plot(rounds, [m.pool_active for m in history], marker="o", label="active")
+    axes[1].plot(rounds, [m.pool_retired for m in history], marker="x", label="retired")
+    axes[1].set(title="pool size", xlabel="round")
+    axes[1].legend()
+    axes[2].plot(
+        rounds, [m.solver_mean_reward_pool or 0 for m in history], marker="o", label="pool"
+    )
+    if any(m.heldout_configured for m in history):  # never plot an unmeasured set as 0
+        axes[2].plot(
+            rounds,
+            [m.solver_mean_reward_heldout if m.heldout_configured else None for m in history],
+            marker="x",
+            label="held-out",
+        )
+    axes[2].set(title="solver mean reward", xlabel="round", ylim=(0, 1))
+    axes[2].legend()
+    fig.tight_layout()
+    path = out / "rounds.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    made.append(path)
+    last = history[-1]
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    ax.bar(list(last.difficulty_histogram), list(last.difficulty_histogram.values()))
+    ax.set(
+        title=f"pool difficulty, round {last.round}", xlabel="solver mean reward", ylabel="tasks"
+    )
+    fig.tight_layout()
+    path = out / "difficulty.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    made.append(path)
+    return made
+
+
+def write_run_report(run_dir: Path, *, embedded: bool = False) -> Path:
+    reports = Path(run_dir) / "reports"
+    history = load_history(reports)
+    if not history:
+        raise FileNotFoundError(f"{reports}/metrics.json: no finished round to report yet")
+    plots = _plots(history, reports)
+    lines = [
+        f"# Run report: {Path(run_dir).name}",
+        "",
+        "| round | candidates | admitted | valid rate | rejects | solver pool | held-out "
+        "| pool active | trained |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for m in history:
+        trained = m.training.get("checkpoint") or m.training.get("reason") or "-"
+        lines.append(
+            f"| {m.round} | {m.candidates} | {m.admitted} | {_fmt(m.valid_environment_rate)} "
+            f"| {sum(m.reject_reasons.values())} | {_fmt(m.solver_mean_reward_pool)} "
+            f"| {_fmt(m.solver_mean_reward_heldout) if m.heldout_configured else 'n/a'} "
+            f"| {m.pool_active} | {trained} |"
+        )
+    total_admitted = sum(m.admitted for m in history)
+    total_scored = sum(m.scored for m in history)
+    lines += [
+        "",
+        f"Run valid-environment rate: {total_admitted}/{total_scored}"
+        + (f" = {total_admitted / total_scored:.3g}" if total_scored else ""),
+        "",
+    ]
+    warned = [(m.round, w) for m in history for w in m.warnings]
+    if warned:
+        lines += ["Warnings:", ""] + [f"- round {r}: {w}" for r, w in warned] + [""]
+    lines += [f"![{p.stem}]({p.name})" for p in plots]
+    if embedded:
+        lines += ["", f"> {EMBEDDED_NOTE}"]
+    path = reports / "run.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,236 @@
+"""One GRPO rollout's world: a live sandbox of a Harbor task, the solver's terminal tools, its verifier.
+
+TRL's `environment_factory` makes one `TaskEpisode` per concurrent rollout and reuses it: `reset`
+starts a fresh sandbox of the row's task, the public `run` / `read_output` / `interrupt` methods
+are the tools the policy calls — the served solver's terminal, defined once in
+tools/agents/solver_interface.py (same names, schemas, result text, persistent shell) — and after the
+episode `_finish()` runs the task's own verifier by Harbor's protocol and closes the sandbox.
+
+Sandbox code is async and bound to the loop it was created on, while TRL calls tools from its own
+threads; every episode therefore runs its coroutines on one shared background loop (`EventLoop`).
+No torch here: the episode is testable on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel, Field
+
+from autoenvscaling.tools.agents.solver_interface import (
+    READ_TIMEOUT_SEC,
+    RUN_TIMEOUT_SEC,
+    TOOLS,
+    clamp_timeout,
+    first_messages,
+    render_result,
+)
+from autoenvscaling.tools.sandbox.base import Sandbox
+from autoenvscaling.tools.sandbox.shell import PersistentShell
+
+T = TypeVar("T")
+
+
+class LiveTask(Protocol):
+    """A started task environment (training/grpo/sandboxes.py has the Harbor-backed one)."""
+
+    @property
+    def sandbox(self) -> Sandbox: ...
+
+    async def verify(self) -> float:
+        """Run the task's verifier once, after the agent is done; return the reward."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+StartTask = Callable[[Path], Awaitable[LiveTask]]
+
+
+def episode_prompt(instruction: str, system_prompt: str | None = None) -> list[dict[str, str]]:
+    """The conversation an episode starts from: the served solver's (tools/agents/solver_interface.py);
+    TRL adds the tool schemas to the system turn, as the policy server does for the solver."""
+    messages = first_messages(instruction)
+    if system_prompt:
+        messages[0] = {"role": "system", "content": system_prompt}
+    return messages
+
+
+def prompt_tools() -> list[Callable[..., str]]:
+    """The tools as TRL renders them into prompts (for warm-ups and token budgeting)."""
+    episode = TaskEpisode.__new__(TaskEpisode)
+    return [getattr(episode, name) for name in TOOLS]
+
+
+class EpisodeError(RuntimeError):
+    """The episode's infrastructure failed (sandbox start, verifier run). Not the policy's fault."""
+
+
+class EventLoop:
+    """A daemon thread running one asyncio loop; `run(coro)` blocks the caller for its result."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="aes-episodes", daemon=True
+        )
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+class EpisodeConfig(BaseModel):
+    command_timeout_sec: float = 60.0
+    tool_output_chars: int = 2000
+    start_timeout_sec: float = 900.0  # includes a first, uncached image build
+    verify_timeout_sec: float = 900.0
+
+
+class EpisodeRecord(BaseModel):
+    """What one finished episode did (kept for metrics and debugging)."""
+
+    task_dir: str
+    reward: float
+    tool_calls: int = 0
+    error: str | None = None
+    commands: list[str] = Field(default_factory=list)
+
+
+def format_tool_output(output: str, exit_code: int | None, running: bool, cap: int) -> str:
+    """The tool result the model sees (the served solver's text: tools/agents/solver_interface.py)."""
+    return render_result(output, exit_code, running=running, cap=cap)
+
+
+class TaskEpisode:
+    """An `environment_factory` product. Public methods other than `reset` become tools."""
+
+    def __init__(
+        self, loop: EventLoop, start_task: StartTask, config: EpisodeConfig | None = None
+    ) -> None:
+        self._loop = loop
+        self._start_task = start_task
+        self._config = config or EpisodeConfig()
+        self._live: LiveTask | None = None
+        self._shell: PersistentShell | None = None
+        self._task_dir: Path | None = None
+        self._commands: list[str] = []
+
+    # -- TRL hooks -----------------------------------------------------------------------------
+    def reset(self, task_dir: str | None = None, **_row: Any) -> None:
+        """Start a fresh sandbox of the row's task (closing the previous episode's, if any)."""
+        if task_dir is None:
+            raise EpisodeError("the dataset row has no `task_dir` column")
+        self._loop.run(self._close())
+        self._task_dir = Path(task_dir)
+        self._commands = []
+        try:
+            self._loop.run(self._open(), timeout=self._config.start_timeout_sec)
+        except Exception as exc:
+            raise EpisodeError(f"could not start a sandbox for {task_dir}: {exc}") from exc
+
+    # The tools: named, typed and documented as the served solver's (tools/agents/solver_interface.py);
+    # the docstrings are set from the specs below the class. No return annotation: TRL renders
+    # the schema with get_json_schema, and the served schema has no "return" entry either.
+    def run(self, command: str, timeout_sec: float = RUN_TIMEOUT_SEC):  # noqa: ANN201
+        if self._shell is None:
+            return "[error: no sandbox is running]"
+        self._commands.append(command)
+        return self._loop.run(self._run(command, clamp_timeout(timeout_sec, RUN_TIMEOUT_SEC)))
+
+    def read_output(self, timeout_sec: float = READ_TIMEOUT_SEC):  # noqa: ANN201
+        if self._shell is None:
+            return "[error: no sandbox is running]"
+        return self._loop.run(self._read(clamp_timeout(timeout_sec, READ_TIMEOUT_SEC)))
+
+    def interrupt(self):  # noqa: ANN201
+        if self._shell is None:
+            return "[error: no sandbox is running]"
+        return self._loop.run(self._interrupt())
+
+    # -- ours: private, because TRL exposes every public method as a tool -----------------------
+    async def _open(self) -> None:
+        assert self._task_dir is not None
+        self._live = await self._start_task(self._task_dir)
+        # Harbor's own types have no sandbox to attach to: their LiveTask opens a shell over exec.
+        opener = getattr(self._live, "open_shell", None)
+        self._shell = await (opener() if opener else self._live.sandbox.open_shell())
+
+    def _show(self, result: Any, note: str | None = None) -> str:
+        return render_result(
+            result.output,
+            result.exit_code,
+            running=result.running,
+            restarted=result.restarted,
+            note=note,
+            cap=self._config.tool_output_chars,
+        )
+
+    async def _run(self, command: str, timeout_sec: float) -> str:
+        assert self._shell is not None
+        if self._shell.busy:  # the MCP terminal's answer, word for word
+            return (
+                "ShellBusyError: the previous command is still running: call read_output to "
+                "wait for it or interrupt to stop it, then run again"
+            )
+        timeout_sec = min(timeout_sec, self._config.command_timeout_sec)
+        return self._show(await self._shell.run(command, timeout_sec=timeout_sec))
+
+    async def _read(self, timeout_sec: float) -> str:
+        assert self._shell is not None
+        if not self._shell.busy:
+            return self._show(await self._shell.read(0), "no command is running")
+        return self._show(await self._shell.read(timeout_sec=timeout_sec))
+
+    async def _interrupt(self) -> str:
+        assert self._shell is not None
+        if not self._shell.busy:
+            return self._show(await self._shell.read(0), "no command is running")
+        return self._show(await self._shell.interrupt())
+
+    async def _finish(self) -> EpisodeRecord:
+        """Run the task's verifier on the sandbox as the episode left it, then close it."""
+        if self._live is None or self._task_dir is None:
+            raise EpisodeError("_finish() before reset(): no episode ran")
+        task_dir = self._task_dir
+        try:
+            if self._shell is not None:
+                await self._shell.close()  # the agent's shell ends before the tests run
+                self._shell = None
+            reward = await asyncio.wait_for(self._live.verify(), self._config.verify_timeout_sec)
+        except Exception as exc:
+            raise EpisodeError(f"verifier of {task_dir} failed: {exc}") from exc
+        finally:
+            await self._close()
+        return EpisodeRecord(
+            task_dir=str(task_dir),
+            reward=float(reward),
+            tool_calls=len(self._commands),
+            commands=list(self._commands),
+        )
+
+    async def _close(self) -> None:
+        shell, live = self._shell, self._live
+        self._shell = self._live = None
+        if shell is not None:
+            await shell.close()
+        if live is not None:
+            await live.close()
+
+    def __del__(self) -> None:  # best effort: TRL never tells an environment it is done
+        if getattr(self, "_live", None) is not None and self._loop.loop.is_running():
+            try:
+                asyncio.run_coroutine_threadsafe(self._close(), self._loop.loop)
+            except RuntimeError:
+                pass
+
+
+for _name, _spec in TOOLS.items():  # one definition of the tools' names and documentation
+    getattr(TaskEpisode, _name).__doc__ = _spec.docstring()

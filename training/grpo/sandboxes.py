@@ -1,0 +1,141 @@
+"""A live Harbor task for one training episode, through Harbor's own environment and verifier.
+
+`task_starter(backend, options)` returns `async (task_dir) -> LiveHarborTask`: the task's
+environment started with our Harbor custom environment for that backend (the same classes `harbor
+run` and our trials use: image built and cached, no network, /logs folders), so the episode's
+shell is a persistent shell in that sandbox; or, for `harbor:<type>`, Harbor's own environment of
+that type (the `EnvironmentConfig` tools/sandbox/harbor_backends.py builds, options passed through), with
+the shell over its `exec` (tools/sandbox/exec_shell.py). `verify()` then runs the task's verifier by the same protocol as a Harbor
+trial (`tools/trials/verifier.run_verifier`): separate mode (the default) copies the agent's
+work into a fresh container of the task's image, shared mode kills the agent's processes first;
+tests uploaded to /tests only now, stale reward files removed, test.sh run as the verifier user
+under its timeout, reward.json read before reward.txt.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from autoenvscaling.tools.sandbox.base import Sandbox, SandboxError
+from autoenvscaling.tools.sandbox.exec_shell import ExecShell
+from autoenvscaling.tools.sandbox.harbor_backends import (
+    HarborBackendError,
+    check_stages,
+    environment_config,
+    is_harbor_type,
+)
+from autoenvscaling.tools.sandbox.harbor_env import ENVIRONMENTS
+from autoenvscaling.training.grpo.episode_env import StartTask
+
+# Backends whose Harbor environment exposes a live `Sandbox` (for the persistent shell).
+# Looked up by any name a caller gives (str keys), not only our Backend literals.
+ENVIRONMENT_IMPORT_PATHS: dict[str, str] = {name: path for name, path in ENVIRONMENTS.items()}
+
+
+class VerifierError(RuntimeError):
+    """The verifier ran but gave no valid reward (no reward file, unparsable, timed out)."""
+
+
+class LiveHarborTask:
+    """One started task environment: `sandbox` for the agent, `verify()` once, `close()`."""
+
+    def __init__(
+        self, task: Any, environment: Any, trial_dir: Path, environment_config: Any
+    ) -> None:
+        self.task = task
+        self.environment = environment
+        self.trial_dir = trial_dir
+        self.environment_config = environment_config
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self.environment.sandbox
+
+    async def open_shell(self) -> Any:
+        """A persistent shell in our sandbox; over `exec` for Harbor's own types."""
+        if hasattr(self.environment, "sandbox"):
+            return await self.sandbox.open_shell()
+        return ExecShell(self.environment)
+
+    async def verify(self) -> float:
+        """The task's verifier by the trial protocol (tools/trials/verifier.py): by default a
+        fresh container of the task's image with the agent's work copied in."""
+        from harbor.models.trial.paths import TrialPaths
+
+        from autoenvscaling.tools.trials.verifier import VerifierRunError, run_verifier
+
+        try:
+            result = await run_verifier(
+                self.task,
+                self.environment,
+                TrialPaths(trial_dir=self.trial_dir),
+                environment_config=self.environment_config,
+            )
+        except VerifierRunError as exc:
+            raise VerifierError(str(exc)) from exc
+        rewards = result.rewards or {}
+        if not rewards:
+            raise VerifierError("the verifier reported no rewards")
+        return float(rewards.get("reward", next(iter(rewards.values()))))
+
+    async def close(self) -> None:
+        try:
+            await self.environment.stop(delete=True)
+        finally:
+            shutil.rmtree(self.trial_dir, ignore_errors=True)
+
+
+def task_starter(backend: str, options: dict[str, Any] | None = None) -> StartTask:
+    """`async (task_dir) -> LiveHarborTask` for an engine ('podman', 'docker') or `harbor:<type>`;
+    `options` are Harbor EnvironmentConfig fields passed through. Bad names, options or a
+    backend that lacks what an episode needs fail here, before any sandbox starts."""
+    ours = {name: {"import_path": path} for name, path in ENVIRONMENT_IMPORT_PATHS.items()}
+    ours["harbor-docker"] = {"type": "docker"}  # Harbor's own docker (compose) type
+    if backend not in ours and not is_harbor_type(backend):
+        raise SandboxError(
+            f"training episodes run on {' | '.join(sorted(ours))} | harbor:<type>, not {backend!r}"
+        )
+    try:
+        check_stages(backend, ["grpo"])
+        environment_config(backend, options, ours=ours)
+    except HarborBackendError as exc:
+        raise SandboxError(str(exc)) from None
+
+    async def start(task_dir: Path) -> LiveHarborTask:
+        os.environ.setdefault("HARBOR_TELEMETRY", "0")
+        from harbor.environments.factory import EnvironmentFactory
+        from harbor.models.task.task import Task
+        from harbor.models.trial.paths import TrialPaths
+
+        task = Task(task_dir=Path(task_dir))
+        trial_dir = Path(tempfile.mkdtemp(prefix=f"aes-episode-{task.short_name}-"))
+        paths = TrialPaths(trial_dir=trial_dir)
+        paths.mkdir()
+        config = environment_config(backend, options, ours=ours)
+        try:
+            environment = EnvironmentFactory.create_environment_from_config(
+                config=config,
+                environment_dir=task.paths.environment_dir,
+                environment_name=task.short_name,
+                session_id=f"train-{uuid.uuid4().hex[:12]}",
+                trial_paths=paths,
+                task_env_config=task.config.environment,
+            )
+        except BaseException:
+            shutil.rmtree(trial_dir, ignore_errors=True)
+            raise
+        live = LiveHarborTask(task, environment, trial_dir, config)
+        try:
+            await environment.start(force_build=False)
+            await environment.run_healthcheck()
+        except BaseException:
+            await live.close()
+            raise
+        return live
+
+    return start

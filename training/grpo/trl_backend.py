@@ -1,0 +1,262 @@
+"""The TRL GRPO backend: runs `grpo_worker` in a subprocess, streams progress, publishes the result.
+
+The graph process never imports torch: it writes the job, starts
+`python -m autoenvscaling.training.grpo.worker job.json`, reads progress events from its stdout
+and, only after the worker exited cleanly with a valid result, publishes the weights it left in
+the job's work_dir into the `CheckpointRegistry` (files and events: training/worker_protocol.py).
+A crash, a kill or a timeout raises `TrainingError` with the worker's last words and its log
+path; the registry is untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from autoenvscaling.training.backend import (
+    ProgressCallback,
+    TrainingError,
+    TrainJob,
+    TrainResult,
+)
+from autoenvscaling.training.checkpoints import CheckpointRegistry
+from autoenvscaling.training.worker_protocol import (
+    LOG_FILE,
+    WORKER_ENV,
+    parse_event,
+    read_result,
+    write_job,
+)
+
+WORKER_MODULE = "autoenvscaling.training.grpo.worker"
+
+
+def plan_steps(
+    admitted: Sequence[Path | str],
+    replay: Sequence[Path | str],
+    *,
+    steps: int,
+    tasks_per_step: int,
+    seed: int = 0,
+) -> list[list[str]]:
+    """Which tasks each GRPO step trains on: the round's admitted tasks first, replay fills the rest.
+
+    The rule (the run report prints the plan it produced):
+    1. The `steps x tasks_per_step` slots are filled in step order.
+    2. Every admitted task takes one slot before any replay task does, in the given order; when
+       there are more admitted tasks than slots, the later ones are not trained on this round.
+    3. Replay tasks fill the remaining slots from a shuffle seeded by `seed` (the round), so
+       successive rounds rotate through the pool.
+    4. Slots still free after every task had one cycle through the same order again (admitted
+       tasks first).
+    5. A step holds a task at most once while it has other tasks left to choose from.
+    """
+    first = list(dict.fromkeys(str(Path(p)) for p in admitted))
+    rest = [t for t in dict.fromkeys(str(Path(p)) for p in replay) if t not in first]
+    random.Random(seed).shuffle(rest)
+    order = first + rest
+    slots = steps * tasks_per_step
+    queue = [order[i % len(order)] for i in range(slots)] if order else []
+    plan: list[list[str]] = []
+    pending = queue[:slots]
+    for _ in range(steps):
+        step: list[str] = []
+        while pending and len(step) < tasks_per_step:
+            # Prefer the first task this step does not hold yet (rule 5), else the next one.
+            pick = next((i for i, t in enumerate(pending) if t not in step), 0)
+            step.append(pending.pop(pick))
+        plan.append(step)
+    return plan
+
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+class AccelerateLauncher(BaseModel):
+    """Run the worker under `accelerate launch` (multi-GPU / multi-node) instead of plain Python.
+
+    `config_file` is an accelerate config such as training/configs/deepspeed_zero2.yaml; the
+    command is built here and parsed by accelerate itself (tests/test_training_launch.py).
+    """
+
+    config_file: Path = Field(description="accelerate config (DeepSpeed / FSDP / multi-GPU).")
+    num_processes: int | None = Field(
+        default=None, ge=1, description="Overrides the config's count."
+    )
+    num_machines: int | None = Field(default=None, ge=1)
+    machine_rank: int | None = Field(default=None, ge=0)
+    main_process_ip: str | None = None
+    main_process_port: int | None = None
+
+    @classmethod
+    def named(cls, name: str, **overrides: object) -> AccelerateLauncher:
+        """A config shipped under training/configs/ by name (e.g. "fsdp") or a path."""
+        path = Path(name)
+        if not path.suffix:
+            path = CONFIG_DIR / f"{name}.yaml"
+        if not path.is_file():
+            shipped = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
+            raise TrainingError(f"no accelerate config {name!r}; shipped: {shipped}")
+        return cls(config_file=path, **overrides)  # type: ignore[arg-type]
+
+    def args(self) -> list[str]:
+        out = ["--config_file", str(self.config_file)]
+        for flag, value in (
+            ("--num_processes", self.num_processes),
+            ("--num_machines", self.num_machines),
+            ("--machine_rank", self.machine_rank),
+            ("--main_process_ip", self.main_process_ip),
+            ("--main_process_port", self.main_process_port),
+        ):
+            if value is not None:
+                out += [flag, str(value)]
+        return out
+
+
+class TRLGRPOBackend:
+    """`RLBackend` over TRL's GRPOTrainer in a child Python (which must have the `train` extra)."""
+
+    worker_module = WORKER_MODULE  # the SFT and proposer backends run their own worker module
+    worker_name = "GRPO worker"
+
+    def __init__(
+        self,
+        registry: CheckpointRegistry,
+        *,
+        python: str | None = None,
+        timeout_sec: float | None = None,
+        make_current: bool = True,
+        env: dict[str, str] | None = None,
+        launcher: AccelerateLauncher | None = None,
+    ) -> None:
+        self.registry = registry
+        self.launcher = launcher
+        self.python = python or sys.executable
+        self.timeout_sec = timeout_sec
+        self.make_current = make_current
+        self.env = env or {}
+        self.worker_pid: int | None = None  # the running worker, for callers that watch it
+
+    def worker_command(self, job_path: Path) -> list[str]:
+        """`python -m grpo_worker JOB`, or the same module under `accelerate launch`."""
+        if self.launcher is None:
+            return [self.python, "-m", self.worker_module, str(job_path)]
+        return [
+            self.python,
+            "-m",
+            "accelerate.commands.launch",
+            *self.launcher.args(),
+            "--module",
+            self.worker_module,
+            str(job_path),
+        ]
+
+    async def train(self, job: TrainJob, progress: ProgressCallback | None = None) -> TrainResult:
+        started = time.monotonic()
+        job_path = write_job(job)
+        log_path = Path(job.work_dir) / LOG_FILE
+        self.registry.sweep_staging()
+
+        tail: deque[str] = deque(maxlen=60)
+        last_error: str | None = None
+        proc = await asyncio.create_subprocess_exec(
+            *self.worker_command(job_path),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            stdin=asyncio.subprocess.DEVNULL,
+            env={**os.environ, **WORKER_ENV, **self.env},
+            start_new_session=True,  # killable as a group (torch threads, sandbox helpers)
+        )
+        self.worker_pid = proc.pid
+
+        async def pump() -> None:
+            nonlocal last_error
+            assert proc.stdout is not None
+            with open(log_path, "a", encoding="utf-8") as log:  # noqa: ASYNC230 - small local log
+                async for raw in proc.stdout:
+                    line = raw.decode(errors="replace").rstrip("\n")
+                    log.write(line + "\n")
+                    log.flush()
+                    event = parse_event(line)
+                    if event is None:
+                        tail.append(line)
+                        continue
+                    if event.stage == "error":
+                        last_error = event.message
+                    if progress is not None:
+                        progress(event)
+
+        try:
+            await asyncio.wait_for(asyncio.gather(pump(), proc.wait()), self.timeout_sec)
+        except TimeoutError:
+            _kill_group(proc.pid)
+            await proc.wait()
+            raise TrainingError(
+                f"training job {job.job_id} timed out after {self.timeout_sec:.0f}s; "
+                f"no checkpoint published (log: {log_path})"
+            ) from None
+        except asyncio.CancelledError:
+            _kill_group(proc.pid)
+            await proc.wait()
+            raise
+        finally:
+            self.worker_pid = None
+
+        code = proc.returncode
+        assert code is not None  # the worker was awaited above
+        if code != 0:
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            detail = last_error or "\n".join(list(tail)[-15:])
+            raise TrainingError(
+                f"training job {job.job_id}: the {self.worker_name} {how}; no checkpoint published, "
+                f"the current policy stays. Last output:\n{detail}\n(full log: {log_path})"
+            )
+        worker = read_result(job, log_path)
+        metrics = dict(worker.metrics)
+        metrics["step_tasks"] = worker.step_tasks
+        result = TrainResult(
+            job_id=job.job_id,
+            metrics=metrics,
+            steps_done=worker.steps_done,
+            groups_total=worker.groups_total,
+            groups_dropped_no_variance=worker.groups_dropped_no_variance,
+            reason=worker.reason,
+            log_path=log_path,
+        )
+        if worker.weights_dir:
+            manifest_metrics = {
+                k: v for k, v in metrics.items() if k not in ("log_history", "step_tasks")
+            }
+            manifest_metrics.update(
+                groups_total=result.groups_total,
+                groups_dropped_no_variance=result.groups_dropped_no_variance,
+                steps=result.steps_done,
+            )
+            result.checkpoint = self.registry.publish(
+                Path(worker.weights_dir),
+                base_model=worker.base_model,
+                kind=worker.kind,
+                parent_id=job.parent.id if job.parent is not None else None,
+                job_id=job.job_id,
+                metrics=manifest_metrics,
+                make_current=self.make_current,
+                move=True,
+            )
+        result.duration_sec = round(time.monotonic() - started, 2)
+        return result
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

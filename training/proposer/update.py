@@ -1,0 +1,209 @@
+"""Proposer training: the gate's proposer reward as a GRPO signal, through TRL.
+
+The proposer's rollouts are produced outside the trainer (the flywheel's proposer attempts, each
+a whole multi-turn episode with tools and revisions), so the update feeds them to TRL's
+GRPOTrainer through `rollout_func` (training/proposer/worker.py): for each brief the trainer asks
+for `num_generations` completions and gets the recorded ones, with the tool results and revision
+prompts masked out (`env_mask`), and the reward function returns each attempt's recorded gate
+reward (+1 admitted, -0.25 failed calibration, -1 failed validation). TRL computes the group
+advantages, the clipped policy loss and the optimizer step; nothing here is a hand-written loop.
+
+This module plans the update (no torch):
+- a group = the proposals of the round(s) whose prompt (system prompt + brief + tools) is the
+  same, read from their transcripts (tools/rollouts/transcripts.py);
+- an infrastructure error (reward None, outcome `error`) never enters a group;
+- a group with fewer than 2 valid proposals, or whose rewards are all equal (zero advantage,
+  no gradient), is dropped with the reason;
+- GRPO needs one group size per run: groups larger than the smallest kept one keep their first
+  proposals (by attempt order), and the plan says how many were left out;
+- advantages are normalised per role: the proposer update's batch holds proposer groups only and
+  uses TRL's `scale_rewards="batch"` (group-mean baseline, std over the role's batch).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.rollouts.transcripts import load_transcript, normalized
+from autoenvscaling.training.backend import TrainJob
+from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
+
+
+class ProposerSample(BaseModel):
+    attempt_id: str
+    reward: float
+    messages: list[dict[str, Any]] = Field(description="The whole conversation, prompt first.")
+
+
+class ProposerGroup(BaseModel):
+    """Proposals that answered the same prompt: GRPO's unit of comparison."""
+
+    key: str
+    prompt: list[dict[str, Any]] = Field(description="The messages before the first reply.")
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    samples: list[ProposerSample]
+
+    @property
+    def rewards(self) -> list[float]:
+        return [s.reward for s in self.samples]
+
+
+class DroppedGroup(BaseModel):
+    key: str
+    attempts: list[str]
+    rewards: list[float]
+    reason: str
+
+
+class ProposerPlan(BaseModel):
+    """What a proposer update trains on, and everything it left out with the reason."""
+
+    groups: list[ProposerGroup] = Field(default_factory=list)
+    group_size: int = 0
+    dropped: list[DroppedGroup] = Field(default_factory=list)
+    excluded: dict[str, str] = Field(
+        default_factory=dict, description="attempt id -> why it is in no group"
+    )
+    trimmed: int = Field(default=0, description="Valid proposals left out to keep one group size.")
+
+    @property
+    def reason(self) -> str | None:
+        """Why there is nothing to train on (None when there is)."""
+        if self.groups:
+            return None
+        why = "; ".join(f"{d.key[:8]}: {d.reason}" for d in self.dropped) or "no proposer attempts"
+        return f"no proposer group with reward variance ({why}): the policy is unchanged"
+
+    def summary(self) -> dict[str, Any]:
+        """Compact, for the round report (the plan itself goes next to the training job)."""
+        return {
+            "groups": len(self.groups),
+            "group_size": self.group_size,
+            "rewards": [g.rewards for g in self.groups],
+            "groups_dropped": [f"{len(d.attempts)} proposals: {d.reason}" for d in self.dropped],
+            "excluded": self.excluded,
+            "trimmed": self.trimmed,
+        }
+
+
+def prompt_key(prompt: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+    blob = json.dumps({"p": normalized(prompt), "t": tools}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _split_prompt(messages: list[dict[str, Any]]) -> int:
+    """Index of the first assistant message: everything before it is the prompt."""
+    for i, message in enumerate(messages):
+        if message["role"] == "assistant":
+            return i
+    return len(messages)
+
+
+def plan_proposer_update(
+    store_path: Path | str, *, rounds: list[int] | None = None, run_id: str | None = None
+) -> ProposerPlan:
+    """Group the proposer attempts of `rounds` (all when None) for one GRPO update."""
+    plan = ProposerPlan()
+    members: dict[str, list[ProposerSample]] = defaultdict(list)
+    prompts: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    with RolloutStore(store_path, read_only=True) as store:
+        for trajectory in store.iter_trajectories(role="proposer"):
+            attempt = trajectory.attempt
+            if rounds is not None and attempt.round not in rounds:
+                continue
+            if run_id is not None and attempt.run_id != run_id:
+                continue
+            if attempt.reward is None or attempt.outcome == "error":
+                plan.excluded[attempt.id] = (
+                    f"infrastructure error ({attempt.error or 'no reward'}): never in a group"
+                )
+                continue
+            transcript = load_transcript(store_path, attempt.id)
+            if transcript is None:
+                plan.excluded[attempt.id] = "no transcript: the conversation is not known"
+                continue
+            cut = _split_prompt(transcript.messages)
+            if cut == len(transcript.messages):
+                plan.excluded[attempt.id] = "the model never replied: nothing to train"
+                continue
+            prompt = transcript.messages[:cut]
+            key = prompt_key(prompt, transcript.tools)
+            prompts.setdefault(key, (prompt, transcript.tools))
+            members[key].append(
+                ProposerSample(
+                    attempt_id=attempt.id,
+                    reward=float(attempt.reward),
+                    messages=transcript.messages,
+                )
+            )
+    candidates: list[ProposerGroup] = []
+    for key, samples in members.items():
+        rewards = [s.reward for s in samples]
+        ids = [s.attempt_id for s in samples]
+        if len(samples) < 2:
+            reason = (
+                "a single valid proposal for this brief: no group to compare within "
+                "(proposals share a brief when proposer_group_size >= 2)"
+            )
+        elif max(rewards) - min(rewards) < 1e-9:
+            reason = (
+                f"all {len(samples)} proposals scored {rewards[0]:g}: zero advantage, no gradient"
+            )
+        else:
+            prompt, tools = prompts[key]
+            candidates.append(ProposerGroup(key=key, prompt=prompt, tools=tools, samples=samples))
+            continue
+        plan.dropped.append(DroppedGroup(key=key, attempts=ids, rewards=rewards, reason=reason))
+    if not candidates:
+        return plan
+    size = min(len(g.samples) for g in candidates)
+    for group in candidates:
+        kept = group.samples[:size]
+        if max(s.reward for s in kept) - min(s.reward for s in kept) < 1e-9:
+            # Trimming to the common size removed its variance: dropped like any flat group.
+            plan.dropped.append(
+                DroppedGroup(
+                    key=group.key,
+                    attempts=[s.attempt_id for s in group.samples],
+                    rewards=group.rewards,
+                    reason=f"its first {size} proposals (the common group size) scored alike",
+                )
+            )
+            continue
+        plan.trimmed += len(group.samples) - size
+        plan.groups.append(group.model_copy(update={"samples": kept}))
+    plan.group_size = size if plan.groups else 0
+    return plan
+
+
+def update_due(round_: int, every: int) -> bool:
+    """The proposer updates every `every` rounds (round numbers start at 1); 0 = never."""
+    return every > 0 and round_ % every == 0
+
+
+class ProposerJob(TrainJob):
+    """One proposer update: the planned groups, trained with TRL GRPO (`rollout_func`)."""
+
+    task_dirs: list[Path] = Field(default_factory=list, description="Unused by this job.")
+    groups: list[ProposerGroup]
+    group_size: int = Field(ge=2)
+    groups_per_step: int = Field(
+        default=2, ge=1, description="Groups in one optimizer step's batch."
+    )
+    max_completion_tokens: int = Field(
+        default=1024, ge=16, description="A longer conversation is cut (its tail is not trained)."
+    )
+
+
+class TRLProposerBackend(TRLGRPOBackend):
+    """TRL GRPOTrainer over recorded proposer rollouts in a child Python; publishes like GRPO."""
+
+    worker_module = "autoenvscaling.training.proposer.worker"
+    worker_name = "proposer GRPO worker"

@@ -1,0 +1,221 @@
+"""The proposer GRPO process: `python -m autoenvscaling.training.proposer.worker JOB.json`.
+
+TRL's GRPOTrainer with a `rollout_func` that returns the recorded proposer conversations instead
+of generating: each dataset row is one group's prompt; TRL repeats it `num_generations` times and
+the function hands back that group's proposals in order, tokenized with the policy's chat template,
+with `env_mask` = 1 on the model's own tokens and 0 on tool results, revision prompts and template
+scaffolding. The reward function returns each proposal's recorded gate reward. Weights and
+`result.json` go to the job's work_dir; the parent publishes (training/proposer/update.py).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from autoenvscaling.training.grpo.worker import (
+    _change_norm,
+    _device,
+    _trainable_snapshot,
+    load_policy,
+)
+from autoenvscaling.training.proposer.update import ProposerJob, prompt_key
+from autoenvscaling.training.worker_protocol import (
+    WEIGHTS_DIR,
+    WorkerResult,
+    emit,
+    serve_job,
+    step_progress,
+)
+
+
+class TemplateError(ValueError):
+    """The chat template does not render a conversation as a growing prefix; cannot mask it."""
+
+
+def tokenize_conversation(
+    tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]], n_prompt: int
+) -> tuple[list[int], list[int], list[int]]:
+    """(prompt_ids, completion_ids, env_mask) of a recorded conversation.
+
+    The prompt is messages[:n_prompt] plus the assistant header; the completion is everything
+    after it; env_mask marks the tokens the model produced (its replies through end-of-turn).
+    """
+
+    def render(upto: int, generation: bool) -> str:
+        return tokenizer.apply_chat_template(
+            messages[:upto], tools=tools or None, tokenize=False, add_generation_prompt=generation
+        )
+
+    def ids(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    previous = render(n_prompt, True)
+    prompt_ids = ids(previous)
+    completion: list[int] = []
+    mask: list[int] = []
+
+    def add(text: str, trained: int) -> None:
+        if text:
+            piece = ids(text)
+            completion.extend(piece)
+            mask.extend([trained] * len(piece))
+
+    i = n_prompt
+    eos = tokenizer.eos_token
+    while i < len(messages):
+        if messages[i]["role"] == "assistant":
+            upto, generation = i + 1, False
+        else:  # a run of tool results / user prompts, then the next assistant header
+            upto = i
+            while upto < len(messages) and messages[upto]["role"] != "assistant":
+                upto += 1
+            generation = upto < len(messages)
+        full = render(upto, generation)
+        if not full.startswith(previous):
+            raise TemplateError(
+                "the chat template re-renders earlier turns when a message is added; "
+                "the conversation cannot be split into prompt and masked completion"
+            )
+        piece = full[len(previous) :]
+        if messages[i]["role"] == "assistant":
+            end = piece.rfind(eos) + len(eos) if eos and eos in piece else len(piece)
+            add(piece[:end], 1)  # the reply and its end-of-turn token: the model's own
+            add(piece[end:], 0)
+        else:
+            add(piece, 0)
+        previous, i = full, upto
+    return prompt_ids, completion, mask
+
+
+def run(job: ProposerJob) -> WorkerResult:
+    import torch
+    from datasets import Dataset
+    from trl.trainer.grpo_config import GRPOConfig
+    from trl.trainer.grpo_trainer import GRPOTrainer
+
+    started = time.monotonic()
+    hyper = job.hyper
+    work = Path(job.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    if hyper.torch_threads:
+        torch.set_num_threads(hyper.torch_threads)
+    device = _device(job)
+    emit("load", job.job_id, total=hyper.steps, message=f"loading {job.base_model} on {device}")
+    model, tokenizer, peft_config, kind, new_base = load_policy(job, device)
+
+    groups = {g.key: g for g in job.groups}
+    cursors: dict[str, int] = {key: 0 for key in groups}
+    used: list[dict[str, Any]] = []
+    truncated = 0
+
+    def recorded_rollouts(prompts: list[list[dict[str, Any]]], trainer: Any) -> dict[str, Any]:
+        nonlocal truncated
+        out: dict[str, list[Any]] = {
+            "prompt_ids": [],
+            "completion_ids": [],
+            "env_mask": [],
+            "recorded_reward": [],
+        }
+        for prompt in prompts:
+            # The prompt row carries no tools column; find its group by the prompt alone.
+            group = next(g for g in groups.values() if prompt_key(prompt, g.tools) == g.key)
+            sample = group.samples[cursors[group.key] % len(group.samples)]
+            cursors[group.key] += 1
+            p_ids, c_ids, mask = tokenize_conversation(
+                tokenizer, sample.messages, group.tools, len(group.prompt)
+            )
+            if len(c_ids) > job.max_completion_tokens:
+                truncated += 1
+                c_ids, mask = c_ids[: job.max_completion_tokens], mask[: job.max_completion_tokens]
+            out["prompt_ids"].append(p_ids)
+            out["completion_ids"].append(c_ids)
+            out["env_mask"].append(mask)
+            out["recorded_reward"].append(sample.reward)
+            used.append({"attempt_id": sample.attempt_id, "reward": sample.reward})
+        return {**out, "logprobs": None}
+
+    def gate_reward(prompts, completions, recorded_reward=None, **_: Any) -> list[float | None]:
+        if recorded_reward is None:
+            raise RuntimeError("the rollout function returned no recorded rewards")
+        emit("rewards", job.job_id, metrics={"rewards": list(recorded_reward)})
+        return [float(r) for r in recorded_reward]
+
+    dataset = Dataset.from_list([{"prompt": g.prompt} for g in job.groups])
+    groups_per_step = min(job.groups_per_step, len(job.groups))
+    cuda = device == "cuda"
+    config = GRPOConfig(
+        output_dir=str(work / "trainer"),
+        max_steps=hyper.steps,
+        learning_rate=hyper.learning_rate,
+        per_device_train_batch_size=job.group_size * groups_per_step,
+        gradient_accumulation_steps=1,
+        num_generations=job.group_size,
+        max_completion_length=job.max_completion_tokens,
+        scale_rewards="batch",  # per-role normalisation: this batch holds proposer groups only
+        # A recorded episode ends on a tool result, not on EOS: that is not a truncation.
+        mask_truncated_completions=False,
+        beta=hyper.beta,
+        seed=hyper.seed,
+        use_cpu=not cuda,
+        bf16=cuda,
+        gradient_checkpointing=hyper.gradient_checkpointing,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[gate_reward],
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        # TRL hands conversational prompts (message lists); its RolloutFunc alias says list[str].
+        rollout_func=recorded_rollouts,  # pyright: ignore[reportArgumentType]
+        callbacks=[step_progress(job.job_id, hyper.steps)],
+    )
+    before = _trainable_snapshot(trainer.model)
+    output = trainer.train()
+    change = _change_norm(trainer.model, before)
+    history = [h for h in trainer.state.log_history if "loss" in h or "reward" in h]
+    result = WorkerResult(
+        job_id=job.job_id,
+        kind=kind,
+        base_model=new_base,
+        metrics={
+            "train_loss": output.training_loss,
+            "param_change_l2": change,
+            "role": "proposer",
+            "groups": len(job.groups),
+            "group_size": job.group_size,
+            "truncated_conversations": truncated,
+            "device": device,
+            "duration_sec": round(time.monotonic() - started, 2),
+            "log_history": history,
+        },
+        steps_done=trainer.state.global_step,
+        groups_total=len(job.groups),
+        episodes=used,
+    )
+    emit("save", job.job_id, step=result.steps_done, total=hyper.steps, message="saving weights")
+    weights = work / WEIGHTS_DIR
+    # A PreTrainedModel or PeftModel here; transformers types Trainer.model as any nn.Module.
+    trainer.model.save_pretrained(str(weights))  # pyright: ignore[reportOptionalMemberAccess, reportCallIssue]
+    if kind == "full":
+        tokenizer.save_pretrained(str(weights))
+    result.weights_dir = str(weights)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    return serve_job("proposer.worker", ProposerJob, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

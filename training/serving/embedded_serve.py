@@ -1,0 +1,302 @@
+"""The embedded policy server process: llama-cpp-python's OpenAI-compatible app plus vLLM's LoRA routes.
+
+Run by `EmbeddedLlamaServer` as `python -m autoenvscaling.training.serving.embedded_serve CONFIG.json`; never
+imported by the graph process. On top of llama-cpp-python's FastAPI app (used as is) it adds:
+- `POST /v1/load_lora_adapter {"lora_name", "lora_path"}` and `POST /v1/unload_lora_adapter
+  {"lora_name"}` with vLLM's contract: afterwards `model=<lora_name>` is served by base + adapter;
+  `lora_path` is a GGUF adapter file, or a folder holding exactly one `.gguf`;
+- `POST /v1/load_model {"model_name", "model_path"}`: a further GGUF model (a full checkpoint);
+- `GET /health`, as vLLM has;
+- unknown `model=` names answer 404 (llama-cpp-python would silently serve the default model, so a
+  client naming a checkpoint that is not loaded would get the base model without noticing).
+The process exits by itself when its parent dies (it polls its parent pid), so a SIGKILLed run
+never leaves a server behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from autoenvscaling.training.orphan import watch_parent
+
+GGUF_MAGIC = b"GGUF"
+
+
+class ServeConfig(BaseModel):
+    """What `EmbeddedLlamaServer` hands the server process (written as JSON)."""
+
+    model_path: Path
+    served_name: str = "policy"
+    chat_format: str = "chatml-function-calling"
+    n_ctx: int = 8192
+    n_threads: int | None = None
+    n_threads_batch: int | None = None
+    listen_fd: int | None = Field(default=None, description="An inherited listening TCP socket.")
+    host: str = "127.0.0.1"
+    port: int = 0
+    parent_pid: int | None = Field(default=None, description="Exit when this process is gone.")
+    orphan_cleanup: Path | None = Field(
+        default=None,
+        description="Folder to remove when we exit because the parent died "
+        "(the parent removes it itself on a normal stop).",
+    )
+    verbose: bool = False
+
+
+class LoadLoraRequest(BaseModel):
+    lora_name: str = Field(min_length=1)
+    lora_path: str = Field(min_length=1)
+
+
+class UnloadLoraRequest(BaseModel):
+    lora_name: str = Field(min_length=1)
+
+
+class LoadModelRequest(BaseModel):
+    model_name: str = Field(min_length=1)
+    model_path: str = Field(min_length=1)
+
+
+def resolve_gguf(path_text: str) -> Path:
+    """A GGUF file given as itself, or as a folder holding exactly one `.gguf`."""
+    path = Path(path_text)
+    if path.is_dir():
+        found = sorted(path.glob("*.gguf"))
+        if len(found) != 1:
+            raise ValueError(
+                f"{path} must hold exactly one .gguf file (found {len(found)}); "
+                "convert a PEFT adapter with autoenvscaling.training.serving.gguf_convert"
+            )
+        path = found[0]
+    if not path.is_file():
+        raise ValueError(f"{path} does not exist")
+    with open(path, "rb") as fh:
+        if fh.read(4) != GGUF_MAGIC:
+            raise ValueError(
+                f"{path} is not a GGUF file; convert a PEFT adapter with "
+                "autoenvscaling.training.serving.gguf_convert"
+            )
+    return path
+
+
+def _null_content_to_empty(body: bytes) -> bytes:
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return body
+    messages = payload.get("messages") if isinstance(payload, dict) else None
+    if not isinstance(messages, list) or not any(
+        isinstance(m, dict) and m.get("content", "") is None for m in messages
+    ):
+        return body
+    for message in messages:
+        if isinstance(message, dict) and message.get("content", "") is None:
+            message["content"] = ""
+    return json.dumps(payload).encode()
+
+
+class NullContentMiddleware:
+    """OpenAI clients send `content: null` on assistant turns that only call tools; OpenAI and
+    vLLM accept it, llama-cpp-python's request model wants a string. Normalised here (plain ASGI,
+    so the body is read once and replayed)."""
+
+    def __init__(self, app) -> None:  # noqa: ANN001 - an ASGI app
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
+        if not (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"].endswith("/chat/completions")
+        ):
+            await self.app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = _null_content_to_empty(b"".join(chunks))
+        replayed = False
+
+        async def replay():  # noqa: ANN202
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heavy)
+    import llama_cpp.server.app as llama_app
+    from fastapi import Depends, HTTPException
+    from fastapi.responses import JSONResponse, PlainTextResponse
+    from llama_cpp.server.model import LlamaProxy
+    from llama_cpp.server.settings import ModelSettings, ServerSettings
+
+    def error(status: int, message: str, kind: str) -> JSONResponse:
+        # vLLM's error body shape, which clients (and VLLMPolicyServer) read
+        return JSONResponse(
+            {"error": {"message": message, "type": kind, "code": status}}, status_code=status
+        )
+
+    class StrictLlamaProxy(LlamaProxy):
+        """LlamaProxy that refuses unknown model names instead of serving the default one."""
+
+        def __call__(self, model: str | None = None):
+            if model is not None and model not in self._model_settings_dict:
+                raise HTTPException(
+                    404,
+                    f"The model `{model}` does not exist. Served: "
+                    f"{sorted(self._model_settings_dict)}",
+                )
+            return super().__call__(model)
+
+        def add(self, name: str, settings: ModelSettings) -> None:
+            """Register `name` and load it now, so a bad file fails here and not on a request."""
+            self._model_settings_dict[name] = settings
+            try:
+                super().__call__(name)
+            except BaseException:
+                del self._model_settings_dict[name]
+                raise
+
+        def remove(self, name: str) -> None:
+            if name == self._default_model_alias:
+                raise ValueError(f"the base model {name!r} cannot be unloaded")
+            del self._model_settings_dict[name]
+            if self._current_model_alias == name:
+                super().__call__(self._default_model_alias)
+
+    threads: dict[str, int] = {}  # unset: llama-cpp-python's own defaults
+    if config.n_threads:
+        threads["n_threads"] = config.n_threads
+    if config.n_threads_batch:
+        threads["n_threads_batch"] = config.n_threads_batch
+    base = ModelSettings.model_validate(
+        {
+            "model": str(config.model_path),
+            "model_alias": config.served_name,
+            "chat_format": config.chat_format,
+            "n_ctx": config.n_ctx,
+            "verbose": config.verbose,
+            **threads,
+        }
+    )
+    # Two clients (proposer and solver) may stream at once: do not cut one off for the other.
+    server = ServerSettings(host=config.host, port=config.port, interrupt_requests=False)
+    # create_app builds its proxy from this module name (imported there, not re-exported).
+    llama_app.LlamaProxy = StrictLlamaProxy  # pyright: ignore[reportPrivateImportUsage]
+    app = llama_app.create_app(server_settings=server, model_settings=[base])
+    proxy_dependency = Depends(llama_app.get_llama_proxy)  # holds the server's model lock
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_request, exc: HTTPException) -> JSONResponse:
+        kind = "NotFoundError" if exc.status_code == 404 else "HTTPError"
+        return error(exc.status_code, str(exc.detail), kind)
+
+    app.add_middleware(NullContentMiddleware)
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/load_lora_adapter")
+    async def load_lora_adapter(body: LoadLoraRequest, proxy=proxy_dependency):
+        if body.lora_name in proxy:
+            return error(
+                400,
+                f"The lora adapter '{body.lora_name}' has already been loaded.",
+                "InvalidUserInput",
+            )
+        try:
+            adapter = resolve_gguf(body.lora_path)
+            settings = base.model_copy(
+                update={"model_alias": body.lora_name, "lora_path": str(adapter)}
+            )
+            proxy.add(body.lora_name, settings)
+        except Exception as exc:  # noqa: BLE001 - any load failure is the caller's bad input
+            return error(
+                400, f"Failed to load LoRA adapter '{body.lora_name}': {exc}", "InvalidUserInput"
+            )
+        return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' added successfully.")
+
+    @app.post("/v1/unload_lora_adapter")
+    async def unload_lora_adapter(body: UnloadLoraRequest, proxy=proxy_dependency):
+        if body.lora_name not in proxy:
+            return error(
+                404, f"The lora adapter '{body.lora_name}' cannot be found.", "NotFoundError"
+            )
+        try:
+            proxy.remove(body.lora_name)
+        except ValueError as exc:
+            return error(400, str(exc), "InvalidUserInput")
+        return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' removed successfully.")
+
+    @app.post("/v1/load_model")
+    async def load_model(body: LoadModelRequest, proxy=proxy_dependency):
+        if body.model_name in proxy:
+            return error(
+                400, f"The model '{body.model_name}' has already been loaded.", "InvalidUserInput"
+            )
+        try:
+            settings = base.model_copy(
+                update={"model_alias": body.model_name, "model": str(resolve_gguf(body.model_path))}
+            )
+            proxy.add(body.model_name, settings)
+        except Exception as exc:  # noqa: BLE001 - any load failure is the client's 400, as llama.cpp answers
+            return error(
+                400, f"Failed to load model '{body.model_name}': {exc}", "InvalidUserInput"
+            )
+        return PlainTextResponse(f"Success: model '{body.model_name}' added successfully.")
+
+    return app
+
+
+def serve(config: ServeConfig) -> None:
+    import uvicorn
+
+    server: uvicorn.Server | None = None
+
+    def on_orphan() -> None:
+        if config.orphan_cleanup is not None:
+            shutil.rmtree(config.orphan_cleanup, ignore_errors=True)
+        if server is None:  # still loading the model: nothing to shut down gracefully
+            os._exit(0)
+        server.should_exit = True
+
+    if config.parent_pid is not None:
+        watch_parent(config.parent_pid, on_orphan)
+    app = build_app(config)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host=config.host, port=config.port, log_level="warning", access_log=False
+        )
+    )
+    if config.listen_fd is None:
+        server.run()
+        return
+    # The parent bound the port (no race for a free one); we just accept on it.
+    with contextlib.closing(socket.socket(fileno=config.listen_fd)) as sock:
+        server.run(sockets=[sock])
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.exit("usage: python -m autoenvscaling.training.serving.embedded_serve CONFIG.json")
+    serve(ServeConfig.model_validate_json(Path(args[0]).read_text(encoding="utf-8")))
+
+
+if __name__ == "__main__":
+    main()
