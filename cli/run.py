@@ -23,7 +23,9 @@ from autoenvscaling.cli.progress import TaskProgress
 from autoenvscaling.graphs.config import FlywheelContext, RunConfig
 
 if TYPE_CHECKING:
+    from autoenvscaling.graphs.flywheel_state import TrainingSummary
     from autoenvscaling.graphs.policy_servers import PolicyServers
+    from autoenvscaling.tools.report.metrics import CandidateRecord, RoundMetrics
 
 run_app = typer.Typer()
 console = Console(stderr=True)
@@ -54,22 +56,18 @@ async def _stream(
                 elapsed = time.monotonic() - started
                 detail = ""
                 if node == "admit_one" and isinstance(update, dict) and update.get("candidates"):
-                    c = update["candidates"][0]
-                    detail = (
-                        "admitted"
-                        if c["admitted"]
-                        else f"rejected at {c['stage']}: {c['reason'][:90]}"
-                    )
-                    detail = f"slot {c['slot']} rev {c['revision']}: {detail}"
+                    c: CandidateRecord = update["candidates"][0]
+                    detail = "admitted" if c.admitted else f"rejected at {c.stage}: {c.reason[:90]}"
+                    detail = f"slot {c.slot} rev {c.revision}: {detail}"
                 elif node == "refresh" and isinstance(update, dict) and update.get("metrics"):
-                    m = update["metrics"][0]
+                    m: RoundMetrics = update["metrics"][0]
                     detail = (
-                        f"round {m['round']} done: {m['admitted']}/{m['scored']} admitted, "
-                        f"solver mean on pool {m['solver_mean_reward_pool']}"
+                        f"round {m.round} done: {m.admitted}/{m.scored} admitted, "
+                        f"solver mean on pool {m.solver_mean_reward_pool}"
                     )
                 elif node == "train" and isinstance(update, dict):
-                    t = update.get("training", {})
-                    detail = t.get("checkpoint") or t.get("reason") or t.get("error") or ""
+                    t: TrainingSummary | None = update.get("training")
+                    detail = t.headline() if t else ""
                 if replayed:
                     detail = f"{detail} (from the checkpoint)".lstrip()
                 bar.print(f"[{elapsed:7.1f}s] {node} {detail}")

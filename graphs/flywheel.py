@@ -12,20 +12,9 @@ one for durable runs (the CLI uses SQLite in the run folder) and for embedding i
 from __future__ import annotations
 
 import asyncio
-import operator
 import time
 from pathlib import Path
-from typing import (
-    Annotated,
-    Any,
-    Final,
-    Literal,
-    Required,
-    TypedDict,
-    get_args,
-    get_type_hints,
-    is_typeddict,
-)
+from typing import Any, Final, Literal, get_args, get_type_hints, is_typeddict
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import START, StateGraph
@@ -35,6 +24,13 @@ from pydantic import BaseModel
 
 from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.config import FlywheelContext
+from autoenvscaling.graphs.flywheel_state import (
+    AdmitItem,
+    FlywheelInput,
+    FlywheelState,
+    SlotTask,
+    TrainingSummary,
+)
 from autoenvscaling.graphs.models import ModelConfig, Policy
 from autoenvscaling.graphs.nesting import non_durable
 from autoenvscaling.graphs.proposer import attempt_graph as proposer_graph
@@ -52,33 +48,8 @@ from autoenvscaling.tools.tasks.pool import Pool, PoolEntry
 REPO_SEED = Path(__file__).resolve().parents[1] / "tasks" / "seed"
 
 
-class FlywheelInput(TypedDict, total=False):
-    rounds: int
-
-
 #: langgraph's END, typed as the literal the nodes' `Command[Literal[...]]` routes name.
 END: Final = "__end__"
-
-
-class FlywheelState(TypedDict, total=False):
-    # Required: `setup` and `inspect` write them before any node that reads them runs.
-    run_id: Required[str]
-    round: Required[int]
-    policy: Required[Policy]  # the model both roles use; a swap writes a new one
-    brief: Required[dict[str, Any]]
-    candidates: Annotated[list[dict[str, Any]], operator.add]
-    round_started: float
-    stage_seconds: dict[str, float]
-    training: dict[str, Any]
-    metrics: Annotated[list[dict[str, Any]], operator.add]
-
-
-class SlotTask(TypedDict):
-    slot: int
-    round: int
-    run_id: str
-    policy: Policy
-    brief: dict[str, Any]
 
 
 def _ctx(runtime: Runtime[FlywheelContext]) -> FlywheelContext:
@@ -257,7 +228,7 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
         variant=state["round"],
     )
     return {
-        "brief": brief.model_dump(mode="json"),
+        "brief": brief,
         # The round starts here, before the inspect stage: `review` subtracts inspect's seconds.
         "round_started": round_started,
         "stage_seconds": {**seconds, "inspect": round(time.monotonic() - started, 2)},
@@ -299,20 +270,21 @@ async def propose_one(
     ctx = _ctx(runtime)
     # The attempt graph (episode -> gate -> revise) runs as this node's subgraph.
     candidate = await run_proposer(
-        ctx, _run(ctx), task, _role_model(ctx, task["policy"], "proposer"), proposer_graph
+        ctx, _run(ctx), task, _role_model(ctx, task.policy, "proposer"), proposer_graph
     )
-    return Command(goto=Send("admit_one", {**task, "candidate": candidate}))
+    return Command(goto=Send("admit_one", AdmitItem(**dict(task), candidate=candidate)))
 
 
-async def admit_one(item: dict[str, Any], runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
+async def admit_one(state: AdmitItem, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """The validation gate on one final candidate; admitted tasks join the pool."""
+    item = state  # the final candidate, sent by `propose_one`
     from autoenvscaling.graphs.flywheel_roles import run_gate
 
     ctx = _ctx(runtime)
     run = _run(ctx)
     # The validation graph runs as this node's subgraph.
     record: CandidateRecord = await run_gate(
-        ctx, run, item, _role_model(ctx, item["policy"], "solver"), validation_graph
+        ctx, run, item, _role_model(ctx, item.policy, "solver"), validation_graph
     )
     if record.admitted:
         from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
@@ -333,7 +305,7 @@ async def admit_one(item: dict[str, Any], runtime: Runtime[FlywheelContext]) -> 
                     category=category,
                     difficulty=difficulty,
                     source="proposed",
-                    admitted_round=item["round"],
+                    admitted_round=item.round,
                     content_hash=record.content_hash,
                 ),
             )
@@ -346,7 +318,7 @@ async def admit_one(item: dict[str, Any], runtime: Runtime[FlywheelContext]) -> 
                     "proposer_reward": -1.0,
                 }
             )
-    return {"candidates": [record.model_dump(mode="json")]}
+    return {"candidates": [record]}
 
 
 def propose_admit_seconds(state: FlywheelState, now: float) -> dict[str, float]:
@@ -365,15 +337,13 @@ async def review(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dic
     seconds = propose_admit_seconds(state, time.time())
     if not ctx.human_review:
         return {"stage_seconds": seconds}
-    admitted = [
-        c for c in state.get("candidates", []) if c["round"] == state["round"] and c["admitted"]
-    ]
+    admitted = [c for c in state.get("candidates", []) if c.round == state["round"] and c.admitted]
     if not admitted:
         return {"stage_seconds": seconds}
     vetoed = interrupt(
         {
             "round": state["round"],
-            "admitted": [{"task_id": c["task_id"], "path": c["path"]} for c in admitted],
+            "admitted": [{"task_id": c.task_id, "path": c.path} for c in admitted],
             "resume_with": "a list of task ids to veto (empty list keeps all)",
         }
     )
@@ -390,14 +360,16 @@ async def train(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
 
     ctx = _ctx(runtime)
     started = time.monotonic()
-    summary, policy = await run_training(ctx, _run(ctx), state)
+    solver_summary, policy = await run_training(ctx, _run(ctx), state)
     # Then the proposer, from the solver's new checkpoint; its checkpoint serves both roles.
     from autoenvscaling.graphs.role_training import run_modes, train_proposer
 
-    summary["proposer"], proposer_policy = await train_proposer(
+    proposer_summary, proposer_policy = await train_proposer(
         ctx, _run(ctx), state, policy or state["policy"]
     )
-    summary["run_modes"] = run_modes(ctx)
+    summary = TrainingSummary(
+        solver=solver_summary, proposer=proposer_summary, run_modes=run_modes(ctx)
+    )
     policy = proposer_policy or policy
     update: dict[str, Any] = {"training": summary, "stage_seconds": _timed(state, "train", started)}
     if policy is not None:
@@ -455,10 +427,10 @@ async def refresh(
         await asyncio.gather(*(attempt(p, 0, {"purpose": "heldout"}) for p in heldout))
     stage_seconds = _timed(state, "refresh", started)
     stage_seconds["round_total"] = round(time.time() - state.get("round_started", time.time()), 2)
-    training = state.get("training", {})
+    training = state.get("training")
     if not ctx.train:
         notes.append("training was skipped (train=false): the policy is unchanged")
-    records = [CandidateRecord(**c) for c in state.get("candidates", []) if c["round"] == round_]
+    records = [c for c in state.get("candidates", []) if c.round == round_]
     metrics = round_metrics(
         round_,
         records,
@@ -467,7 +439,7 @@ async def refresh(
         state["run_id"],
         prices=PriceTable(prices={_role_model(ctx, policy, "proposer").model: ctx.price_per_mtok}),
         proposer_model=_role_model(ctx, policy, "proposer").model,
-        training=training,
+        training=training.report() if training else {},
         stage_seconds=stage_seconds,
         policy=f"{policy.model} ({policy.version})",
     )
@@ -481,11 +453,11 @@ async def refresh(
     (run.reports / f"round-{round_:02d}.md").write_text(
         round_markdown(metrics, embedded=embedded) + "\n" + links_markdown(links)
     )
-    update = {
-        "metrics": [metrics.model_dump(mode="json")],
+    update: dict[str, Any] = {
+        "metrics": [metrics],
         "round": round_ + 1,
         "stage_seconds": {},
-        "training": {},
+        "training": None,
     }
     if round_ >= ctx.rounds:
         return Command(goto=END, update=update)
@@ -520,7 +492,7 @@ def checkpoint_serde() -> JsonPlusSerializer:
     graph), by name, and refuses any other class a checkpoint might name (strict msgpack)."""
     from autoenvscaling.graphs.validation import ValidationState
 
-    models = state_models(FlywheelState, SlotTask, ValidationState)
+    models = state_models(FlywheelState, SlotTask, AdmitItem, ValidationState)
     return JsonPlusSerializer(
         allowed_msgpack_modules=sorted((m.__module__, m.__name__) for m in models)
     )
@@ -533,8 +505,8 @@ def build_flywheel(checkpointer: Any = None, store: Any = None, *, name: str = "
     builder.add_node("inspect", inspect)
     builder.add_node("propose", propose)
     builder.add_node("propose_one", propose_one)
-    # A Send target: its input is the dict propose_one sends, which StateNode cannot name.
-    builder.add_node("admit_one", admit_one)  # pyright: ignore[reportArgumentType]
+    # A Send target: its input is the AdmitItem propose_one sends, not the flywheel state.
+    builder.add_node("admit_one", admit_one)
     # Deferred: waits until every proposer branch (with its revisions) has finished.
     builder.add_node("review", review, defer=True)
     builder.add_node("train", train)

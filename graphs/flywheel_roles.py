@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from autoenvscaling.graphs.config import FlywheelContext
-    from autoenvscaling.graphs.flywheel import FlywheelState, SlotTask
+    from autoenvscaling.graphs.flywheel_state import AdmitItem, FlywheelState, SlotTask
     from autoenvscaling.graphs.policy_servers import PolicyServers
+    from autoenvscaling.graphs.proposer.settings import ProposalResult
     from autoenvscaling.tools.gate import GateConfig, Verdict
     from autoenvscaling.tools.sandbox.base import Backend
 
@@ -107,9 +108,7 @@ async def run_training(
         return {"reason": "training skipped (train=false); the policy is unchanged"}, None
     round_ = state["round"]
     pool = Pool(run.pool)
-    admitted = [
-        c["task_id"] for c in state.get("candidates", []) if c["round"] == round_ and c["admitted"]
-    ]
+    admitted = [c.task_id for c in state.get("candidates", []) if c.round == round_ and c.admitted]
     active = [e.task_id for e in pool.entries("active")]
     replay = [t for t in active if t not in admitted]
     if not admitted and not replay:
@@ -228,14 +227,13 @@ def _gate(ctx: FlywheelContext, run: RunDir, solver: ModelConfig | None) -> Gate
 
 async def run_proposer(
     ctx: FlywheelContext, run: RunDir, task: SlotTask, model: ModelConfig, graph: Any = None
-) -> dict[str, Any]:
+) -> ProposalResult:
     """One proposer attempt (episodes + revisions against the gate minus calibrate), run by
     the compiled attempt `graph` (default: graphs/proposer's)."""
     from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.proposer import ProposerSettings, propose
-    from autoenvscaling.tools.agents.brief import ProposerBrief
 
-    policy = task["policy"]
+    policy = task.policy
     settings = ProposerSettings(
         model=model,
         arm=ctx.arm,  # pyright: ignore[reportArgumentType] - a str option; pydantic checks it
@@ -244,66 +242,63 @@ async def run_proposer(
         max_revisions=ctx.max_revisions,
         gate=_gate(ctx, run, None),
         store_path=str(run.rollouts),
-        run_id=task["run_id"],
-        round=task["round"],
+        run_id=task.run_id,
+        round=task.round,
         policy_version=policy.version,
     )
     # Slots in one group share a brief (and its focus): the proposer's GRPO group.
     size = max(1, ctx.proposer_group_size)
-    brief = ProposerBrief.model_validate(task["brief"]).for_slot(
-        task["slot"] // size, -(-ctx.proposals // size)
+    brief = task.brief.for_slot(task.slot // size, -(-ctx.proposals // size))
+    return await propose(
+        brief, settings, out_dir=run.candidates(task.round), index=task.slot, graph=graph
     )
-    result = await propose(
-        brief, settings, out_dir=run.candidates(task["round"]), index=task["slot"], graph=graph
-    )
-    return result.model_dump(mode="json")
 
 
 async def run_gate(
     ctx: FlywheelContext,
     run: RunDir,
-    item: dict[str, Any],
+    item: AdmitItem,
     solver_model: ModelConfig,
     validation: Any = None,
 ) -> CandidateRecord:
     """Admission of one proposal: the compiled `validation` graph (default: graphs/validation's)
     on the final candidate."""
-    from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict
+    from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED
     from autoenvscaling.tools.rollouts.store import RolloutStore
 
-    proposal = item["candidate"]
-    candidate = Path(proposal["candidate"])
+    proposal = item.candidate
+    candidate = Path(proposal.candidate)
     record = CandidateRecord(
-        round=item["round"],
-        slot=item["slot"],
-        revision=proposal.get("revisions", 0),
+        round=item.round,
+        slot=item.slot,
+        revision=proposal.revisions,
         path=str(candidate),
-        task_id=f"r{item['round']:02d}-{candidate.name}",
-        attempt_id=proposal["attempt_id"],
-        arm=proposal["arm"],
-        prompt_tokens=proposal.get("prompt_tokens", 0),
-        completion_tokens=proposal.get("completion_tokens", 0),
+        task_id=f"r{item.round:02d}-{candidate.name}",
+        attempt_id=proposal.attempt_id,
+        arm=proposal.arm,
+        prompt_tokens=proposal.prompt_tokens,
+        completion_tokens=proposal.completion_tokens,
     )
-    last = Verdict.model_validate(proposal["verdict"]) if proposal.get("verdict") else None
+    last = proposal.verdict
     if last is None or not last.admitted:
         # Rejected while proposing (or never submitted): that verdict stands.
         verdict = last
         reason = (
             last.reason
             if last
-            else proposal.get("error") or f"no candidate submitted ({proposal.get('stop_reason')})"
+            else proposal.error or f"no candidate submitted ({proposal.stop_reason})"
         )
         # A failed model call or a crashed gate says nothing about the proposer: reward None.
         infra = bool(last and last.infrastructure_error) or (
-            proposal.get("outcome") == "error" and last is None
+            proposal.outcome == "error" and last is None
         )
-        reward = proposal.get("reward")
+        reward = proposal.reward
         record = record.model_copy(
             update={
                 # No verdict: the proposer never submitted (or its model failed): say which.
                 "stage": last.stage
                 if last
-                else ("error" if proposal.get("outcome") == "error" else "not_submitted"),
+                else ("error" if proposal.outcome == "error" else "not_submitted"),
                 "reason": reason,
                 "proposer_reward": None
                 if infra
@@ -315,7 +310,7 @@ async def run_gate(
         verdict, frozen = await _check_snapshot(
             ctx,
             run,
-            {**item, "task_id": record.task_id},
+            item,
             record.task_id,
             candidate,
             last,
@@ -362,18 +357,17 @@ async def run_gate(
     return record
 
 
-def _recorded(gate: GateConfig, run: RunDir, item: dict[str, Any]) -> GateConfig:
+def _recorded(gate: GateConfig, run: RunDir, item: AdmitItem, task_id: str) -> GateConfig:
     """The gate with its calibration solver recording every rollout, linked to the candidate."""
     settings = gate.solver_kwargs.get("settings")
     if not settings:
         return gate
-    policy = item["policy"]
-    task_id = item["task_id"]
+    policy = item.policy
     settings = {
         **settings,
         "store_path": str(run.rollouts),
-        "run_id": item["run_id"],
-        "round": item["round"],
+        "run_id": item.run_id,
+        "round": item.round,
         "policy_version": policy.version,
         "task_id": task_id,
         "tags": {"purpose": "calibration", "candidate": task_id},
@@ -381,7 +375,7 @@ def _recorded(gate: GateConfig, run: RunDir, item: dict[str, Any]) -> GateConfig
     return gate.model_copy(update={"solver_kwargs": {**gate.solver_kwargs, "settings": settings}})
 
 
-def _drop_unjudged_calibration(run: RunDir, item: dict[str, Any], task_id: str) -> None:
+def _drop_unjudged_calibration(run: RunDir, run_id: str, round_: int, task_id: str) -> None:
     """Remove calibration rollouts a killed run recorded for this candidate in this round.
 
     A candidate is admitted once per round, so any such rollout is from an admission that was
@@ -396,9 +390,9 @@ def _drop_unjudged_calibration(run: RunDir, item: dict[str, Any], task_id: str) 
         stale = [
             a.id
             for a in store.list_attempts(
-                role="solver", task_id=task_id, run_id=item["run_id"], limit=100_000
+                role="solver", task_id=task_id, run_id=run_id, limit=100_000
             )
-            if a.round == item["round"] and a.metadata.get("purpose") == "calibration"
+            if a.round == round_ and a.metadata.get("purpose") == "calibration"
         ]
         if stale:
             store.delete_attempts(stale)
@@ -439,7 +433,7 @@ def _finish_calibration(run: RunDir, verdict: Verdict, task_id: str) -> None:
 async def _check_snapshot(
     ctx: FlywheelContext,
     run: RunDir,
-    item: dict[str, Any],
+    item: AdmitItem,
     task_id: str,
     candidate: Path,
     submitted: Verdict,
@@ -458,7 +452,7 @@ async def _check_snapshot(
     from autoenvscaling.tools.gate.results import infrastructure_verdict
     from autoenvscaling.tools.tasks.snapshot import SnapshotError, content_hash, freeze
 
-    frozen = run.root / "snapshots" / f"r{item['round']:02d}" / candidate.name
+    frozen = run.root / "snapshots" / f"r{item.round:02d}" / candidate.name
     try:
         digest = await asyncio.to_thread(freeze, candidate, frozen)
     except SnapshotError as exc:
@@ -474,8 +468,8 @@ async def _check_snapshot(
                 "are admitted",
             }
         ), None
-    gate = _recorded(_gate(ctx, run, solver_model), run, item).with_skip(*PROPOSER_CHECKED)
-    await asyncio.to_thread(_drop_unjudged_calibration, run, item, task_id)
+    gate = _recorded(_gate(ctx, run, solver_model), run, item, task_id).with_skip(*PROPOSER_CHECKED)
+    await asyncio.to_thread(_drop_unjudged_calibration, run, item.run_id, item.round, task_id)
     # Not checkpointed inside the flywheel's node: a killed admission starts again from its
     # first stage (with the stale calibration rollouts dropped above), never from a half.
     # durability="exit": no checkpointer, and langgraph 1.2.24 fails a checkpointer-less graph

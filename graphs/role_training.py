@@ -17,7 +17,7 @@ from autoenvscaling.graphs.models import Policy
 
 if TYPE_CHECKING:
     from autoenvscaling.graphs.config import FlywheelContext
-    from autoenvscaling.graphs.flywheel import FlywheelState
+    from autoenvscaling.graphs.flywheel_state import FlywheelState
     from autoenvscaling.tools.run_dir import RunDir
     from autoenvscaling.training.policy import Checkpoint, PolicyServer
 

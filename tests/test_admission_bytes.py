@@ -12,7 +12,10 @@ import pytest
 
 from autoenvscaling.graphs.flywheel import FlywheelContext
 from autoenvscaling.graphs.flywheel_roles import run_gate
+from autoenvscaling.graphs.flywheel_state import AdmitItem
 from autoenvscaling.graphs.models import ModelConfig, Policy
+from autoenvscaling.graphs.proposer import ProposalResult
+from autoenvscaling.tools.agents.brief import ProposerBrief
 from autoenvscaling.tools.gate import GateConfig, validate_task
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.run_dir import RunDir
@@ -27,7 +30,7 @@ pytestmark = pytest.mark.timeout(120)
 TRIAL_STAGES = ["build", "oracle", "nop", "repeat", "anti_cheat"]
 
 
-async def _submitted(tmp_path: Path) -> tuple[RunDir, FlywheelContext, dict]:
+async def _submitted(tmp_path: Path) -> tuple[RunDir, FlywheelContext, AdmitItem]:
     run = RunDir(tmp_path / "run")
     ctx = FlywheelContext(run_dir=str(run.root), calibrate=False)
     run.create({})
@@ -37,18 +40,23 @@ async def _submitted(tmp_path: Path) -> tuple[RunDir, FlywheelContext, dict]:
     assert verdict.admitted and verdict.content_hash == content_hash(candidate)
     with RolloutStore(run.rollouts) as store:
         store.start_attempt(id="p-1", task_id="cand-0", role="proposer", run_id="r", round=1)
-    item = {
-        "round": 1,
-        "slot": 0,
-        "run_id": "r",
-        "policy": Policy(),
-        "candidate": {
-            "candidate": str(candidate),
-            "attempt_id": "p-1",
-            "arm": "terminal",
-            "verdict": verdict.model_dump(mode="json"),
-        },
-    }
+    item = AdmitItem(
+        round=1,
+        slot=0,
+        run_id="r",
+        policy=Policy(),
+        brief=ProposerBrief(),
+        candidate=ProposalResult(
+            candidate=str(candidate),
+            attempt_id="p-1",
+            arm="terminal",
+            solver_feedback=True,
+            admitted=True,
+            reward=1.0,
+            outcome="solved",
+            verdict=verdict,
+        ),
+    )
     return run, ctx, item
 
 
@@ -56,12 +64,13 @@ async def test_pool_receives_exactly_the_checked_bytes(tmp_path: Path) -> None:
     run, ctx, item = await _submitted(tmp_path)
     record = await run_gate(ctx, run, item, ModelConfig())
     assert record.admitted, record.reason
-    checked = item["candidate"]["verdict"]["content_hash"]
+    assert item.candidate.verdict is not None
+    checked = item.candidate.verdict.content_hash
     assert record.content_hash == checked
     frozen = Path(record.snapshot)
-    assert frozen != Path(item["candidate"]["candidate"]) and content_hash(frozen) == checked
+    assert frozen != Path(item.candidate.candidate) and content_hash(frozen) == checked
     # The verdict on disk names the bytes and keeps every stage of the final full check.
-    verdict = json.loads(Path(item["candidate"]["candidate"] + ".verdict.json").read_text())
+    verdict = json.loads(Path(item.candidate.candidate + ".verdict.json").read_text())
     assert verdict["content_hash"] == checked
     assert [s["stage"] for s in verdict["stages"]] == [
         "lint",
@@ -83,7 +92,7 @@ async def test_pool_receives_exactly_the_checked_bytes(tmp_path: Path) -> None:
 
 async def test_candidate_edited_after_submit_is_rejected(tmp_path: Path) -> None:
     run, ctx, item = await _submitted(tmp_path)
-    candidate = Path(item["candidate"]["candidate"])
+    candidate = Path(item.candidate.candidate)
     # After its final check passed, something in the proposer's workspace rewrites the tests.
     (candidate / "tests" / "test.sh").write_text(
         "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n"

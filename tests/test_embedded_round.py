@@ -171,7 +171,7 @@ async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
         served = await server.served_models()
 
     metrics = final["metrics"][0]
-    training = metrics["training"]
+    training = metrics.training
     assert training.get("checkpoint"), training  # reward varied, GRPO stepped, a LoRA was published
     policy = final["policy"]  # a model: flywheel state holds models
     assert policy.checkpoint_id == training["checkpoint"] and policy.version == policy.checkpoint_id
@@ -191,8 +191,8 @@ async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
     assert refresh and all(a.policy_version == policy.checkpoint_id for a in refresh)
     # The gate judged the proposer's real reply (a 135M model: expect a rejection, and a reason).
     candidate = final["candidates"][0]
-    assert candidate["admitted"] or (candidate["stage"] and candidate["reason"])
-    assert proposer[0].reward == candidate["proposer_reward"]
+    assert candidate.admitted or (candidate.stage and candidate.reason)
+    assert proposer[0].reward == candidate.proposer_reward
 
 
 def test_the_model_server_stops_when_the_run_is_killed(engine_ready, tmp_path):

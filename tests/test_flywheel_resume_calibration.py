@@ -32,7 +32,7 @@ def test_only_this_candidates_calibration_in_this_round_is_dropped(tmp_path):
         ):
             store.record_attempt(attempt, [Step(index=0, tool_output="ls")])
 
-    _drop_unjudged_calibration(run, {"run_id": "run", "round": 1}, "r01-p0")
+    _drop_unjudged_calibration(run, "run", 1, "r01-p0")
 
     with RolloutStore(run.rollouts) as store:
         left = sorted(a.id for a in store.list_attempts(limit=100))
@@ -42,5 +42,5 @@ def test_only_this_candidates_calibration_in_this_round_is_dropped(tmp_path):
 
 def test_a_run_without_a_store_yet_is_left_alone(tmp_path):
     run = RunDir(tmp_path)
-    _drop_unjudged_calibration(run, {"run_id": "run", "round": 1}, "r01-p0")
+    _drop_unjudged_calibration(run, "run", 1, "r01-p0")
     assert not run.rollouts.exists()

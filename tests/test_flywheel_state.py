@@ -68,3 +68,75 @@ def test_models_of_graphs_run_inside_nodes_are_restored_too():
     )
     restored = serde.loads_typed(serde.dumps_typed(verdict))
     assert isinstance(restored, Verdict) and isinstance(restored.stages[0], StageResult)
+
+
+def test_every_value_of_the_state_and_its_sends_is_restored_as_its_model():
+    """Brief, candidates, training and metrics, and the items `propose` / `propose_one` send,
+    are models: the checkpoint restores each as its class (nested models too), not a dict."""
+    from autoenvscaling.graphs.flywheel_state import AdmitItem, TrainingSummary
+    from autoenvscaling.graphs.proposer import ProposalResult
+    from autoenvscaling.tools.agents.brief import ProposerBrief, TaskRate
+    from autoenvscaling.tools.gate.results import Verdict
+    from autoenvscaling.tools.report.metrics import CandidateRecord, RoundMetrics
+
+    serde = checkpoint_serde()
+    brief = ProposerBrief(
+        round=2,
+        band=(0.2, 0.8),
+        task_rates=[
+            TaskRate(task_id="t", category="c", attempts=2, pass_rate=0.5, mean_reward=0.5)
+        ],
+    )
+    verdict = Verdict(
+        task="t", task_name="t", admitted=True, stage=None, reason="", proposer_reward=1.0
+    )
+    item = AdmitItem(
+        slot=1,
+        round=2,
+        run_id="r",
+        policy=Policy(model="openai:p"),
+        brief=brief,
+        candidate=ProposalResult(
+            attempt_id="a",
+            candidate="/c",
+            arm="terminal",
+            solver_feedback=True,
+            reward=1.0,
+            outcome="solved",
+            verdict=verdict,
+        ),
+    )
+    values = [
+        item,
+        CandidateRecord(round=2, slot=1, revision=0, path="/c", task_id="r02-c"),
+        RoundMetrics(round=2, training={"reason": "r"}),
+        TrainingSummary(solver={"steps": 1}, proposer={"reason": "off"}, run_modes="m"),
+    ]
+    for value in values:
+        restored = serde.loads_typed(serde.dumps_typed(value))
+        assert type(restored) is type(value) and restored == value
+    restored = serde.loads_typed(serde.dumps_typed(item))
+    assert isinstance(restored.brief.task_rates[0], TaskRate)
+    assert isinstance(restored.candidate.verdict, Verdict)
+    assert restored.brief.band == (0.2, 0.8)
+
+
+def test_the_training_summary_reports_the_flat_shape_the_round_report_holds():
+    """metrics.json and the round report keep their shape: the solver's keys in order, then
+    `proposer` and `run_modes`."""
+    from autoenvscaling.graphs.flywheel_state import TrainingSummary
+
+    summary = TrainingSummary(
+        solver={"steps": 2, "checkpoint": "ck", "reason": "x"},
+        proposer={"reason": "off"},
+        run_modes="modes",
+    )
+    assert list(summary.report().items()) == [
+        ("steps", 2),
+        ("checkpoint", "ck"),
+        ("reason", "x"),
+        ("proposer", {"reason": "off"}),
+        ("run_modes", "modes"),
+    ]
+    assert summary.headline() == "ck"
+    assert TrainingSummary(solver={"error": "e"}).headline() == "e"

@@ -68,9 +68,9 @@ async def test_endpoint_down_round_completes_and_blames_no_one(engine_ready, tmp
     run = tmp_path / "run"
 
     # The proposer's model never answered: an infrastructure failure, not a -1.
-    (record,) = [c for c in final["candidates"] if c["round"] == 1]
-    assert record["infrastructure_error"] and record["proposer_reward"] is None
-    assert not record["admitted"]
+    (record,) = [c for c in final["candidates"] if c.round == 1]
+    assert record.infrastructure_error and record.proposer_reward is None
+    assert not record.admitted
 
     # No task retired, and no made-up measurement: the seed task is exactly as it was.
     pool = Pool(run / "pool")
@@ -124,19 +124,19 @@ async def test_flaky_endpoint_round_completes_with_failures_counted_apart(
     assert all(a.reward is None for a in errors)
     assert all(a.reward is not None for a in solver if a.outcome in ("solved", "failed"))
 
-    (record,) = [c for c in final["candidates"] if c["round"] == 1]
-    if record["infrastructure_error"]:
-        assert record["proposer_reward"] is None
-    elif not record["admitted"]:  # judged on the valid rollouts only: calibration may say so
-        assert (record["stage"], record["proposer_reward"]) == ("calibrate", -0.25), record
+    (record,) = [c for c in final["candidates"] if c.round == 1]
+    if record.infrastructure_error:
+        assert record.proposer_reward is None
+    elif not record.admitted:  # judged on the valid rollouts only: calibration may say so
+        assert (record.stage, record.proposer_reward) == ("calibrate", -0.25), record
     else:
-        assert record["proposer_reward"] == 1.0
+        assert record.proposer_reward == 1.0
 
     # Calibration rollouts are recorded and linked to their candidate; errors carry no reward.
     calibration = [a for a in solver if a.metadata.get("purpose") == "calibration"]
-    if not record["infrastructure_error"]:
+    if not record.infrastructure_error:
         assert len(calibration) >= 4
-        assert {a.metadata.get("candidate") for a in calibration} == {record["task_id"]}
+        assert {a.metadata.get("candidate") for a in calibration} == {record.task_id}
 
     # Pool means are computed from valid attempts only; a retirement is a real measurement.
     pool = Pool(run / "pool")

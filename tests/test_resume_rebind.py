@@ -141,7 +141,7 @@ async def main():
             final = await graph.ainvoke(payload, config, context=ctx)
             served = await servers.embedded.served_models()
             print("FINAL", json.dumps({"policy": final["policy"].model_dump(), "served": served,
-                                       "rounds": [m["round"] for m in final["metrics"]]}), flush=True)
+                                       "rounds": [m.round for m in final["metrics"]]}), flush=True)
 
 asyncio.run(main())
 """

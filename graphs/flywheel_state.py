@@ -1,0 +1,84 @@
+"""The flywheel's state and the items its fan-out sends: models, not dicts.
+
+Every value the flywheel's state or a pending `Send` holds is one of these models (or a model
+they name), so the run's SQLite checkpointer restores them as models (graphs/flywheel.py:
+`checkpoint_serde` registers every model reachable from these schemas) and every reader names
+fields a type checker follows. What is written to disk keeps its JSON shape: the reports take
+`model_dump(mode="json")` or `TrainingSummary.report()`.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, Required, TypedDict
+
+from pydantic import BaseModel, Field
+
+from autoenvscaling.graphs.models import Policy
+from autoenvscaling.graphs.proposer.settings import ProposalResult
+from autoenvscaling.tools.agents.brief import ProposerBrief
+from autoenvscaling.tools.report.metrics import CandidateRecord, RoundMetrics
+
+
+class TrainingSummary(BaseModel):
+    """What the training node did this round: the solver's update, the proposer's, the modes.
+
+    `solver` and `proposer` are the trainers' summaries as the round report shows them (steps,
+    groups, the backend's own metrics, a checkpoint or the reason there is none); their keys
+    are open because a backend's metrics are."""
+
+    solver: dict[str, Any] = Field(default_factory=dict)
+    proposer: dict[str, Any] = Field(default_factory=dict)
+    run_modes: str = ""
+
+    def report(self) -> dict[str, Any]:
+        """The flat summary the round report and metrics.json hold (their shape is unchanged):
+        the solver's keys, then `proposer` and `run_modes`."""
+        return {**self.solver, "proposer": self.proposer, "run_modes": self.run_modes}
+
+    def headline(self) -> str:
+        """One line for the progress log: the new checkpoint, or why there is none."""
+        s = self.solver
+        return s.get("checkpoint") or s.get("reason") or s.get("error") or ""
+
+
+class FlywheelInput(TypedDict, total=False):
+    rounds: int
+
+
+class FlywheelState(TypedDict, total=False):
+    # Required: `setup` and `inspect` write them before any node that reads them runs.
+    run_id: Required[str]
+    round: Required[int]
+    policy: Required[Policy]  # the model both roles use; a swap writes a new one
+    brief: Required[ProposerBrief]
+    candidates: Annotated[list[CandidateRecord], operator.add]
+    round_started: float
+    stage_seconds: dict[str, float]
+    training: TrainingSummary | None  # None between rounds
+    metrics: Annotated[list[RoundMetrics], operator.add]
+
+
+class SlotTask(BaseModel):
+    """One proposer slot's input, sent by `propose` to `propose_one` (Send state is per branch)."""
+
+    slot: int
+    round: int
+    run_id: str
+    policy: Policy
+    brief: ProposerBrief
+
+
+class AdmitItem(SlotTask):
+    """One final candidate, sent by `propose_one` to `admit_one`."""
+
+    candidate: ProposalResult
+
+
+__all__ = [
+    "AdmitItem",
+    "FlywheelInput",
+    "FlywheelState",
+    "SlotTask",
+    "TrainingSummary",
+]
