@@ -265,7 +265,7 @@ async def propose_one(
     """One proposer attempt in its own workspace: episodes and revisions against the gate's
     checks (all but calibrate), recorded as a proposer rollout."""
     task = state  # the slot's task, sent by `propose`
-    from autoenvscaling.graphs.flywheel_roles import run_proposer
+    from autoenvscaling.graphs.admission import run_proposer
 
     ctx = _ctx(runtime)
     # The attempt graph (episode -> gate -> revise) runs as this node's subgraph.
@@ -278,7 +278,7 @@ async def propose_one(
 async def admit_one(state: AdmitItem, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """The validation gate on one final candidate; admitted tasks join the pool."""
     item = state  # the final candidate, sent by `propose_one`
-    from autoenvscaling.graphs.flywheel_roles import run_gate
+    from autoenvscaling.graphs.admission import run_gate
 
     ctx = _ctx(runtime)
     run = _run(ctx)

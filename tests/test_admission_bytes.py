@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from autoenvscaling.graphs.admission import run_gate
 from autoenvscaling.graphs.flywheel import FlywheelContext
-from autoenvscaling.graphs.flywheel_roles import run_gate
 from autoenvscaling.graphs.flywheel_state import AdmitItem
 from autoenvscaling.graphs.models import ModelConfig, Policy
 from autoenvscaling.graphs.proposer import ProposalResult

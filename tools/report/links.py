@@ -43,7 +43,7 @@ class CandidateLinks(BaseModel):
 
 
 def verdict_files(candidate: Path) -> tuple[Path, Path]:
-    """(verdict.json, precheck.json) stored next to a candidate folder (graphs/flywheel_roles)."""
+    """(verdict.json, precheck.json) stored next to a candidate folder (graphs/admission)."""
     return (
         candidate.parent / f"{candidate.name}.verdict.json",
         candidate.parent / f"{candidate.name}.precheck.json",

@@ -1,0 +1,1 @@
+"""Harbor trials on our sandboxes: running them, the verifier modes, a model-free script agent."""
