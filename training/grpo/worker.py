@@ -55,6 +55,21 @@ class GroupStats:
         return dropped
 
 
+def start_job(job: TrainJob) -> tuple[Path, str]:
+    """What every worker does first: its work folder, torch's threads, the device, the `load`
+    event. Returns (work folder, device)."""
+    import torch
+
+    work = Path(job.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    if job.hyper.torch_threads:
+        torch.set_num_threads(job.hyper.torch_threads)
+    device = _device(job)
+    message = f"loading {job.base_model} on {device}"
+    emit("load", job.job_id, total=job.hyper.steps, message=message)
+    return work, device
+
+
 def _device(job: TrainJob) -> str:
     import torch
 
@@ -237,7 +252,6 @@ def _steps_of(records: list[dict[str, Any]], per_step: int) -> list[list[str]]:
 
 
 def run(job: TrainJob) -> WorkerResult:
-    import torch
     from trl.trainer.grpo_config import GRPOConfig
     from trl.trainer.grpo_trainer import GRPOTrainer
 
@@ -247,13 +261,8 @@ def run(job: TrainJob) -> WorkerResult:
 
     started = time.monotonic()
     hyper = job.hyper
-    work = Path(job.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    if hyper.torch_threads:
-        torch.set_num_threads(hyper.torch_threads)
-    device = _device(job)
     score_labelled_positions_only()  # CPU: TRL's LM head scores only completion tokens (as on CUDA)
-    emit("load", job.job_id, total=hyper.steps, message=f"loading {job.base_model} on {device}")
+    work, device = start_job(job)
     model, tokenizer, peft_config, kind, new_base = load_policy(job, device)
     plan = step_plan(job)
     dataset = build_dataset(job)

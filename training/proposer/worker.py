@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from autoenvscaling.training.grpo.worker import (
     _change_norm,
-    _device,
     _trainable_snapshot,
     load_policy,
+    start_job,
 )
 from autoenvscaling.training.proposer.update import ProposerJob, prompt_key
 from autoenvscaling.training.worker_protocol import (
@@ -91,19 +90,13 @@ def tokenize_conversation(
 
 
 def run(job: ProposerJob) -> WorkerResult:
-    import torch
     from datasets import Dataset
     from trl.trainer.grpo_config import GRPOConfig
     from trl.trainer.grpo_trainer import GRPOTrainer
 
     started = time.monotonic()
     hyper = job.hyper
-    work = Path(job.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    if hyper.torch_threads:
-        torch.set_num_threads(hyper.torch_threads)
-    device = _device(job)
-    emit("load", job.job_id, total=hyper.steps, message=f"loading {job.base_model} on {device}")
+    work, device = start_job(job)
     model, tokenizer, peft_config, kind, new_base = load_policy(job, device)
 
     groups = {g.key: g for g in job.groups}

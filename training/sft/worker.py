@@ -16,9 +16,9 @@ from typing import Any
 
 from autoenvscaling.training.grpo.worker import (
     _change_norm,
-    _device,
     _trainable_snapshot,
     load_policy,
+    start_job,
 )
 from autoenvscaling.training.sft.trl_backend import SFTJob
 from autoenvscaling.training.worker_protocol import (
@@ -31,7 +31,6 @@ from autoenvscaling.training.worker_protocol import (
 
 
 def run(job: SFTJob) -> WorkerResult:
-    import torch
     from trl.trainer.sft_config import SFTConfig
     from trl.trainer.sft_trainer import SFTTrainer
 
@@ -39,12 +38,7 @@ def run(job: SFTJob) -> WorkerResult:
 
     started = time.monotonic()
     hyper = job.hyper
-    work = Path(job.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    if hyper.torch_threads:
-        torch.set_num_threads(hyper.torch_threads)
-    device = _device(job)
-    emit("load", job.job_id, total=hyper.steps, message=f"loading {job.base_model} on {device}")
+    work, device = start_job(job)
     model, tokenizer, peft_config, kind, new_base = load_policy(job, device)
     tokenizer.padding_side = "right"  # training pads on the right; generation on the left
     dataset = load_sft_dataset(Path(job.dataset))
