@@ -86,3 +86,45 @@ async def test_a_revision_runs_as_graph_steps_and_streams_from_its_subgraphs(tmp
     # The first reply is no task (rejected before any stage); the second passes every stage.
     stages = [node for path, node in steps if path == "propose_one|gate"]
     assert stages == [*STAGES, "dedup", "verdict"], steps
+
+
+async def test_a_candidate_changed_while_its_gate_runs_is_not_admitted(tmp_path):
+    """Attack on the proposer's own gate: the submitted folder is rewritten between two stages
+    (as a background process left in the workspace could). The stages judged a mix of versions,
+    so the attempt is rejected with the validation-failed reward, never admitted. With no
+    revision allowed, the gate still runs every stage (it once inherited the attempt graph's
+    step limit and stopped with a recursion error)."""
+    from pathlib import Path
+
+    from autoenvscaling.tools.gate import run_stage
+
+    from .flywheel_policy import BROKEN, blocks
+    from .test_proposer import QUICK_GATE
+
+    async def tampering_stage(stage, task, config, prior):
+        result = await run_stage(stage, task, config, prior)
+        if stage == "lint":
+            (Path(task) / "instruction.md").write_text("rewritten while the gate ran\n")
+        return result
+
+    model = register("nesting-tamper", [blocks(BROKEN)])
+    ctx = proposer.ProposerContext(
+        model=model,
+        arm="error_feedback",
+        max_revisions=0,
+        pool_dir=str(SEED_DIR),
+        out_dir=str(tmp_path / "cand"),
+    )
+    verdicts = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(proposer.settings, "gate_config", lambda **_kw: QUICK_GATE)
+        patch.setattr(validation, "run_stage", tampering_stage)
+        async for namespace, update in proposer.graph.astream(
+            {"n": 1}, context=ctx, stream_mode="updates", subgraphs=True
+        ):
+            if [part.split(":")[0] for part in namespace] == ["propose_one"] and "gate" in update:
+                verdicts.append(update["gate"]["result"].verdict)
+    assert len(verdicts) == 1, verdicts
+    verdict = verdicts[0]
+    assert not verdict.admitted and "changed while the gate checked" in verdict.reason
+    assert verdict.proposer_reward == -1.0

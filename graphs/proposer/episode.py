@@ -131,8 +131,13 @@ async def gate(
         default_to_separate(candidate)  # a task that states no verifier mode: the separate one
         task = candidate.resolve()
         checked = content_hash(task) if task.is_dir() else None
+        # Its own step limit: the attempt graph's (a few steps per revision) is inherited
+        # otherwise, and the gate's stages alone outnumber it when no revision is allowed.
         out = await non_durable(validation_graph).ainvoke(
-            ValidationInput(task=str(task)), context=ctx.settings.gate, durability="exit"
+            ValidationInput(task=str(task)),
+            {"recursion_limit": VALIDATION_STEPS},
+            context=ctx.settings.gate,
+            durability="exit",
         )
         verdict = sealed(
             Verdict.model_validate(out["verdict"]),
@@ -187,6 +192,10 @@ def build_attempt_graph(*, name: str = "proposer_attempt") -> Any:
     builder.add_edge(START, "episode")
     builder.add_edge("revise", "episode")
     return builder.compile(name=name)
+
+
+#: Steps the validation graph may take: one per stage and the verdict, with room to spare.
+VALIDATION_STEPS = 25
 
 
 def recursion_limit(settings: ProposerSettings) -> int:
