@@ -6,11 +6,13 @@ PY ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 /u
 	"$$c" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && echo "$$c" && break; done)
 EXTRAS ?= dev,train,embedded
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist); `make test PYTEST_WORKERS=0` runs in one process.
+PYTEST_WORKERS ?= 2
 export LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=1 HARBOR_TELEMETRY=0
 # llama-cpp-python (the embedded extra) compiles llama.cpp: skip its tools (~6 min instead of ~12).
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: setup system bases test typecheck architecture run bench
+.PHONY: setup system bases test test-slow typecheck architecture run bench
 
 # The engine (podman, rootful, with runc and catatonit for --init) and debootstrap for the offline
 # base image. Each package is checked by the file it provides, so a set-up machine starts at once.
@@ -42,8 +44,13 @@ bases: system $(VENV)/.installed-$(EXTRAS)
 
 setup: system $(VENV)/.installed-$(EXTRAS) bases
 
+# The default tier: everything but the `slow` end-to-end tier (whole flywheel rounds, the seed
+# pool through the gate, the embedded model server). CI runs both tiers (.ci/run).
 test: setup
-	$(VENV)/bin/python -m pytest -q -rs $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist worksteal -m "not slow and not long" $(PYTEST_ARGS)
+
+test-slow: setup
+	$(VENV)/bin/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist worksteal -m "slow and not long" $(PYTEST_ARGS)
 
 # The type checker over the package (config: [tool.pyright] in pyproject.toml); fails on any error.
 typecheck: $(VENV)/.installed-$(EXTRAS)

@@ -8,7 +8,7 @@ import pytest
 
 from autoenvscaling.tools.trials.trial import run_trial, run_trials
 
-from .conftest import FIXTURES, seed_tasks
+from .conftest import ENGINES, FIXTURES, seed_tasks
 
 SCRIPT_AGENT = "autoenvscaling.tools.trials.script_agent:ScriptAgent"
 
@@ -49,6 +49,9 @@ async def test_agent_phase_cannot_see_tests_or_solution_nor_forge_reward(engine,
     assert outcome.reward == 0.0  # Harbor deletes stale reward files before the verifier runs
 
 
+# On podman the gate's own seed-pool test (test_gate_seed.py) runs these same oracle and nop
+# trials as its first stages; here they run on docker (the docker tier).
+@pytest.mark.parametrize("engine", [ENGINES[1]], indirect=True)
 @pytest.mark.slow
 @pytest.mark.timeout(480)
 async def test_seed_pool_oracle_solves_and_nop_fails_every_task(engine, tmp_path):

@@ -13,6 +13,8 @@ Everything lands under `<cache_dir>/embedded/` (cache_dir: `AUTOENVSCALING_CACHE
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.metadata
 import importlib.util
 import os
@@ -23,7 +25,7 @@ import tarfile
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -79,6 +81,16 @@ def llama_cpp_available() -> bool:
     )
 
 
+@contextlib.contextmanager
+def _setup_lock(root: Path) -> Iterator[None]:
+    """One process fetches or exports at a time (parallel test workers, a run beside the tests);
+    the others wait, then find it done. The lock file sits beside `root`, not in it."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"{root.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def ensure_embedded_assets(
     cache_dir: Path | None = None,
     *,
@@ -86,9 +98,13 @@ def ensure_embedded_assets(
     progress: Progress | None = None,
 ) -> EmbeddedAssets:
     """Make sure the model file (and, if asked, the converters) are on disk; idempotent."""
-    say = progress or (lambda _msg: None)
-    start = time.monotonic()
     root = embedded_cache_dir(cache_dir)
+    with _setup_lock(root):
+        return _ensure_embedded_assets(root, with_converter, progress or (lambda _msg: None))
+
+
+def _ensure_embedded_assets(root: Path, with_converter: bool, say: Progress) -> EmbeddedAssets:
+    start = time.monotonic()
     root.mkdir(parents=True, exist_ok=True)
     fetched: list[str] = []
     model_path = _installed_model_file() or root / "models" / MODEL_FILE
@@ -119,7 +135,8 @@ def ensure_hf_base_model(assets: EmbeddedAssets, *, python: str | None = None) -
     """The embedded model as Hugging Face weights (for the trainer); exported once, then reused."""
     from autoenvscaling.training.serving.gguf_convert import export_hf_model
 
-    return export_hf_model(assets.model_path, assets.cache_dir / "hf-base", python=python)
+    with _setup_lock(assets.cache_dir):
+        return export_hf_model(assets.model_path, assets.cache_dir / "hf-base", python=python)
 
 
 def _installed_model_file() -> Path | None:
