@@ -6,7 +6,7 @@
    Docker engine with compose v2 is reachable (else it says why not), and with our podman
    environment plugged into `harbor run`, for Harbor's own orchestration cost.
 
-    .venv/bin/python benchmarks/bench_gate.py [--tasks tasks/seed] [-n 2] [--trials 4]
+    .venv/bin/python benchmarks/bench_gate.py [--tasks tasks/seed] [-n 2] [--trials 4] [--json OUT]
 
 Needs the podman engine and the base image (`make bases`).
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import statistics
@@ -133,7 +134,9 @@ async def main() -> None:
     parser.add_argument("-n", "--concurrency", type=int, default=2, help="candidates at once")
     parser.add_argument("--trials", type=int, default=4, help="trials in flight at once")
     parser.add_argument("--no-harbor", action="store_true", help="skip the `harbor run` rows")
+    parser.add_argument("--json", type=Path, help="also write the timings here (run_all)")
     args = parser.parse_args()
+    load_start = round(os.getloadavg()[0], 1)
     tasks = sorted(p for p in args.tasks.iterdir() if (p / "task.toml").exists())
     console.print(f"{len(tasks)} tasks from {args.tasks}; {os.cpu_count()} cores")
 
@@ -195,10 +198,21 @@ async def main() -> None:
         f"{gate_wall / floor_total:.1f}x",
         f"{admitted}/{len(verdicts)} admitted; {1 + 1 + config.repeat + 2}+ trials per task",
     )
+    timings: dict[str, object] = {
+        "tasks": len(tasks),
+        "admitted": admitted,
+        "floor_s": round(floor_total, 1),
+        "gate_scripts_s": round(gate_scripts, 1),
+        "gate_s": round(gate_wall, 1),
+        "concurrency": args.concurrency,
+        "trials_in_flight": args.trials,
+    }
     if not args.no_harbor:
         with tempfile.TemporaryDirectory(prefix="aes-bench-gate-") as tmp:
             pool = harbor_pool(tasks, Path(tmp) / "pool")
             seconds, note = harbor_run(pool, ["-e", PODMAN_ENV], args.trials, Path(tmp) / "jobs")
+            timings["harbor_podman_s"] = round(seconds, 1) if note == "ok" else None
+            timings["harbor_podman_note"] = note
             summary.add_row(
                 "harbor run oracle+nop, our podman env",
                 f"{seconds:.1f}",
@@ -224,6 +238,9 @@ async def main() -> None:
                     f"not run: {why_not}",
                 )
     console.print(summary)
+    if args.json:
+        timings |= {"load_start": load_start, "load_end": round(os.getloadavg()[0], 1)}
+        args.json.write_text(json.dumps(timings, indent=2))
     rejected = [v.summary() for v in verdicts if not v.admitted]
     if rejected:
         console.print("[red]rejected seed tasks:[/]\n" + "\n".join(rejected))

@@ -32,30 +32,37 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 
+#: The worker without the heap trim between passes (training/grpo/heap.py).
+UNTRIMMED = {"AUTOENVSCALING_TRIM_HEAP": "0"}
 #: name -> (TrainHyperParams overrides, worker environment). The last one is the default now.
 SETTINGS: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
     "checkpointing off, whole batch, TRL's CPU head (issue #18's setting)": (
         {"gradient_checkpointing": False, "micro_batch_size": None},
-        {"AUTOENVSCALING_COMPACT_LM_HEAD": "0"},
+        {"AUTOENVSCALING_COMPACT_LM_HEAD": "0", **UNTRIMMED},
     ),
     "checkpointing on, whole batch, TRL's CPU head (main before the fix)": (
         {"gradient_checkpointing": True, "micro_batch_size": None},
-        {"AUTOENVSCALING_COMPACT_LM_HEAD": "0"},
+        {"AUTOENVSCALING_COMPACT_LM_HEAD": "0", **UNTRIMMED},
     ),
     "checkpointing off, one rollout a pass, completion-only head": (
         {"gradient_checkpointing": False, "micro_batch_size": 1},
-        {},
+        UNTRIMMED,
     ),
     # glibc's dynamic mmap threshold grows to 32 MB as tensors are freed, so later tensors come
     # from the heap and its growth stays; a fixed threshold sends large tensors back to the kernel.
     # (MALLOC_ARENA_MAX=2 was tried: 3.61 GB, so the arenas are not the cause.)
     "checkpointing on, one rollout a pass, completion-only head, mmap threshold 1 MB": (
         {},
-        {"MALLOC_MMAP_THRESHOLD_": "1048576"},
+        {"MALLOC_MMAP_THRESHOLD_": "1048576", **UNTRIMMED},
     ),
     "checkpointing on, one rollout a pass, completion-only head, mmap threshold 4 MB": (
         {},
-        {"MALLOC_MMAP_THRESHOLD_": "4194304"},
+        {"MALLOC_MMAP_THRESHOLD_": "4194304", **UNTRIMMED},
+    ),
+    # The same without training/grpo/heap.py's malloc_trim between passes (main before it).
+    "checkpointing on, one rollout a pass, completion-only head, heap not trimmed": (
+        {},
+        UNTRIMMED,
     ),
     "checkpointing on, one rollout a pass, completion-only head (the defaults now)": ({}, {}),
 }

@@ -1,14 +1,16 @@
 """Run the project's benchmarks and write one table: benchmarks/RESULTS.md and results.json.
 
-    .venv/bin/python benchmarks/run_all.py            # (make bench) ~2-4 min on 2 cores + GRPO
-    .venv/bin/python benchmarks/run_all.py --no-train # without the GRPO runs (~15-25 min of it)
+    .venv/bin/python benchmarks/run_all.py            # (make bench) ~2-4 min + gate + GRPO
+    .venv/bin/python benchmarks/run_all.py --no-train # without the GRPO runs (~20-30 min of it)
+    .venv/bin/python benchmarks/run_all.py --no-gate  # without the gate vs harbor run (~8 min)
     .venv/bin/python benchmarks/run_all.py --sandbox  # MCP over a container sandbox: + stdio, HTTP
 
 Every "before" and "after" in the table is measured in the same run on the same machine: the MCP
 benchmark runs once with mcp's own per-call schema validation (AUTOENVSCALING_MCP_SCHEMA_CACHE=0)
 and once with the cache, the store benchmark times the old and the new search query on the same
-database, the dedup benchmark the old (all shingles at once) and the streamed MinHash, the GRPO
-benchmark one embedded-round training step per memory setting (bench_grpo_memory.py). The
+database, the dedup benchmark the old (all shingles at once) and the streamed MinHash, the gate
+benchmark the gate and `harbor run` over the same seed pool (bench_gate.py), the GRPO benchmark
+one embedded-round training step per memory setting (bench_grpo_memory.py). The
 "issue #18" column is the figure the issue reported, for reference. A benchmark that fails is
 reported as such in the table; the others still run.
 """
@@ -189,6 +191,9 @@ def grpo_rows() -> list[dict[str, Any]]:
     main = by.get("checkpointing on, whole batch, TRL's CPU head", {})
     fast = by.get("checkpointing off, one rollout a pass, completion-only head", {})
     now = by.get("checkpointing on, one rollout a pass, completion-only head", {})
+    untrimmed = by.get(
+        "checkpointing on, one rollout a pass, completion-only head, heap not trimmed", {}
+    )
     failed = [n for n, v in by.items() if "error" in v]
     if failed:
         return [
@@ -218,11 +223,39 @@ def grpo_rows() -> list[dict[str, Any]]:
             "note": f"{note(main)} -> {note(now)}",
         },
         {
+            "measure": "  the default without / with the heap trim between passes (grpo/heap.py)",
+            "unit": "GB",
+            "before": untrimmed.get("peak_rss_gb"),
+            "after": now.get("peak_rss_gb"),
+            "goal": 3.0,
+            "note": f"{note(untrimmed)} -> {note(now)}",
+        },
+        {
             "measure": "GRPO completion tokens/s (default vs issue #18's setting; higher is better)",
             "note": f"{now.get('tokens_per_s')} vs {off.get('tokens_per_s')} "
             f"({now.get('completion_tokens')} / {off.get('completion_tokens')} tokens, "
             f"task {result.get('task')})",
         },
+    ]
+
+
+def gate_rows() -> list[dict[str, Any]]:
+    result = _bench("bench_gate.py", [])
+    measure = "gate up to calibrate over the seed pool / a 4-pass `harbor run` (2 x oracle+nop)"
+    if "error" in result:
+        return [{"measure": measure, "error": result["error"]}]
+    harbor = result.get("harbor_podman_s")
+    if not harbor:
+        return [{"measure": measure, "error": f"harbor run: {result.get('harbor_podman_note')}"}]
+    return [
+        {
+            "measure": f"{measure}, both on our podman env (x)",
+            "issue": round(73 / (2 * 22.5), 2),  # the issue: 73 s vs oracle+nop in 22.5 s
+            "after": round(result["gate_s"] / (2 * harbor), 2),
+            "goal": 1.5,
+            "note": f"{result['gate_s']} s vs 2 x {harbor} s, {result['tasks']} tasks, "
+            f"{result['admitted']} admitted, load {result['load_start']}-{result['load_end']}",
+        }
     ]
 
 
@@ -300,11 +333,20 @@ CAUSES = """
      rollouts are still generated, scored and normalised together and their gradients summed
      into one optimizer step (TRL's DAPO loss divides by the step's completion tokens, so the
      update is the same); a pass holds one rollout.
-  Left: of a checkpointed one-rollout pass's +565 MB, ~420 MB is glibc heap growth (its dynamic
-  mmap threshold): MALLOC_MMAP_THRESHOLD_=262144 gave +142 MB, but the pass ran ~2x slower on
-  the busy machine, so it is not applied.
-- Not done: set-up time (pip caches, prebuilt wheels) and the gate-vs-Harbor ratio
-  (benchmarks/bench_gate.py, not part of this run).
+  4. glibc's heap: freed tensors' pages stay resident (its mmap threshold grows to 32 MB as
+     large blocks are freed, so later ones come from the heap, which it does not shrink). With
+     every block over 1 MB mmapped (MALLOC_MMAP_THRESHOLD_=1048576) the same step peaked at
+     1.8 GB instead of 3.2, so ~1.4 GB was freed memory, not live tensors; but mapping and
+     zeroing each tensor anew cost 39% of the tokens a second (4 MB: 3.05 GB, -15%). Fix:
+     training/grpo/heap.py calls `malloc_trim(0)` after every pass and optimizer step, one call
+     that returns the free pages (tests/test_heap_trim.py); AUTOENVSCALING_TRIM_HEAP=0 turns it
+     off.
+- **Gate vs `harbor run`**: bench_gate.py times the gate up to calibrate and `harbor run`
+  (oracle, then nop) over the same seed pool on the same podman environment. The gate runs 6+
+  trials a task (oracle, nop, repeat, the leak probe, the combined exploit trial), a 4-pass
+  Harbor run 4; benchmarks/profile_trial.py puts a quiet trial at ~2.2-2.4 s, all of it in the
+  environment's calls (two container starts and stops for the separate verifier ~0.9 s, twelve
+  execs ~0.3-1.3 s, archive copies ~0.7 s).
 """
 
 
@@ -316,12 +358,17 @@ def main() -> None:
     parser.add_argument(
         "--no-train",
         action="store_true",
-        help="skip the GRPO memory benchmark (~15-25 min: four one-step training runs)",
+        help="skip the GRPO memory benchmark (~20-30 min: seven one-step training runs)",
+    )
+    parser.add_argument(
+        "--no-gate", action="store_true", help="skip the gate vs `harbor run` benchmark (~8 min)"
     )
     parser.add_argument("--out", type=Path, default=HERE, help="where RESULTS.md/results.json go")
     args = parser.parse_args()
     load_start = round(os.getloadavg()[0], 1)
     rows = [*mcp_rows(args.sandbox), *store_rows(), *dedup_rows()]
+    if not args.no_gate:
+        rows += gate_rows()
     if not args.no_train:
         rows += grpo_rows()
     meta = {

@@ -257,6 +257,7 @@ def run(job: TrainJob) -> WorkerResult:
 
     from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
     from autoenvscaling.training.grpo.fused_head import score_labelled_positions_only
+    from autoenvscaling.training.grpo.heap import trim_heap_between_passes
     from autoenvscaling.training.grpo.sandboxes import task_starter
 
     started = time.monotonic()
@@ -317,7 +318,9 @@ def run(job: TrainJob) -> WorkerResult:
         processing_class=tokenizer,
         peft_config=peft_config,
         environment_factory=factory,
-        callbacks=[step_progress(job.job_id, hyper.steps)],
+        callbacks=[
+            c for c in (step_progress(job.job_id, hyper.steps), trim_heap_between_passes()) if c
+        ],
     )
     before = _trainable_snapshot(trainer.model)
     output = trainer.train()
