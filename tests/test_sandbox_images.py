@@ -153,3 +153,49 @@ async def test_build_steps_run_with_no_network_clean_env_and_the_profile(
         assert "keyctl -1 1" in text, text
     remove_task_image(task, backend=engine)
     assert image.built
+
+
+# A podman that fails the first build with the error podman gives when another process removes
+# an image during its layer-cache lookup (seen with parallel test workers and a gc), then is the
+# real podman. Every build call is logged.
+RACING_PODMAN = """#!/bin/sh
+if [ "$1" = build ]; then
+  echo build >> {log}
+  if [ ! -e {raced} ]; then
+    : > {raced}
+    echo "STEP 1/2: FROM debian:bookworm-slim"
+    echo "Error: checking if cached image exists from a previous build: getting top layer info: layer not known"
+    exit 125
+  fi
+fi
+exec /usr/bin/podman "$@"
+"""
+
+
+@pytest.mark.timeout(180)
+async def test_a_build_that_meets_a_removed_layer_is_tried_again(
+    engine_ready, tmp_path, monkeypatch
+):
+    from autoenvscaling.tools.sandbox import engine
+
+    log, raced, fake = tmp_path / "builds.log", tmp_path / "raced", tmp_path / "podman"
+    fake.write_text(RACING_PODMAN.format(log=log, raced=raced))
+    fake.chmod(0o755)
+    monkeypatch.setattr(engine, "PODMAN", str(fake))
+
+    image = await build_image(
+        make_task(tmp_path, f"FROM debian:bookworm-slim\nRUN echo {uuid.uuid4().hex} > /r\n")
+        / "environment",
+        backend="podman",
+    )
+    assert image.built and raced.exists()
+    assert log.read_text().count("build") == 2
+
+    # Any other failure is the Dockerfile's own: reported at once, never tried again.
+    log.unlink()
+    with pytest.raises(BuildError, match="exit"):
+        await build_image(
+            make_task(tmp_path, "FROM debian:bookworm-slim\nRUN exit 3\n") / "environment",
+            backend="podman",
+        )
+    assert log.read_text().count("build") == 1

@@ -119,6 +119,13 @@ def _missing_hint(api: Any, dockerfile: Path) -> str:
     )
 
 
+#: podman's layer-cache lookup fails this way when another process removes an image while the
+#: build looks (a gc, a rejected candidate's image, a parallel run sharing the engine). Nothing
+#: is wrong with the build: a new attempt finds the images that are left.
+CACHE_LOOKUP_RACE = ("checking if cached image exists", "layer not known")
+BUILD_ATTEMPTS = 3
+
+
 def _build_podman(
     environment_dir: Path, tag: str, task_name: str, force: bool, timeout_sec: float, say: Log
 ) -> None:
@@ -130,17 +137,41 @@ def _build_podman(
     if force:
         cmd.append("--no-cache")
     cmd += ["-f", str(environment_dir / "Dockerfile"), str(environment_dir)]
+    deadline = time.monotonic() + timeout_sec
+    for attempt in range(1, BUILD_ATTEMPTS + 1):
+        code, text = _run_build(cmd, env, environment_dir, deadline, task_name, timeout_sec)
+        for line in text.splitlines():
+            if line.strip():
+                say(line)
+        if code == 0:
+            return
+        if attempt == BUILD_ATTEMPTS or not any(m in text for m in CACHE_LOOKUP_RACE):
+            break
+        say(f"an image was removed during the layer-cache lookup: build attempt {attempt + 1}")
+    hint = _missing_hint(client("podman").api, environment_dir / "Dockerfile")
+    raise BuildError(f"podman build of {task_name} failed (exit {code}):\n{text[-1500:]}{hint}")
+
+
+def _run_build(
+    cmd: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    deadline: float,
+    task_name: str,
+    timeout_sec: float,
+) -> tuple[int, str]:
+    """One `podman build`: (exit code, output); raises BuildError when the deadline passes."""
     proc = subprocess.Popen(
         cmd,
         env=env,
-        cwd=str(environment_dir),
+        cwd=str(cwd),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
-        out, _ = proc.communicate(timeout=timeout_sec)
+        out, _ = proc.communicate(timeout=max(deadline - time.monotonic(), 1.0))
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGTERM)  # podman stops its build container on SIGTERM
         try:
@@ -152,15 +183,7 @@ def _build_podman(
             f"podman build of {task_name} timed out after {timeout_sec:.0f} s\n"
             f"{out.decode(errors='replace')[-1500:]}"
         ) from None
-    text = out.decode(errors="replace")
-    for line in text.splitlines():
-        if line.strip():
-            say(line)
-    if proc.returncode != 0:
-        hint = _missing_hint(client("podman").api, environment_dir / "Dockerfile")
-        raise BuildError(
-            f"podman build of {task_name} failed (exit {proc.returncode}):\n{text[-1500:]}{hint}"
-        )
+    return proc.returncode, out.decode(errors="replace")
 
 
 def _build_docker(
