@@ -143,6 +143,12 @@ async def test_memory_limit_kills_a_hog(eworkspace):
         "python3 -c 'x = bytearray(600 * 1024 * 1024); print(\"allocated\")'", timeout_sec=60
     )
     assert result.exit_code != 0 and "allocated" not in result.stdout
+    if eworkspace.backend == "podman":
+        # conmon records the kill as a file named `oom` in its working folder: the service's own
+        # folder, never the folder the caller runs in (it was the checkout's root).
+        from autoenvscaling.tools.sandbox.engine import _SERVICE
+
+        assert _SERVICE.folder is not None and (_SERVICE.folder / "oom").exists()
 
 
 async def test_output_is_capped(engine):

@@ -160,6 +160,9 @@ class _Service:
                 proc = subprocess.Popen(
                     [PODMAN, "system", "service", "--time=0", f"unix://{sock}"],
                     env=podman_env(),
+                    # conmon, started by the service, writes a file named `oom` into its working
+                    # folder when a container is OOM-killed: ours, never the caller's checkout.
+                    cwd=folder,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
