@@ -138,7 +138,8 @@ def _build_podman(
         cmd.append("--no-cache")
     cmd += ["-f", str(environment_dir / "Dockerfile"), str(environment_dir)]
     deadline = time.monotonic() + timeout_sec
-    for attempt in range(1, BUILD_ATTEMPTS + 1):
+    attempt = 1
+    while True:
         code, text = _run_build(cmd, env, environment_dir, deadline, task_name, timeout_sec)
         for line in text.splitlines():
             if line.strip():
@@ -147,7 +148,8 @@ def _build_podman(
             return
         if attempt == BUILD_ATTEMPTS or not any(m in text for m in CACHE_LOOKUP_RACE):
             break
-        say(f"an image was removed during the layer-cache lookup: build attempt {attempt + 1}")
+        attempt += 1
+        say(f"an image was removed during the layer-cache lookup: build attempt {attempt}")
     hint = _missing_hint(client("podman").api, environment_dir / "Dockerfile")
     raise BuildError(f"podman build of {task_name} failed (exit {code}):\n{text[-1500:]}{hint}")
 
