@@ -199,3 +199,39 @@ async def test_a_build_that_meets_a_removed_layer_is_tried_again(
             backend="podman",
         )
     assert log.read_text().count("build") == 1
+
+
+def test_an_image_lookup_that_meets_a_removed_image_is_asked_again(engine_ready):
+    import requests
+    from docker.errors import APIError, ImageNotFound
+
+    from autoenvscaling.tools.sandbox.engine import client, inspect_image
+
+    api = client(engine_ready).api
+    calls: list[str] = []
+
+    class RacingEngine:
+        """The real engine, whose first answer is podman's 500 when another image vanishes
+        during the lookup (seen with parallel test workers)."""
+
+        def inspect_image(self, name: str):
+            calls.append(name)
+            if len(calls) == 1:
+                response = requests.Response()
+                response.status_code = 500
+                raise APIError(
+                    "500 Server Error",
+                    response=response,
+                    explanation=f"failed to convert ImageData to ImageInspect '{name}': reading "
+                    'image "515d1fd4": locating image with ID "515d1fd4": image not known',
+                )
+            return api.inspect_image(name)
+
+    base = base_image_tag()
+    assert inspect_image(RacingEngine(), base)["Id"] == api.inspect_image(base)["Id"]
+    assert len(calls) == 2
+    # A missing image is an answer, not a race: asked once.
+    calls.clear()
+    with pytest.raises(ImageNotFound):
+        inspect_image(RacingEngine(), f"autoenvscaling/missing-{uuid.uuid4().hex[:8]}:none")
+    assert len(calls) == 1 + 1  # the injected 500, then the engine's own 404

@@ -74,16 +74,16 @@ async def call[T](fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 def inspect_image(api: Any, name: str) -> dict[str, Any]:
     """`api.inspect_image`, asked again when the engine answers 500 for a moment.
 
-    podman's image lookup fails with "failed to convert ImageData to ImageInspect" while another
-    tag of the same image is being removed (two candidates with identical environments share
-    one image); a second look a moment later answers. A missing image (404) is not retried.
+    podman's image lookup fails with "failed to convert ImageData to ImageInspect" (a 500 whose
+    text ends "image not known", naming the *other* image) while another image is being removed:
+    two candidates with identical environments share one image, or a gc or a parallel run
+    removes one. A second look a moment later answers. A missing image (404) is not retried.
     """
     for attempt in range(5):
         try:
             return api.inspect_image(name)
         except docker.errors.APIError as exc:
-            text = str(exc).lower()
-            missing = "no such image" in text or "not known" in text
+            missing = "no such image" in str(exc).lower()
             if attempt == 4 or missing or exc.status_code is None or exc.status_code < 500:
                 raise
             time.sleep(0.2 * 2**attempt)
