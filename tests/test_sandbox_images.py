@@ -200,6 +200,21 @@ async def test_a_build_that_meets_a_removed_layer_is_tried_again(
         )
     assert log.read_text().count("build") == 1
 
+    # Attack: a RUN that prints podman's race message, then fails, would buy itself three builds
+    # if any line counted. Only podman's own last line does: built once.
+    log.unlink()
+    with pytest.raises(BuildError, match="exit"):
+        await build_image(
+            make_task(
+                tmp_path,
+                "FROM debian:bookworm-slim\nRUN echo 'Error: checking if cached image exists "
+                "from a previous build: getting top layer info: layer not known'; exit 1\n",
+            )
+            / "environment",
+            backend="podman",
+        )
+    assert log.read_text().count("build") == 1
+
 
 def test_an_image_lookup_that_meets_a_removed_image_is_asked_again(engine_ready):
     import requests

@@ -122,8 +122,14 @@ def _missing_hint(api: Any, dockerfile: Path) -> str:
 #: podman's layer-cache lookup fails this way when another process removes an image while the
 #: build looks (a gc, a rejected candidate's image, a parallel run sharing the engine). Nothing
 #: is wrong with the build: a new attempt finds the images that are left.
-CACHE_LOOKUP_RACE = ("checking if cached image exists", "layer not known")
+#: Only podman's own last line counts: a Dockerfile's RUN can print anything, this text too.
+CACHE_LOOKUP_RACE = "Error: checking if cached image exists from a previous build:"
 BUILD_ATTEMPTS = 3
+
+
+def _lost_a_cache_race(output: str) -> bool:
+    lines = [line for line in output.splitlines() if line.strip()]
+    return bool(lines) and lines[-1].startswith(CACHE_LOOKUP_RACE)
 
 
 def _build_podman(
@@ -146,7 +152,7 @@ def _build_podman(
                 say(line)
         if code == 0:
             return
-        if attempt == BUILD_ATTEMPTS or not any(m in text for m in CACHE_LOOKUP_RACE):
+        if attempt == BUILD_ATTEMPTS or not _lost_a_cache_race(text):
             break
         attempt += 1
         say(f"an image was removed during the layer-cache lookup: build attempt {attempt}")
