@@ -61,9 +61,10 @@ async def _stream(
                     detail = f"slot {c.slot} rev {c.revision}: {detail}"
                 elif node == "refresh" and isinstance(update, dict) and update.get("metrics"):
                     m: RoundMetrics = update["metrics"][0]
+                    mean = m.solver_mean_reward_pool
                     detail = (
                         f"round {m.round} done: {m.admitted}/{m.scored} admitted, "
-                        f"solver mean on pool {m.solver_mean_reward_pool}"
+                        f"solver mean on pool {'n/a' if mean is None else f'{mean:.3g}'}"
                     )
                 elif node == "train" and isinstance(update, dict):
                     t: TrainingSummary | None = update.get("training")

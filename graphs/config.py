@@ -201,8 +201,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         "proposer_max_turns": 5,
         "solver_max_turns": 4,
         "max_tokens": 384,
-        "refresh_attempts": 1,
-        "refresh_limit": 4,
+        # Two samples per task, the fewest a retirement takes (graphs/flywheel.py:
+        # RETIRE_MIN_SAMPLES), on two tasks a round (the window moves on each round): the four
+        # refresh trials of one sample on four tasks, the measured round's (README).
+        "refresh_attempts": 2,
+        "refresh_limit": 2,
         "baseline_tasks": 2,
         "calibration_rollouts": 4,
         "train_steps": 2,

@@ -79,6 +79,18 @@ def _role_model(
     return ModelConfig.for_policy(policy, override).model_copy(update=update)
 
 
+def served_checkpoints(ctx: FlywheelContext, policy: Policy) -> dict[str, str]:
+    """What each role is served while `policy` is the shared one: its checkpoint (`base` before
+    any swap), or the model a role is configured apart with. Read from the role model configs
+    of the policy the graph holds, never from which update ran last."""
+    shared = policy.checkpoint_id or policy.version
+    served: dict[str, str] = {}
+    for role in ("proposer", "solver"):
+        config = _role_model(ctx, policy, role)
+        served[role] = shared if config.model == policy.model else config.model
+    return served
+
+
 def _timed(state: FlywheelState, stage: str, started: float) -> dict[str, float]:
     seconds = dict(state.get("stage_seconds", {}))
     seconds[stage] = round(seconds.get(stage, 0.0) + time.monotonic() - started, 2)
@@ -88,6 +100,22 @@ def _timed(state: FlywheelState, stage: str, started: float) -> dict[str, float]
 def min_valid(attempts: int) -> int:
     """Attempts that must finish without infrastructure failure before a mean means anything."""
     return max(1, (attempts + 1) // 2)
+
+
+#: Valid samples (attempts that reached a verdict) a pool task needs before the refresh may
+#: retire it: verifiers are binary, so one sample says 0 or 1 and nothing about where the task
+#: lies in the band. With fewer it is measured (its history keeps the count) but stays.
+RETIRE_MIN_SAMPLES: Final = 2
+
+
+def refresh_window(entries: list[PoolEntry], round_: int, limit: int) -> list[PoolEntry]:
+    """The pool tasks round `round_` re-measures: all of them (limit 0), else `limit` from a
+    window that moves on by `limit` each round, so a limit below the pool's size reaches every
+    task in turn (the first few by id would be the only ones ever measured)."""
+    if not limit or not entries:
+        return entries
+    start = (round_ - 1) * limit % len(entries)
+    return (entries[start:] + entries[:start])[:limit]
 
 
 def decontamination_status(ctx: FlywheelContext) -> str:
@@ -372,8 +400,14 @@ async def train(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
     )
     policy = proposer_policy or policy
     update: dict[str, Any] = {"training": summary, "stage_seconds": _timed(state, "train", started)}
+    # What each role is served from here on, read from the policy this node ends with (whichever
+    # update published last): the progress line, the round report and the lineage name it.
+    summary.served = served_checkpoints(ctx, policy or state["policy"])
     if policy is not None:
         update["policy"] = policy
+        await asyncio.to_thread(
+            _run(ctx).add_lineage, {"round": state["round"], "served": summary.served}
+        )
     return update
 
 
@@ -387,11 +421,10 @@ async def refresh(
     pool = Pool(run.pool)
     policy = state["policy"]
     round_ = state["round"]
-    entries = pool.entries("active")
-    if ctx.refresh_limit:
-        entries = entries[: ctx.refresh_limit]
+    entries = refresh_window(pool.entries("active"), round_, ctx.refresh_limit)
     attempt = _attempter(ctx, run, state["run_id"], round_, policy, solver_graph)
     unmeasured: list[str] = []
+    undecided: dict[str, int] = {}  # task id: valid samples, too few to retire on
 
     async def measure(entry: PoolEntry) -> None:
         results = await asyncio.gather(
@@ -406,6 +439,10 @@ async def refresh(
             unmeasured.append(entry.task_id)
             return
         updated = pool.record_eval(entry.task_id, round_, rewards)
+        if len(rewards) < RETIRE_MIN_SAMPLES:
+            # Measured, not decided: the task stays whatever its one binary verdict said.
+            undecided[entry.task_id] = len(rewards)
+            return
         mean = updated.last_mean or 0.0
         if not ctx.band_low <= mean <= ctx.band_high:
             pool.retire(
@@ -421,6 +458,16 @@ async def refresh(
         notes.append(
             f"{len(unmeasured)} pool task(s) kept unmeasured this round: too few solver attempts "
             f"finished without an infrastructure failure ({', '.join(sorted(unmeasured))})"
+        )
+    if undecided:
+        notes.append(
+            f"{len(undecided)} pool task(s) measured but undecided, kept: fewer than "
+            f"{RETIRE_MIN_SAMPLES} valid samples, too few to retire on ("
+            + ", ".join(
+                f"{task}: {n} valid of {ctx.refresh_attempts}"
+                for task, n in sorted(undecided.items())
+            )
+            + ")"
         )
     if ctx.heldout_dir and Path(ctx.heldout_dir).exists():
         heldout = sorted(p for p in Path(ctx.heldout_dir).iterdir() if (p / "task.toml").exists())
@@ -444,6 +491,8 @@ async def refresh(
         policy=f"{policy.model} ({policy.version})",
     )
     metrics.notes += notes
+    metrics.pool_undecided = dict(sorted(undecided.items()))
+    metrics.served = served_checkpoints(ctx, policy)
     metrics.decontamination = decontamination_status(ctx)
     metrics.heldout_configured = bool(ctx.heldout_dir)
     history = [m for m in load_history(run.reports) if m.round != round_] + [metrics]

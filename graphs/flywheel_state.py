@@ -30,6 +30,12 @@ class TrainingSummary(BaseModel):
     solver: dict[str, Any] = Field(default_factory=dict)
     proposer: dict[str, Any] = Field(default_factory=dict)
     run_modes: str = ""
+    served: dict[str, str] = Field(
+        default_factory=dict,
+        description="What each role is served after the round's training (a checkpoint id, "
+        "`base`, or the model a role is configured apart with), read from the policy the "
+        "training node ends with (graphs/flywheel.py: served_checkpoints)",
+    )
 
     def report(self) -> dict[str, Any]:
         """The flat summary the round report and metrics.json hold (their shape is unchanged):
@@ -37,9 +43,21 @@ class TrainingSummary(BaseModel):
         return {**self.solver, "proposer": self.proposer, "run_modes": self.run_modes}
 
     def headline(self) -> str:
-        """One line for the progress log: the new checkpoint, or why there is none."""
-        s = self.solver
-        return s.get("checkpoint") or s.get("reason") or s.get("error") or ""
+        """One line for the progress log: the checkpoint each role is served now, then why an
+        update's checkpoint is not among them (none published, or its swap failed). A summary
+        that names nothing served (one checkpointed before `served` existed) says the solver's
+        checkpoint or why there is none."""
+        if not self.served:
+            s = self.solver
+            return s.get("checkpoint") or s.get("reason") or s.get("error") or ""
+        parts = ["serving " + ", ".join(f"{role}: {name}" for role, name in self.served.items())]
+        for role, summary in (("proposer", self.proposer), ("solver", self.solver)):
+            if summary.get("checkpoint") in self.served.values():
+                continue
+            why = summary.get("reason") or summary.get("error")
+            if why:
+                parts.append(f"{role} update: {why}")
+        return "; ".join(parts)
 
 
 class FlywheelInput(TypedDict, total=False):

@@ -91,10 +91,20 @@ class RoundMetrics(BaseModel):
     solver_mean_reward_heldout: float | None = None
     pool_active: int = 0
     pool_retired: int = 0
+    pool_undecided: dict[str, int] = Field(
+        default_factory=dict,
+        description="Pool tasks the refresh measured with too few valid samples to retire on "
+        "(task id: valid samples); they stay",
+    )
     difficulty_histogram: dict[str, int] = Field(default_factory=dict)
     training: dict[str, Any] = Field(default_factory=dict)
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     policy: str = ""
+    served: dict[str, str] = Field(
+        default_factory=dict,
+        description="What each role is served after the round's training: a checkpoint id, "
+        "`base`, or the model a role is configured apart with",
+    )
     decontamination: str = Field(
         default="", description="Whether and against what decontam checked."
     )

@@ -6,7 +6,9 @@ autoenvscaling report RUN_DIR   -> RUN_DIR/reports/run.md and *.png
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 from autoenvscaling.tools.report.activity import activity_markdown
 from autoenvscaling.tools.report.metrics import RoundMetrics
@@ -21,6 +23,11 @@ EMBEDDED_NOTE = (
 
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
+
+
+def _served(m: RoundMetrics) -> str:
+    """`proposer / solver`: what each role is served after the round's training."""
+    return " / ".join(m.served.get(role, "-") for role in ("proposer", "solver"))
 
 
 def load_history(reports_dir: Path) -> list[RoundMetrics]:
@@ -43,6 +50,15 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
         "",
         f"Policy: `{m.policy}`",
         "",
+        *(
+            [
+                "Served after training: "
+                + ", ".join(f"{role} `{name}`" for role, name in m.served.items()),
+                "",
+            ]
+            if m.served
+            else []
+        ),
         # One quote, one paragraph per warning (adjacent quote lines would run together).
         *"\n>\n".join(f"> **Warning:** {w}" for w in m.warnings).splitlines(),
         *([""] if m.warnings else []),
@@ -66,6 +82,8 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
             else []
         ),
         f"| pool active / retired | {m.pool_active} / {m.pool_retired} |",
+        f"| pool tasks measured but undecided (too few valid samples; kept) "
+        f"| {len(m.pool_undecided)} |",
         "",
         f"Infrastructure failures (excluded from every rate, mean and reward): "
         f"{m.infrastructure_failures} candidate(s), {m.solver_infrastructure_failures} solver "
@@ -85,7 +103,11 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
     ]
     if m.training:
         steps = m.training.get("step_tasks") or []
-        lines += [f"- {k}: {v}" for k, v in m.training.items() if k != "step_tasks"]
+        lines += [
+            f"- {k}: {'n/a' if v is None else v}"
+            for k, v in m.training.items()
+            if k != "step_tasks"
+        ]
         if steps:
             lines += ["", "Tasks per training step (the round's admitted tasks come first):", ""]
             lines += [f"- step {i}: {', '.join(tasks)}" for i, tasks in enumerate(steps, 1)]
@@ -100,34 +122,72 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plots(history: list[RoundMetrics], out: Path) -> list[Path]:
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def plotted_series(history: list[RoundMetrics]) -> dict[str, list[float | None]]:
+    """Each line of rounds.png, one value per round; None where the round measured nothing
+    (no candidate scored, no refresh attempt reached a verdict, no held-out set, no GRPO
+    update). A series no round measured is left out."""
+    series: dict[str, list[float | None]] = {
+        "valid-environment rate": [m.valid_environment_rate for m in history],
+        "pool active": [float(m.pool_active) for m in history],
+        "pool retired": [float(m.pool_retired) for m in history],
+        "solver mean reward, pool": [m.solver_mean_reward_pool for m in history],
+        "solver mean reward, held-out": [
+            m.solver_mean_reward_heldout if m.heldout_configured else None for m in history
+        ],
+        "GRPO episode reward (solver update)": [
+            _number(m.training.get("reward_mean")) for m in history
+        ],
+    }
+    return {k: v for k, v in series.items() if any(x is not None for x in v)}
+
+
+def rounds_figure(history: list[RoundMetrics]) -> Any:
+    """The rounds.png figure. A missing value is NaN, which matplotlib draws as a gap with no
+    marker: never as 0, which would read as a measured zero."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rounds = [m.round for m in history]
-    made = []
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    axes[0].plot(rounds, [m.valid_environment_rate or 0 for m in history], marker="o")
-    axes[0].set(title="valid-environment rate", xlabel="round", ylim=(0, 1))
-    axes[1].plot(rounds, [m.pool_active for m in history], marker="o", label="active")
-    axes[1].plot(rounds, [m.pool_retired for m in history], marker="x", label="retired")
-    axes[1].set(title="pool size", xlabel="round")
-    axes[1].legend()
-    axes[2].plot(
-        rounds, [m.solver_mean_reward_pool or 0 for m in history], marker="o", label="pool"
-    )
-    if any(m.heldout_configured for m in history):  # never plot an unmeasured set as 0
-        axes[2].plot(
-            rounds,
-            [m.solver_mean_reward_heldout if m.heldout_configured else None for m in history],
-            marker="x",
-            label="held-out",
-        )
-    axes[2].set(title="solver mean reward", xlabel="round", ylim=(0, 1))
-    axes[2].legend()
+    series = plotted_series(history)
+    panels = [
+        ("valid-environment rate", (0, 1), {"valid-environment rate": "o"}),
+        ("pool size", None, {"pool active": "o", "pool retired": "x"}),
+        (
+            "mean reward",
+            (0, 1),
+            {
+                "solver mean reward, pool": "o",
+                "solver mean reward, held-out": "x",
+                "GRPO episode reward (solver update)": "s",
+            },
+        ),
+    ]
+    fig, axes = plt.subplots(1, len(panels), figsize=(13, 3.6))
+    for ax, (title, ylim, lines) in zip(axes, panels, strict=True):
+        for name, marker in lines.items():
+            if name in series:
+                values = [math.nan if v is None else v for v in series[name]]
+                ax.plot(rounds, values, marker=marker, label=name)
+        ax.set(title=title, xlabel="round")
+        if ylim:
+            ax.set_ylim(*ylim)
+        if len(lines) > 1 and ax.get_lines():
+            ax.legend(fontsize="small")
     fig.tight_layout()
+    return fig
+
+
+def _plots(history: list[RoundMetrics], out: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    made = []
+    fig = rounds_figure(history)
     path = out / "rounds.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -156,11 +216,16 @@ def write_run_report(run_dir: Path, *, embedded: bool = False) -> Path:
         f"# Run report: {Path(run_dir).name}",
         "",
         "| round | candidates | admitted | valid rate | rejects | solver pool | held-out "
-        "| pool active | trained |",
+        "| pool active | served after training (proposer / solver) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for m in history:
-        trained = m.training.get("checkpoint") or m.training.get("reason") or "-"
+        # Older histories name no served checkpoint: the solver update's, or why there is none.
+        trained = (
+            _served(m)
+            if m.served
+            else m.training.get("checkpoint") or m.training.get("reason") or "-"
+        )
         lines.append(
             f"| {m.round} | {m.candidates} | {m.admitted} | {_fmt(m.valid_environment_rate)} "
             f"| {sum(m.reject_reasons.values())} | {_fmt(m.solver_mean_reward_pool)} "
