@@ -220,7 +220,8 @@ def _drop_unjudged_calibration(run: RunDir, run_id: str, round_: int, task_id: s
 
 
 def _finish_calibration(run: RunDir, verdict: Verdict, task_id: str) -> None:
-    """Give each recorded calibration rollout its reward (None for infrastructure failures)."""
+    """Give each recorded calibration rollout its reward: None, outcome `error`, when the
+    rollout was not scored (an infrastructure failure or the task's fault, tools/trials/faults.py)."""
     from autoenvscaling.tools.rollouts.models import AttemptNotFoundError
     from autoenvscaling.tools.rollouts.store import RolloutStore
 
@@ -236,18 +237,15 @@ def _finish_calibration(run: RunDir, verdict: Verdict, task_id: str) -> None:
                 store.get_attempt(a["attempt_id"])
             except AttemptNotFoundError:
                 continue  # the agent died before recording: nothing to finish
-            reward = a.get("reward")
-            outcome = (
-                "error"
-                if a.get("infrastructure")
-                else ("solved" if (reward or 0.0) >= 1.0 else "failed")
-            )
+            fault = a.get("fault") or ("infrastructure" if a.get("infrastructure") else None)
+            reward = None if fault else a.get("reward")
+            outcome = "error" if fault else ("solved" if (reward or 0.0) >= 1.0 else "failed")
             store.finish_attempt(
                 a["attempt_id"],
                 reward=reward,
                 outcome=outcome,
                 error=a.get("error"),
-                metadata={"purpose": "calibration", "candidate": task_id},
+                metadata={"purpose": "calibration", "candidate": task_id, "fault": fault},
             )
 
 

@@ -132,7 +132,9 @@ def _attempter(
     ctx: FlywheelContext, run: RunDir, run_id: str, round_: int, policy: Policy, solver: Any
 ) -> Any:
     """`attempt(task_dir, sample, tags)`: one recorded solver attempt with the current policy,
-    at most `concurrency` in flight; returns its reward, None when infrastructure failed.
+    at most `concurrency` in flight; returns its reward, None when it is not scored: an
+    infrastructure failure or the task's fault (tools/trials/faults.py; the rollout store keeps
+    which in the attempt's `fault` metadata). Neither is the policy's failure.
 
     `solver`: the compiled solver graph (graphs/solver.py) the attempts run in, never
     checkpointed (graphs/nesting.py); the calling node names it, so Studio draws it nested."""
@@ -159,7 +161,7 @@ def _attempter(
                 one, context=SolverContext(backend=ctx.backend), durability="exit"
             )
         result = SolverAttempt.model_validate(out["results"][0])
-        return None if result.outcome == "error" else (result.reward or 0.0)
+        return None if result.fault is not None else (result.reward or 0.0)
 
     return attempt
 

@@ -38,6 +38,7 @@ from autoenvscaling.tools.agents.solver_interface import (
 )
 from autoenvscaling.tools.rollouts.models import Outcome, new_attempt_id, stable_attempt_id
 from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.trials.faults import Fault, trial_failure
 from autoenvscaling.tools.trials.trial import TrialBackend, TrialOutcome, run_trial
 
 SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
@@ -67,6 +68,9 @@ class SolverAttempt(BaseModel):
     steps: int = Field(description="Number of tool calls the solver made")
     rollout_id: str
     outcome: Outcome
+    fault: Fault | None = Field(
+        default=None, description="Why an `error` outcome has no reward (tools/trials/faults.py)"
+    )
     stop_reason: str | None = None
     error: str | None = None
     prompt_tokens: int = 0
@@ -184,12 +188,15 @@ def solver_model_for(model: ModelConfig, system: str, user: str) -> ModelConfig:
 
 
 def outcome_of(trial: TrialOutcome) -> Outcome:
-    """`error` when infrastructure failed (the model call after its retries, the sandbox, the
-    verifier): such an attempt has no reward and says nothing about the task or the policy."""
+    """`error` when the attempt has no reward the policy earned (tools/trials/faults.py): an
+    infrastructure failure (the model call after its retries, the sandbox, the verifier's run)
+    or the task's fault (no reward written, a build that fails): it says nothing about the
+    policy, and the rollout's `fault` metadata says which. A policy's agent timeout is scored."""
     meta = trial.agent_metadata
-    if meta.get("stop_reason") == "error" or (trial.error and trial.error_kind != "timeout"):
+    if trial_failure(trial, actor="policy") is not None:
         return "error"
-    if trial.error_kind == "timeout" or meta.get("stop_reason") == "time_budget":
+    timed_out = (trial.error or "").startswith("AgentTimeoutError")
+    if timed_out or meta.get("stop_reason") == "time_budget":
         return "timeout"
     return "solved" if (trial.reward or 0.0) >= 1.0 else "failed"
 
@@ -225,9 +232,12 @@ async def solve_task(
     )
     meta = trial.agent_metadata
     outcome = outcome_of(trial)
+    fault = trial_failure(trial, actor="policy")
     error = meta.get("error") or trial.error
-    # An infrastructure failure scores nothing: its verifier judged an untouched workspace.
-    reward = None if outcome == "error" else trial.reward
+    # A fault scores nothing: an infrastructure failure's verifier judged an untouched
+    # workspace, and a task fault's verifier gave no reward the policy earned. A timeout's
+    # missing reward is the policy's 0.
+    reward = None if fault else (trial.reward or 0.0) if outcome == "timeout" else trial.reward
     if settings.store_path:
         with RolloutStore(settings.store_path) as store:
             # The agent may have died before recording: make sure the attempt exists.
@@ -256,6 +266,7 @@ async def solve_task(
                     "model_retries": int(meta.get("model_retries", 0)),
                     "retry_errors": meta.get("retry_errors", []),
                     "backend": backend,
+                    "fault": fault.fault if fault else None,  # task or infrastructure
                     "model": settings.model.model,  # which model answered
                     "verifier_output": trial.verifier_output[-1500:],
                 },
@@ -266,6 +277,7 @@ async def solve_task(
         steps=int(meta.get("steps", 0)),
         rollout_id=attempt_id,
         outcome=outcome,
+        fault=fault.fault if fault else None,
         stop_reason=meta.get("stop_reason"),
         error=error,
         prompt_tokens=int(meta.get("prompt_tokens", 0)),

@@ -14,7 +14,6 @@ import pytest
 
 from autoenvscaling.training.grpo.episode_env import (
     EpisodeConfig,
-    EpisodeError,
     EventLoop,
     TaskEpisode,
     format_tool_output,
@@ -58,8 +57,11 @@ def test_episode_in_a_live_sandbox(engine_ready, tmp_path: Path) -> None:
     loop = EventLoop()
     try:
         episode = TaskEpisode(loop, task_starter("podman"), EpisodeConfig())
-        with pytest.raises(EpisodeError, match="no `task_dir`"):
-            episode.reset()
+        episode.reset()  # never raises into TRL: a row without a task is our bug, not scored
+        assert episode.failure is not None and episode.failure.fault == "infrastructure"
+        assert "no `task_dir`" in episode.failure.message
+        record = loop.run(episode._finish())
+        assert (record.reward, record.fault) == (None, "infrastructure")
 
         episode.reset(task_dir=str(tasks["write-numbers"]))
         assert episode.run("cd /app && N=1") == "[exit code 0]"
@@ -81,16 +83,18 @@ def test_episode_in_a_live_sandbox(engine_ready, tmp_path: Path) -> None:
         loop.stop()
 
 
-def test_verifier_without_reward_is_an_infrastructure_error(engine_ready, tmp_path: Path) -> None:
-    """A task whose test.sh writes no reward file: Harbor gives no reward, and we never invent 0."""
+def test_verifier_without_reward_is_the_tasks_fault(engine_ready, tmp_path: Path) -> None:
+    """A task whose test.sh writes no reward file: Harbor gives no reward, and we never invent 0.
+    The task's author erred (tools/trials/faults.py): the episode is not scored, never raised."""
     task = make_tasks(tmp_path / "tasks")["hello-file"]
     (task / "tests" / "test.sh").write_text("#!/bin/bash\necho checked\n")
     loop = EventLoop()
     try:
         episode = TaskEpisode(loop, task_starter("podman"), EpisodeConfig())
         episode.reset(task_dir=str(task))
-        with pytest.raises(EpisodeError, match="RewardFileNotFoundError"):
-            loop.run(episode._finish())
+        record = loop.run(episode._finish())
+        assert (record.reward, record.fault) == (None, "task")
+        assert "RewardFileNotFoundError" in (record.error or "")
         assert episode._live is None  # the sandbox was closed all the same
     finally:
         loop.stop()

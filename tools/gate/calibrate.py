@@ -4,6 +4,11 @@ The solver is any Harbor agent (`GateConfig.solver`: 'oracle', 'nop' or 'module:
 mean reward over `calibration_rollouts` trials must lie in `band`; a mean within `edge_margin`
 of an edge earns more rollouts (up to `calibration_rollouts_near_edge`) before judging, and the
 rewards must vary (a constant reward carries no learning signal for GRPO).
+
+Each rollout is classified by tools/trials/faults.py: a rollout lost to infrastructure (the
+solver's model, the engine, a sandbox) is left out of the mean, and with too few left the stage
+cannot judge; a rollout that exposes the task's fault (no reward written for this workspace, a
+build that fails, tests that hang) rejects the task as broken, not as too hard.
 """
 
 from __future__ import annotations
@@ -13,8 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from autoenvscaling.tools.gate.config import GateConfig, StageName
-from autoenvscaling.tools.gate.harness import TrialFailure, failure, gate_trial
+from autoenvscaling.tools.gate.harness import failure_excerpt, gate_trial
 from autoenvscaling.tools.gate.results import StageResult
+from autoenvscaling.tools.trials.faults import TrialFailure, trial_failure
 from autoenvscaling.tools.trials.trial import TrialOutcome
 
 Prior = Mapping[StageName, StageResult]
@@ -56,19 +62,39 @@ async def calibrate(task: Path, config: GateConfig, prior: Prior) -> StageResult
     # An unreachable model or a dead sandbox says nothing about the task: such rollouts are
     # left out, and with too few left the stage cannot judge (an infrastructure result).
     valid = _valid(outcomes)
+    faults = [solver_failure(o) for o in outcomes]
     attempts = [
         {
             "attempt_id": o.agent_metadata.get("attempt_id"),
-            "reward": None if infrastructure_failure(o) else o.reward,
-            "infrastructure": infrastructure_failure(o) is not None,
+            "reward": None if f else o.reward,
+            "fault": f.fault if f else None,
+            "infrastructure": f is not None and not f.task_fault,
             "error": o.agent_metadata.get("error") or o.error,
             "trial_dir": o.trial_dir,  # the round report links each rollout's trial folder
         }
-        for o in outcomes
+        for o, f in zip(outcomes, faults, strict=True)
     ]
+    broken_task = next(
+        ((o, f) for o, f in zip(outcomes, faults, strict=True) if f and f.task_fault), None
+    )
+    if broken_task is not None:
+        # A task-author error the solver's work exposed: the task is broken, not too hard.
+        outcome, fault = broken_task
+        return StageResult(
+            stage="calibrate",
+            passed=False,
+            details={
+                "solver": config.solver,
+                "task_fault": fault.exception,
+                "rewards": [o.reward for o in outcomes],
+                "attempts": attempts,
+            },
+            excerpt=failure_excerpt(outcome),
+            reason=f"a solver rollout exposed a broken task: {fault.describe()}",
+        )
     needed = min_valid_rollouts(config)
     if len(valid) < needed:
-        broken = [f for o in outcomes if (f := infrastructure_failure(o)) is not None]
+        broken = [f for f in faults if f is not None]
         return StageResult.infrastructure(
             "calibrate",
             f"only {len(valid)} of {len(outcomes)} solver rollouts finished (at least {needed} "
@@ -125,22 +151,13 @@ async def calibrate(task: Path, config: GateConfig, prior: Prior) -> StageResult
     )
 
 
-def infrastructure_failure(outcome: TrialOutcome) -> TrialFailure | None:
-    """Why a rollout failed outside the task (the solver's model, the sandbox), or None."""
-    meta = outcome.agent_metadata
-    if meta.get("stop_reason") == "error":  # the model call failed after its retries
-        return TrialFailure(
-            task_fault=False,
-            exception="ModelCallFailed",
-            message=str(meta.get("error") or ""),
-            advice="the solver's model endpoint failed (refused, 5xx, timeout)",
-        )
-    found = failure(outcome)
-    return found if found is not None and not found.task_fault else None
+def solver_failure(outcome: TrialOutcome) -> TrialFailure | None:
+    """Why a solver rollout has no reward to count (tools/trials/faults.py), or None."""
+    return trial_failure(outcome, actor="policy")
 
 
 def _valid(outcomes: list[TrialOutcome]) -> list[TrialOutcome]:
-    return [o for o in outcomes if infrastructure_failure(o) is None]
+    return [o for o in outcomes if solver_failure(o) is None]
 
 
 def min_valid_rollouts(config: GateConfig) -> int:

@@ -171,7 +171,10 @@ def make_verdict(task: Path | str, results: Sequence[StageResult], *, backend: s
             excerpt=failed.excerpt,
             **common,
         )
-    reward = REWARD_CALIBRATION_FAILED if failed.stage == "calibrate" else REWARD_VALIDATION_FAILED
+    # -0.25 only for a task that runs but sits outside the band; a broken task (a task fault,
+    # tools/trials/faults.py) is a failed validation wherever the gate found it.
+    out_of_band = failed.stage == "calibrate" and not failed.details.get("task_fault")
+    reward = REWARD_CALIBRATION_FAILED if out_of_band else REWARD_VALIDATION_FAILED
     return Verdict(
         admitted=False,
         stage=failed.stage,

@@ -8,13 +8,19 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from autoenvscaling.tools.gate.config import GateConfig, StageName
-from autoenvscaling.tools.gate.harness import failure, failure_excerpt, gate_trial
+from autoenvscaling.tools.gate.harness import failure_excerpt, gate_trial
 from autoenvscaling.tools.gate.results import StageResult, excerpt
 from autoenvscaling.tools.sandbox.base import BuildError
 from autoenvscaling.tools.tasks.format import load_task
+from autoenvscaling.tools.trials.faults import TrialFailure, trial_failure
 from autoenvscaling.tools.trials.trial import TrialOutcome
 
 Prior = Mapping[StageName, StageResult]
+
+
+def failure(outcome: TrialOutcome) -> TrialFailure | None:
+    """Every trial here runs the task's own solution (or nothing): its timeout is the task's."""
+    return trial_failure(outcome, actor="reference")
 
 
 def _trial_details(outcome: TrialOutcome) -> dict[str, object]:
@@ -85,7 +91,8 @@ async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
         )
     # Harbor's own backend has no build call of ours: a nop trial builds and starts the image.
     outcome = await gate_trial(task, config, agent="nop", label="build")
-    if outcome.error_kind == "build" or (outcome.error or "").startswith("BuildError"):
+    fault = failure(outcome)
+    if fault is not None and fault.exception in ("BuildError", "SandboxBuildFailedError"):
         return StageResult(
             stage="build",
             passed=False,
@@ -93,7 +100,6 @@ async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
             reason=f"the environment does not build: {outcome.error}",
             details=_trial_details(outcome),
         )
-    fault = failure(outcome)
     if fault is not None and not fault.task_fault:
         return StageResult.infrastructure(
             "build",

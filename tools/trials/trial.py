@@ -13,7 +13,6 @@ recorded in `capped_files`), and nothing here reads a whole file to take a tail.
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import stat
 import time
@@ -25,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.sandbox.base import Backend
 from autoenvscaling.tools.scratch import make_scratch
+from autoenvscaling.tools.trials.faults import reward_problem
 
 #: Where the gate's trials run: one of our engines, or Harbor's own docker compose backend.
 BackendName = Literal[Backend, "harbor-docker"]
@@ -109,20 +109,6 @@ def cap_folder(folder: Path, max_bytes: int = MAX_ARTIFACT_BYTES) -> dict[str, i
             except OSError:
                 continue  # vanished or unreadable: nothing left to cap
     return capped
-
-
-def _reward_problem(rewards: dict[str, Any]) -> str | None:
-    """Why the verifier's rewards are unusable, or None. 'reward' must be finite and in [0, 1]."""
-    for key, value in rewards.items():
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            return f"reward {key!r} is {str(value)[:40]!r}, not a number"
-        if not math.isfinite(number):
-            return f"reward {key!r} is {number!r}; a reward must be a finite number"
-        if key == "reward" and not 0.0 <= number <= 1.0:
-            return f"reward is {number:g}, outside [0, 1]"
-    return None
 
 
 def _classify(exception_type: str, message: str) -> str:
@@ -211,7 +197,7 @@ async def run_trial(
     trial_path = Path(result.trial_uri.removeprefix("file://"))
     capped = await asyncio.to_thread(cap_folder, trial_path, max_artifact_bytes)
     rewards = (result.verifier_result.rewards if result.verifier_result else None) or {}
-    problem = _reward_problem(rewards)
+    problem = reward_problem(rewards)
     update: dict[str, Any] = {
         "rewards": {} if problem else {k: float(v) for k, v in rewards.items()},
         "reward": float(rewards["reward"]) if "reward" in rewards and not problem else None,

@@ -44,7 +44,8 @@ log = logging.getLogger(__name__)
 
 
 class VerifierRunError(RuntimeError):
-    """The verifier ran but gave no valid reward (no reward file, unparsable, timed out)."""
+    """The verifier gave no valid reward (no reward file, unparsable, timed out) or could not be
+    run; raised from the cause, whose type tools/trials/faults.py classifies."""
 
 
 def verifier_mode(task_dir: Path | str) -> VerifierMode | None:
@@ -152,6 +153,7 @@ async def run_verifier(
     from harbor.models.trial.config import VerifierConfig
     from harbor.models.trial.paths import EnvironmentPaths
     from harbor.trial.artifact_handler import ArtifactHandler
+    from harbor.trial.errors import VerifierTimeoutError
     from harbor.verifier.factory import VerifierFactory
 
     logger = logger or log
@@ -170,9 +172,10 @@ async def run_verifier(
             try:
                 return await asyncio.wait_for(verifier.verify(), config.timeout_sec)
             except TimeoutError:
-                raise VerifierRunError(
-                    f"verifier timed out after {config.timeout_sec:.0f}s"
-                ) from None
+                # Raised from Harbor's own type, the name a trial records for the same event:
+                # tools/trials/faults.py reads the task's fault from it.
+                message = f"verifier timed out after {config.timeout_sec:.0f}s"
+                raise VerifierRunError(message) from VerifierTimeoutError(message)
             except Exception as exc:
                 raise VerifierRunError(f"{type(exc).__name__}: {exc}") from exc
 

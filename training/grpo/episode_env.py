@@ -6,6 +6,13 @@ are the tools the policy calls — the served solver's terminal, defined once in
 tools/agents/solver_interface.py (same names, schemas, result text, persistent shell) — and after the
 episode `_finish()` runs the task's own verifier by Harbor's protocol and closes the sandbox.
 
+An episode that fails is never scored and never stops the job (tools/trials/faults.py decides
+whose fault it is): a sandbox that does not start (`reset` records it instead of raising into
+TRL), an exception from the sandbox inside a tool call (the tools answer a short error from then
+on), a verifier that cannot run or gives no valid reward. `_finish()` then returns a record with
+no reward and the fault; the reward function passes None to TRL, which leaves the episode out of
+its group's mean and std and gives it zero advantage.
+
 Sandbox code is async and bound to the loop it was created on, while TRL calls tools from its own
 threads; every episode therefore runs its coroutines on one shared background loop (`EventLoop`).
 No torch here: the episode is testable on its own.
@@ -14,6 +21,7 @@ No torch here: the episode is testable on its own.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -31,8 +39,12 @@ from autoenvscaling.tools.agents.solver_interface import (
 )
 from autoenvscaling.tools.sandbox.base import Sandbox
 from autoenvscaling.tools.sandbox.shell import PersistentShell
+from autoenvscaling.tools.trials.faults import Fault, Phase, TrialFailure, episode_failure
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+#: What every tool answers once the episode's sandbox has failed (the episode is not scored).
+SANDBOX_UNAVAILABLE = "[error: the sandbox is unavailable]"
 
 
 class LiveTask(Protocol):
@@ -67,7 +79,8 @@ def prompt_tools() -> list[Callable[..., str]]:
 
 
 class EpisodeError(RuntimeError):
-    """The episode's infrastructure failed (sandbox start, verifier run). Not the policy's fault."""
+    """The episode could not run as asked (no task in the row, no episode before `_finish`): our
+    own bug, recorded as infrastructure (tools/trials/faults.py), never raised into TRL."""
 
 
 class EventLoop:
@@ -81,7 +94,12 @@ class EventLoop:
         self._thread.start()
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()  # a start past its deadline must not go on in the background
+            raise
 
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -98,7 +116,10 @@ class EpisodeRecord(BaseModel):
     """What one finished episode did (kept for metrics and debugging)."""
 
     task_dir: str
-    reward: float
+    reward: float | None = Field(description="None when the episode is not scored (`fault`).")
+    fault: Fault | None = Field(
+        default=None, description="Why there is no reward: the task's or infrastructure."
+    )
     tool_calls: int = 0
     error: str | None = None
     commands: list[str] = Field(default_factory=list)
@@ -122,40 +143,72 @@ class TaskEpisode:
         self._shell: PersistentShell | None = None
         self._task_dir: Path | None = None
         self._commands: list[str] = []
+        self._failure: TrialFailure | None = None
 
     # -- TRL hooks -----------------------------------------------------------------------------
     def reset(self, task_dir: str | None = None, **_row: Any) -> None:
-        """Start a fresh sandbox of the row's task (closing the previous episode's, if any)."""
-        if task_dir is None:
-            raise EpisodeError("the dataset row has no `task_dir` column")
-        self._loop.run(self._close())
-        self._task_dir = Path(task_dir)
+        """Start a fresh sandbox of the row's task (closing the previous episode's, if any).
+        Never raises into TRL: a failure is recorded and the episode is not scored."""
+        self._quietly_close()
+        self._task_dir = Path(task_dir) if task_dir is not None else None
         self._commands = []
+        self._failure = None
+        if task_dir is None:
+            self._fail(EpisodeError("the dataset row has no `task_dir` column"), "start")
+            return
         try:
             self._loop.run(self._open(), timeout=self._config.start_timeout_sec)
-        except Exception as exc:
-            raise EpisodeError(f"could not start a sandbox for {task_dir}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - classified and recorded: the episode is dropped
+            self._fail(exc, "start")
+            self._quietly_close()
+
+    @property
+    def failure(self) -> TrialFailure | None:
+        """Why this episode will not be scored, once something failed; None while it runs."""
+        return self._failure
 
     # The tools: named, typed and documented as the served solver's (tools/agents/solver_interface.py);
     # the docstrings are set from the specs below the class. No return annotation: TRL renders
     # the schema with get_json_schema, and the served schema has no "return" entry either.
     def run(self, command: str, timeout_sec: float = RUN_TIMEOUT_SEC):  # noqa: ANN201
-        if self._shell is None:
-            return "[error: no sandbox is running]"
-        self._commands.append(command)
-        return self._loop.run(self._run(command, clamp_timeout(timeout_sec, RUN_TIMEOUT_SEC)))
+        if self._failure is None and self._shell is not None:
+            self._commands.append(command)
+        return self._tool(lambda: self._run(command, clamp_timeout(timeout_sec, RUN_TIMEOUT_SEC)))
 
     def read_output(self, timeout_sec: float = READ_TIMEOUT_SEC):  # noqa: ANN201
-        if self._shell is None:
-            return "[error: no sandbox is running]"
-        return self._loop.run(self._read(clamp_timeout(timeout_sec, READ_TIMEOUT_SEC)))
+        return self._tool(lambda: self._read(clamp_timeout(timeout_sec, READ_TIMEOUT_SEC)))
 
     def interrupt(self):  # noqa: ANN201
-        if self._shell is None:
-            return "[error: no sandbox is running]"
-        return self._loop.run(self._interrupt())
+        return self._tool(self._interrupt)
 
     # -- ours: private, because TRL exposes every public method as a tool -----------------------
+    def _tool(self, call: Callable[[], Coroutine[Any, Any, str]]) -> str:
+        """One tool call's answer. The policy's commands fail as results (exit codes, output);
+        an exception here is the sandbox's or the engine's: the episode is marked infrastructure
+        and every tool answers a short error from then on."""
+        if self._failure is not None:
+            return SANDBOX_UNAVAILABLE
+        if self._shell is None:
+            return "[error: no sandbox is running]"
+        try:
+            return self._loop.run(call())
+        except Exception as exc:  # noqa: BLE001 - classified and recorded: the episode is dropped
+            self._fail(exc, "tool")
+            return SANDBOX_UNAVAILABLE
+
+    def _fail(self, error: BaseException, phase: Phase) -> None:
+        """Record the episode's first failure (later ones follow from it)."""
+        if self._failure is None:
+            self._failure = episode_failure(error, phase=phase)
+            log.warning("episode of %s not scored: %s", self._task_dir, self._failure.describe())
+
+    def _quietly_close(self) -> None:
+        """Close what is open; a failure here ends nothing the episode still needs."""
+        try:
+            self._loop.run(self._close())
+        except Exception as exc:  # noqa: BLE001 - the sandbox is gone or going either way
+            log.warning("closing the sandbox of %s failed: %s", self._task_dir, exc)
+
     async def _open(self) -> None:
         assert self._task_dir is not None
         self._live = await self._start_task(self._task_dir)
@@ -196,22 +249,35 @@ class TaskEpisode:
         return self._show(await self._shell.interrupt())
 
     async def _finish(self) -> EpisodeRecord:
-        """Run the task's verifier on the sandbox as the episode left it, then close it."""
-        if self._live is None or self._task_dir is None:
-            raise EpisodeError("_finish() before reset(): no episode ran")
-        task_dir = self._task_dir
+        """Run the task's verifier on the sandbox as the episode left it, then close it. Never
+        raises: an episode that failed (here or before) has no reward and says whose fault."""
+        reward: float | None = None
         try:
-            if self._shell is not None:
-                await self._shell.close()  # the agent's shell ends before the tests run
-                self._shell = None
-            reward = await asyncio.wait_for(self._live.verify(), self._config.verify_timeout_sec)
-        except Exception as exc:
-            raise EpisodeError(f"verifier of {task_dir} failed: {exc}") from exc
+            if self._failure is None and self._live is None:
+                self._fail(EpisodeError("_finish() before reset(): no episode ran"), "verify")
+            if self._failure is None and self._shell is not None:
+                try:
+                    await self._shell.close()  # the agent's shell ends before the tests run
+                    self._shell = None
+                except Exception as exc:  # noqa: BLE001 - classified: the episode is dropped
+                    self._fail(exc, "tool")
+            if self._failure is None and self._live is not None:
+                try:
+                    verify = self._live.verify()
+                    reward = await asyncio.wait_for(verify, self._config.verify_timeout_sec)
+                except Exception as exc:  # noqa: BLE001 - classified: the episode is dropped
+                    self._fail(exc, "verify")
         finally:
-            await self._close()
+            try:
+                await self._close()
+            except Exception as exc:  # noqa: BLE001 - the reward (or the failure) stands
+                log.warning("closing the sandbox of %s failed: %s", self._task_dir, exc)
+        failure = self._failure
         return EpisodeRecord(
-            task_dir=str(task_dir),
-            reward=float(reward),
+            task_dir=str(self._task_dir or ""),
+            reward=None if failure is not None or reward is None else float(reward),
+            fault=failure.fault if failure else None,
+            error=failure.describe() if failure else None,
             tool_calls=len(self._commands),
             commands=list(self._commands),
         )

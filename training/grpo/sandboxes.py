@@ -38,7 +38,8 @@ ENVIRONMENT_IMPORT_PATHS: dict[str, str] = {name: path for name, path in ENVIRON
 
 
 class VerifierError(RuntimeError):
-    """The verifier ran but gave no valid reward (no reward file, unparsable, timed out)."""
+    """The verifier gave no valid reward or could not be run; raised from the cause, whose type
+    tools/trials/faults.py classifies (the task's fault or infrastructure)."""
 
 
 class LiveHarborTask:
@@ -67,6 +68,11 @@ class LiveHarborTask:
         fresh container of the task's image with the agent's work copied in."""
         from harbor.models.trial.paths import TrialPaths
 
+        from autoenvscaling.tools.trials.faults import (
+            NoRewardError,
+            RewardOutOfRangeError,
+            reward_problem,
+        )
         from autoenvscaling.tools.trials.verifier import VerifierRunError, run_verifier
 
         try:
@@ -79,8 +85,14 @@ class LiveHarborTask:
         except VerifierRunError as exc:
             raise VerifierError(str(exc)) from exc
         rewards = result.rewards or {}
+        # The same checks as a trial's (tools/trials/trial.py), raised as the task's faults.
         if not rewards:
-            raise VerifierError("the verifier reported no rewards")
+            raise VerifierError("the verifier reported no rewards") from NoRewardError(
+                "the verifier reported no rewards"
+            )
+        problem = reward_problem(rewards)
+        if problem:
+            raise VerifierError(problem) from RewardOutOfRangeError(problem)
         return float(rewards.get("reward", next(iter(rewards.values()))))
 
     async def close(self) -> None:

@@ -34,7 +34,11 @@ for _key, _value in WORKER_ENV.items():
 
 
 class GroupStats:
-    """Counts GRPO groups (num_generations consecutive rollouts of one task) and their variance."""
+    """Counts GRPO groups (num_generations consecutive rollouts of one task) and their variance.
+
+    A None reward is an episode that was not scored (tools/trials/faults.py): it is left out of
+    its group, as TRL leaves it out of the group's mean and std; a group with fewer than two
+    scored episodes has no variance to learn from."""
 
     def __init__(self, group_size: int) -> None:
         self.group_size = group_size
@@ -42,17 +46,35 @@ class GroupStats:
         self.groups_no_variance = 0
         self.rewards: list[float] = []
 
-    def add(self, rewards: list[float]) -> int:
+    def add(self, rewards: list[float | None]) -> int:
         """Record one batch; returns how many of its groups had no variance."""
         dropped = 0
         for start in range(0, len(rewards), self.group_size):
-            group = rewards[start : start + self.group_size]
+            group = [r for r in rewards[start : start + self.group_size] if r is not None]
             self.groups_total += 1
-            if max(group) - min(group) < 1e-9:
+            if len(group) < 2 or max(group) - min(group) < 1e-9:
                 dropped += 1
+            self.rewards.extend(group)
         self.groups_no_variance += dropped
-        self.rewards.extend(rewards)
         return dropped
+
+
+def dropped_episodes(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the result and the round report say about episodes that were not scored: how many
+    by fault (infrastructure, the task's) and the most common reasons."""
+    from collections import Counter
+
+    faults = [r for r in records if r.get("fault")]
+    reasons = Counter(f"{r['fault']}: {Path(r['task_dir']).name}: {r['error']}" for r in faults)
+    counts: dict[str, Any] = {
+        "episodes_infrastructure": sum(1 for r in faults if r["fault"] == "infrastructure"),
+        "episodes_task_fault": sum(1 for r in faults if r["fault"] == "task"),
+    }
+    if reasons:
+        counts["episodes_not_scored_reasons"] = "; ".join(
+            f"{n}x {reason[:300]}" for reason, n in reasons.most_common(3)
+        )
+    return counts
 
 
 def start_job(job: TrainJob) -> tuple[Path, str]:
@@ -215,7 +237,13 @@ def _change_norm(model, before: dict[str, Any]) -> float:
 
 
 def make_reward_func(loop, stats: GroupStats, records: list[dict[str, Any]], job_id: str):
-    """The GRPO reward: every rollout's verifier, run concurrently once the batch is generated."""
+    """The GRPO reward: every rollout's verifier, run concurrently once the batch is generated.
+
+    An episode that was not scored (its sandbox or the engine failed, or its task's verifier
+    gave no valid reward: tools/trials/faults.py) gets None. TRL 1.16's GRPOTrainer documents
+    None as "no reward" for a sample: it becomes NaN, is left out of the group's nanmean and
+    nanstd, and its advantage is set to 0, so it neither scores nor moves its group's baseline.
+    (Its tokens still count in the loss's normaliser and, with beta > 0, in the KL term.)"""
     import asyncio
 
     def verifier_reward(prompts, completions, environments=None, log_metric=None, **_: Any):
@@ -229,14 +257,25 @@ def make_reward_func(loop, stats: GroupStats, records: list[dict[str, Any]], job
         rewards = [record.reward for record in done]
         records.extend(record.model_dump() for record in done)
         dropped = stats.add(rewards)
+        infrastructure = sum(1 for r in done if r.fault == "infrastructure")
+        task_fault = sum(1 for r in done if r.fault == "task")
         if log_metric is not None:
             log_metric("groups_no_variance", float(dropped))
             log_metric("tool_calls_mean", sum(r.tool_calls for r in done) / max(len(done), 1))
+            log_metric("episodes_infrastructure", float(infrastructure))
+            log_metric("episodes_task_fault", float(task_fault))
+        scored = len(rewards) - infrastructure - task_fault
         emit(
             "rewards",
             job_id,
-            message=f"{len(rewards)} episodes verified",
-            metrics={"rewards": rewards, "groups_no_variance": dropped},
+            message=f"{len(rewards)} episodes, {scored} verified"
+            + (f", {len(rewards) - scored} not scored" if scored < len(rewards) else ""),
+            metrics={
+                "rewards": rewards,
+                "groups_no_variance": dropped,
+                "episodes_infrastructure": infrastructure,
+                "episodes_task_fault": task_fault,
+            },
         )
         return rewards
 
@@ -332,7 +371,10 @@ def run(job: TrainJob) -> WorkerResult:
         "train_loss": output.training_loss,
         "param_change_l2": change,
         "reward_mean": (sum(stats.rewards) / len(stats.rewards)) if stats.rewards else None,
-        "episodes": len(stats.rewards),
+        "episodes": len(records),
+        "episodes_scored": len(stats.rewards),
+        # Not scored, never aborting the job (tools/trials/faults.py): counted, with why.
+        **dropped_episodes(records),
         "device": device,
         "duration_sec": round(time.monotonic() - started, 2),
         "log_history": history,

@@ -47,9 +47,10 @@ from autoenvscaling.tools.gate.anti_cheat.judges import (
     trial_info,
 )
 from autoenvscaling.tools.gate.config import GateConfig, IsolationProbe, StageName
-from autoenvscaling.tools.gate.harness import failure, gate_trial
+from autoenvscaling.tools.gate.harness import gate_trial
 from autoenvscaling.tools.gate.results import StageResult, Verdict
 from autoenvscaling.tools.tasks.format import load_task
+from autoenvscaling.tools.trials.faults import trial_failure
 from autoenvscaling.tools.trials.trial import TrialOutcome
 from autoenvscaling.tools.trials.verifier import VerifierMode, verifier_mode
 
@@ -143,7 +144,9 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
 
     trial_details = {name: trial_info(o) for name, o in outcomes.items()}
     for name, outcome in outcomes.items():
-        fault = failure(outcome)
+        # The cheat agent is a policy (its model may fail, its timeout is its own); the probes
+        # are scripted like the task's own solution.
+        fault = trial_failure(outcome, actor="policy" if name == "cheat_agent" else "reference")
         if fault is not None and not fault.task_fault:
             return StageResult.infrastructure(
                 "anti_cheat",
