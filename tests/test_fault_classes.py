@@ -345,6 +345,31 @@ def test_grpo_episode_whose_container_dies_mid_episode_is_not_scored(engine_read
         loop.stop()
 
 
+def test_grpo_episode_whose_tests_hang_is_the_tasks_fault(engine_ready, tmp_path):
+    """tests/test.sh runs past [verifier].timeout_sec: a task-author error, as in a trial."""
+    from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
+    from autoenvscaling.training.grpo.sandboxes import task_starter
+
+    from .test_training_support import make_tasks
+
+    task = make_tasks(tmp_path / "tasks")["hello-file"]
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("timeout_sec = 60", "timeout_sec = 2"))
+    (task / "tests" / "test.sh").write_text(
+        "#!/bin/bash\nsleep 30\necho 1 > /logs/verifier/reward.txt\n"
+    )
+    loop = EventLoop()
+    try:
+        episode = TaskEpisode(loop, task_starter("podman"), EpisodeConfig())
+        episode.reset(task_dir=str(task))
+        episode.run("echo hello > /app/hello.txt")
+        record = loop.run(episode._finish())
+        assert (record.reward, record.fault) == (None, "task"), record
+        assert "VerifierTimeoutError" in (record.error or "")
+    finally:
+        loop.stop()
+
+
 # -- a real TRL step with one infrastructure episode -------------------------------------------
 
 tiny_model = grpo_tests.tiny_model  # the warmed-up tiny policy, as this module's fixture
