@@ -393,9 +393,16 @@ def run(job: TrainJob) -> WorkerResult:
     if stats.groups_total == 0 or stats.groups_no_variance == stats.groups_total:
         result.reason = (
             f"no reward variance in any of {stats.groups_total} groups "
-            "(every rollout of each task scored the same): nothing to learn, "
+            "(every scored rollout of each task scored the same): nothing to learn, "
             "the policy is unchanged"
         )
+        lost = len(records) - len(stats.rewards)
+        if lost:
+            result.reason += (
+                f"; {lost} of {len(records)} episodes were not scored "
+                f"({metrics['episodes_infrastructure']} infrastructure, "
+                f"{metrics['episodes_task_fault']} the task's fault)"
+            )
         return result
     emit("save", job.job_id, step=result.steps_done, total=hyper.steps, message="saving weights")
     weights = work / WEIGHTS_DIR
