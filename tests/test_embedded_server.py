@@ -8,6 +8,8 @@ covered by test_embedded_convert.py.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import signal
 import struct
@@ -139,7 +141,9 @@ def test_tool_call_through_init_chat_model(server):
     llm = init_chat_model(
         f"openai:{ref.model}", base_url=ref.base_url, api_key="none", temperature=0, max_tokens=64
     )
-    reply = llm.bind_tools([run_command], tool_choice="auto").invoke(
+    # "required": the server constrains the reply to one call in the template's own syntax
+    # (SmolLM2-135M rarely writes one by itself: "auto" leaves the choice to the model).
+    reply = llm.bind_tools([run_command], tool_choice="required").invoke(
         "List the files in the current folder."
     )
     assert reply.tool_calls, f"no tool call parsed from {reply!r}"
@@ -163,13 +167,141 @@ def test_a_second_turn_after_a_tool_result_is_accepted(server):
     ref = server.current()
     llm = init_chat_model(
         f"openai:{ref.model}", base_url=ref.base_url, api_key="none", temperature=0, max_tokens=48
-    ).bind_tools([run], tool_choice="auto")
+    ).bind_tools([run], tool_choice="required")
     messages = [HumanMessage("List the files.")]
     first = llm.invoke(messages)
     assert first.tool_calls
     messages += [first, ToolMessage("a.txt\nb.txt", tool_call_id=first.tool_calls[0]["id"])]
     second = llm.invoke(messages)
     assert second.tool_calls or second.content
+
+
+_WORDS = " ".join(f"word{i}" for i in range(300))
+
+
+def _conversation(tool_result: str) -> list[dict]:
+    """A system prompt, a user turn, an assistant tool call, its result, a follow-up user turn,
+    in the wire form an OpenAI client sends (arguments as a JSON string, null content)."""
+    return [
+        {"role": "system", "content": "You solve tasks in a terminal."},
+        {"role": "user", "content": "List the files."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "run", "arguments": json.dumps({"command": "ls"})},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": tool_result},
+        {"role": "user", "content": "Now count them."},
+    ]
+
+
+def _tool(description: str) -> dict:
+    return {
+        "type": "function",
+        "function": {
+            "name": "run",
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string", "description": "The command."}},
+                "required": ["command"],
+            },
+        },
+    }
+
+
+def _prompt_tokens(server, messages: list[dict], tools: list[dict]) -> int:
+    response = httpx.post(
+        f"{server.base_url}/chat/completions",
+        timeout=120,
+        json={"model": "policy", "messages": messages, "tools": tools, "max_tokens": 1},
+    )
+    assert response.status_code == 200, response.text
+    return response.json()["usage"]["prompt_tokens"]
+
+
+def test_tool_results_and_descriptions_reach_the_model(server):
+    """The model conditions on what its tools return and on what they are for: a 300-word tool
+    result and a 300-word tool description each add at least 300 prompt tokens (llama-cpp-python's
+    `chatml-function-calling` added 0 and 0)."""
+    plain = _prompt_tokens(server, _conversation("a.txt"), [_tool("Run a command.")])
+    long_result = _prompt_tokens(server, _conversation(_WORDS), [_tool("Run a command.")])
+    long_description = _prompt_tokens(server, _conversation("a.txt"), [_tool(_WORDS)])
+    assert long_result - plain >= 300, (plain, long_result)
+    assert long_description - plain >= 300, (plain, long_description)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("trl") is None, reason="the train extra (trl) is not installed"
+)
+def test_served_prompt_ids_are_the_trainers(server, model_path):
+    """The ids the served model conditions on (the server's `/tokenize`, one function with its
+    chat handler; and the prompt-token count of a real completion) equal the ids the trainer
+    builds for the same conversation: the HF tokenizer of the same weights, the chat template the
+    GRPO and SFT workers put on it, the conversation as the transcripts hold it."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_openai.chat_models.base import _convert_message_to_dict
+    from transformers import AutoTokenizer
+
+    from autoenvscaling.tools.agents.solver_interface import openai_tools, system_prompt
+    from autoenvscaling.tools.rollouts.transcripts import chat_messages
+    from autoenvscaling.training.grpo.episode_env import prompt_tools
+    from autoenvscaling.training.grpo.worker import ensure_tool_template
+    from autoenvscaling.training.serving.embedded_setup import ensure_hf_base_model
+
+    conversation = [
+        SystemMessage(system_prompt()),
+        HumanMessage("Write the word count of /app/input.txt to /app/count.txt."),
+        AIMessage(
+            "",
+            tool_calls=[{"id": "c1", "name": "run", "args": {"command": "wc -w /app/input.txt"}}],
+        ),
+        ToolMessage("42 /app/input.txt\n[exit code 0]", tool_call_id="c1"),
+        HumanMessage("Continue."),
+    ]
+    tools = [t for t in openai_tools() if t["function"]["name"] in ("run", "read_output")]
+    assert len(tools) == 2
+    wire = [_convert_message_to_dict(m) for m in conversation]  # what langchain-openai sends
+    served = httpx.post(
+        f"{server.base_url.removesuffix('/v1')}/tokenize",
+        json={"messages": wire, "tools": tools, "add_generation_prompt": True},
+        timeout=60,
+    )
+    assert served.status_code == 200, served.text
+    served_ids = served.json()["tokens"]
+    assert _prompt_tokens(server, wire, tools) == len(served_ids)
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        ensure_hf_base_model(ensure_embedded_assets(with_converter=False))
+    )
+    ensure_tool_template(tokenizer)
+    rendered = tokenizer.apply_chat_template(
+        chat_messages(conversation), tools=tools, add_generation_prompt=True, tokenize=True
+    )
+    trained_ids = list(rendered["input_ids"] if hasattr(rendered, "keys") else rendered)
+    assert served_ids == trained_ids
+    # GRPO renders the episode's tools from its methods: the same ids again.
+    by_methods = tokenizer.apply_chat_template(
+        chat_messages(conversation),
+        tools=[f for f in prompt_tools() if f.__name__ in ("run", "read_output")],
+        add_generation_prompt=True,
+        tokenize=True,
+    )
+    assert (
+        list(by_methods["input_ids"] if hasattr(by_methods, "keys") else by_methods) == served_ids
+    )
+    text = tokenizer.decode(served_ids)
+    for seen in ("42 /app/input.txt", "wc -w /app/input.txt", TOOLS_DESCRIPTION_PROBE):
+        assert seen in text
+
+
+TOOLS_DESCRIPTION_PROBE = "Run a bash command in a persistent shell"
 
 
 def test_unknown_model_is_refused(server):

@@ -109,11 +109,9 @@ def ensure_tool_template(tokenizer) -> str | None:
     (SmolLM2, the embedded default) gets TRL's Qwen2.5 template, which is ChatML plus the
     `<tool_call>` JSON format. Returns a note when the template was replaced.
     """
-    from trl.chat_template_utils import (
-        add_response_schema,
-        qwen2_5_chat_template,
-        supports_tool_calling,
-    )
+    from trl.chat_template_utils import add_response_schema, supports_tool_calling
+
+    from autoenvscaling.training.chat_format import CHATML_TOKENS, END_OF_TURN, tool_chat_template
 
     if tokenizer.chat_template and supports_tool_calling(tokenizer):
         try:
@@ -122,9 +120,10 @@ def ensure_tool_template(tokenizer) -> str | None:
         except ValueError:
             pass  # tool-capable but unknown to TRL's parsers: fall through
     vocab = tokenizer.get_vocab()
-    if "<|im_start|>" in vocab and "<|im_end|>" in vocab:
-        tokenizer.chat_template = qwen2_5_chat_template
-        tokenizer.eos_token = "<|im_end|>"  # ChatML turns end here; generation must stop here
+    if all(token in vocab for token in CHATML_TOKENS):
+        # The policy's chat format, the one its server renders with (training/chat_format.py).
+        tokenizer.chat_template = tool_chat_template()
+        tokenizer.eos_token = END_OF_TURN  # ChatML turns end here; generation must stop here
         add_response_schema(tokenizer)
         return (
             "the model's chat template has no tool calling TRL can parse; using TRL's "

@@ -8,7 +8,15 @@ imported by the graph process. On top of llama-cpp-python's FastAPI app (used as
 - `POST /v1/load_model {"model_name", "model_path"}`: a further GGUF model (a full checkpoint);
 - `GET /health`, as vLLM has;
 - unknown `model=` names answer 404 (llama-cpp-python would silently serve the default model, so a
-  client naming a checkpoint that is not loaded would get the base model without noticing).
+  client naming a checkpoint that is not loaded would get the base model without noticing);
+- chats rendered with the policy's chat format (training/chat_format.py: the template the trainer
+  tokenizes with, tools, tool calls and tool results included) by a chat handler of our own
+  (`ToolChatHandler`), and tool calls parsed the way that template writes them;
+- `POST /tokenize {"messages", "tools", "add_generation_prompt"}` -> `{"tokens", "count",
+  "max_model_len"}`, vLLM's chat form: the very ids a chat request conditions on (the handler and
+  this route share one function), so a test can hold them against the trainer's;
+- vLLM's sampling defaults (top_p 1, top_k off, min_p 0, repetition penalty 1) where a request
+  names none: llama-cpp-python's own defaults sample from another distribution than the trainer's.
 The process exits by itself when its parent dies (it polls its parent pid), so a SIGKILLed run
 never leaves a server behind.
 """
@@ -22,6 +30,7 @@ import shutil
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -35,7 +44,11 @@ class ServeConfig(BaseModel):
 
     model_path: Path
     served_name: str = "policy"
-    chat_format: str = "chatml-function-calling"
+    chat_template: str | None = Field(
+        default=None,
+        description="Jinja chat template to serve; None = the policy's tool template "
+        "(training/chat_format.py), the one the trainer tokenizes with.",
+    )
     n_ctx: int = 8192
     n_threads: int | None = None
     n_threads_batch: int | None = None
@@ -65,6 +78,15 @@ class LoadModelRequest(BaseModel):
     model_path: str = Field(min_length=1)
 
 
+class TokenizeChatRequest(BaseModel):
+    """vLLM's `/tokenize` request in its chat form."""
+
+    model: str | None = None
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    add_generation_prompt: bool = True
+
+
 def resolve_gguf(path_text: str) -> Path:
     """A GGUF file given as itself, or as a folder holding exactly one `.gguf`."""
     path = Path(path_text)
@@ -87,26 +109,34 @@ def resolve_gguf(path_text: str) -> Path:
     return path
 
 
-def _null_content_to_empty(body: bytes) -> bytes:
+#: vLLM's (and TRL's) sampling defaults, used where a request names none: llama-cpp-python's own
+#: (top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1.1) would sample from another distribution
+#: than the one the trainer scores.
+SAMPLING_DEFAULTS = {"top_p": 1.0, "top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0}
+
+
+def _openai_request(body: bytes) -> bytes:
+    """A chat request as llama-cpp-python's request model takes it: `null` content as "" and the
+    sampling defaults above filled in."""
     try:
         payload = json.loads(body)
     except ValueError:
         return body
-    messages = payload.get("messages") if isinstance(payload, dict) else None
-    if not isinstance(messages, list) or not any(
-        isinstance(m, dict) and m.get("content", "") is None for m in messages
-    ):
+    if not isinstance(payload, dict):
         return body
-    for message in messages:
+    messages = payload.get("messages")
+    for message in messages if isinstance(messages, list) else []:
         if isinstance(message, dict) and message.get("content", "") is None:
             message["content"] = ""
+    for key, value in SAMPLING_DEFAULTS.items():
+        payload.setdefault(key, value)
     return json.dumps(payload).encode()
 
 
-class NullContentMiddleware:
+class OpenAIRequestMiddleware:
     """OpenAI clients send `content: null` on assistant turns that only call tools; OpenAI and
-    vLLM accept it, llama-cpp-python's request model wants a string. Normalised here (plain ASGI,
-    so the body is read once and replayed)."""
+    vLLM accept it, llama-cpp-python's request model wants a string. Normalised here, with the
+    sampling defaults (plain ASGI, so the body is read once and replayed)."""
 
     def __init__(self, app) -> None:  # noqa: ANN001 - an ASGI app
         self.app = app
@@ -124,7 +154,7 @@ class NullContentMiddleware:
             message = await receive()
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
-        body = _null_content_to_empty(b"".join(chunks))
+        body = _openai_request(b"".join(chunks))
         replayed = False
 
         async def replay():  # noqa: ANN202
@@ -178,6 +208,10 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
             if self._current_model_alias == name:
                 super().__call__(self._default_model_alias)
 
+    from autoenvscaling.training.chat_format import tool_chat_template
+    from autoenvscaling.training.serving.tool_chat import HANDLER_NAME, register
+
+    handler = register(config.chat_template or tool_chat_template())
     threads: dict[str, int] = {}  # unset: llama-cpp-python's own defaults
     if config.n_threads:
         threads["n_threads"] = config.n_threads
@@ -187,7 +221,7 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
         {
             "model": str(config.model_path),
             "model_alias": config.served_name,
-            "chat_format": config.chat_format,
+            "chat_format": HANDLER_NAME,
             "n_ctx": config.n_ctx,
             "verbose": config.verbose,
             **threads,
@@ -205,11 +239,24 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
         kind = "NotFoundError" if exc.status_code == 404 else "HTTPError"
         return error(exc.status_code, str(exc.detail), kind)
 
-    app.add_middleware(NullContentMiddleware)
+    app.add_middleware(OpenAIRequestMiddleware)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
         return {"status": "ok"}
+
+    @app.post("/tokenize")
+    async def tokenize(body: TokenizeChatRequest, proxy=proxy_dependency):
+        try:
+            llama = proxy(body.model)
+            ids = handler.prompt_ids(
+                llama, body.messages, body.tools, add_generation_prompt=body.add_generation_prompt
+            )
+        except HTTPException:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a template error is the request's 400
+            return error(400, f"cannot render the chat: {exc}", "InvalidUserInput")
+        return {"tokens": ids, "count": len(ids), "max_model_len": config.n_ctx}
 
     @app.post("/v1/load_lora_adapter")
     async def load_lora_adapter(body: LoadLoraRequest, proxy=proxy_dependency):

@@ -60,6 +60,11 @@ class EmbeddedServerConfig(BaseModel):
         default=None, description="Base GGUF model; default: SmolLM2-135M-Instruct from set-up."
     )
     served_name: str = Field(default="policy", description="`model=` name of the base model.")
+    chat_template: str | None = Field(
+        default=None,
+        description="Jinja chat template to serve; default: the policy's tool template "
+        "(training/chat_format.py), the one the trainer tokenizes with.",
+    )
     n_ctx: int = Field(
         default=8192, ge=512, description="Context tokens (SmolLM2 was trained on 8192)."
     )
@@ -152,6 +157,7 @@ class EmbeddedLlamaServer:
             serve = ServeConfig(
                 model_path=self._model_path,
                 served_name=cfg.served_name,
+                chat_template=cfg.chat_template,
                 n_ctx=cfg.n_ctx,
                 n_threads=cfg.n_threads,
                 listen_fd=sock.fileno(),
