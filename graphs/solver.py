@@ -191,7 +191,8 @@ def outcome_of(trial: TrialOutcome) -> Outcome:
     """`error` when the attempt has no reward the policy earned (tools/trials/faults.py): an
     infrastructure failure (the model call after its retries, the sandbox, the verifier's run)
     or the task's fault (no reward written, a build that fails): it says nothing about the
-    policy, and the rollout's `fault` metadata says which. A policy's agent timeout is scored."""
+    policy, and the rollout's `fault` metadata says which. A policy past its own limits is
+    scored: `timeout` past its agent time, `failed` past the writable-layer cap."""
     meta = trial.agent_metadata
     if trial_failure(trial, actor="policy") is not None:
         return "error"
@@ -235,9 +236,9 @@ async def solve_task(
     fault = trial_failure(trial, actor="policy")
     error = meta.get("error") or trial.error
     # A fault scores nothing: an infrastructure failure's verifier judged an untouched
-    # workspace, and a task fault's verifier gave no reward the policy earned. A timeout's
-    # missing reward is the policy's 0.
-    reward = None if fault else (trial.reward or 0.0) if outcome == "timeout" else trial.reward
+    # workspace, and a task fault's verifier gave no reward the policy earned. A policy past
+    # its own limit (agent time, the writable-layer cap) with no reward scores 0.
+    reward = None if fault else (trial.reward or 0.0)
     if settings.store_path:
         with RolloutStore(settings.store_path) as store:
             # The agent may have died before recording: make sure the attempt exists.

@@ -27,7 +27,7 @@ from autoenvscaling.graphs.solver import outcome_of
 from autoenvscaling.tools.gate import GateConfig, run_stage
 from autoenvscaling.tools.gate.config import STAGES
 from autoenvscaling.tools.gate.results import StageResult, make_verdict
-from autoenvscaling.tools.sandbox.base import BuildError
+from autoenvscaling.tools.sandbox.base import BuildError, SandboxLimitError
 from autoenvscaling.tools.sandbox.engine import EngineUnavailableError
 from autoenvscaling.tools.trials.faults import (
     NoRewardError,
@@ -138,6 +138,12 @@ EVENTS = [
         (_from(VerifierRunError, VerifierTimeoutError("timed out")), "verify"),
         "task",
     ),
+    (
+        "the policy went over the writable-layer cap (scored)",
+        _outcome("SandboxLimitError: the writable layer went over its 64 MB cap (disk_mb)"),
+        (_raised(lambda: SandboxLimitError("over its 64 MB cap (disk_mb)")), "tool"),
+        None,
+    ),
     ("the policy solved it", _outcome(None, 1.0), None, None),
     ("the policy failed it", _outcome(None, 0.0), None, None),
     (
@@ -160,15 +166,22 @@ def test_one_rule_for_trials_and_episodes(trial, episode, expected) -> None:
     assert (outcome_of(trial) == "error") is (expected is not None)
     if episode is not None:
         error, phase = episode
-        assert episode_failure(error, phase=phase).fault == expected
+        found = episode_failure(error, phase=phase)
+        assert (found.fault if found else None) == expected
 
 
-def test_a_timeout_is_the_policys_own_but_the_reference_solutions_fault() -> None:
-    timed_out = _outcome("AgentTimeoutError: Agent execution timed out after 300 seconds", 0.0)
-    assert trial_failure(timed_out, actor="policy") is None
-    reference = trial_failure(timed_out, actor="reference")
-    assert reference is not None and reference.task_fault
-    assert "[agent].timeout_sec" in reference.advice
+@pytest.mark.parametrize(
+    ("error", "advice"),
+    [
+        ("AgentTimeoutError: Agent execution timed out after 300 seconds", "[agent].timeout_sec"),
+        ("SandboxLimitError: the writable layer went over its 64 MB cap", "storage_mb"),
+    ],
+)
+def test_a_limit_is_the_policys_own_but_the_reference_solutions_fault(error, advice) -> None:
+    past = _outcome(error, None)
+    assert trial_failure(past, actor="policy") is None  # scored: 0 without a reward
+    reference = trial_failure(past, actor="reference")
+    assert reference is not None and reference.task_fault and advice in reference.advice
 
 
 # -- the same real fault at calibration, in refresh and in GRPO -----------------------------------
@@ -279,6 +292,44 @@ async def test_refresh_does_not_score_an_infrastructure_attempt(
     assert metrics["solver_infrastructure_failures"] == 1
 
 
+async def test_a_solver_attempt_whose_container_dies_is_infrastructure(engine_ready, tmp_path):
+    """The solver does the work, then its container is removed from the host (a real engine-side
+    failure): no verifier may score the work that is gone as a 0; the attempt is
+    infrastructure, and the rollout is not scored."""
+    from langchain_core.messages import AIMessage
+
+    from autoenvscaling.graphs.agent_loop import LoopBudget
+    from autoenvscaling.graphs.models import ModelConfig
+    from autoenvscaling.graphs.scripted_model import register, reply, tool_call
+    from autoenvscaling.graphs.solver import SolverSettings, solve_task
+    from autoenvscaling.tools.sandbox.cleanup import OWNER_LABEL, owner
+    from autoenvscaling.tools.sandbox.engine import client
+
+    removed: list[str] = []
+
+    def respond(messages):
+        if not any(isinstance(m, AIMessage) for m in messages):
+            solve = (TASK / "solution" / "solve.sh").read_text()
+            return reply("", tool_call("run", command=solve))
+        if not removed:  # this process's one running container: the attempt's
+            api = client("podman").api
+            (box,) = api.containers(filters={"label": f"{OWNER_LABEL}={owner()}"})
+            api.remove_container(box["Id"], force=True)
+            removed.append(box["Id"])
+        return "Done."
+
+    settings = SolverSettings(
+        model=ModelConfig(model=register("solver-container-dies", respond)),
+        store_path=str(tmp_path / "rollouts.db"),
+        run_id="test",
+        budget=LoopBudget(max_turns=4),
+    )
+    attempt = await solve_task(TASK, settings, trials_dir=tmp_path)
+    assert removed, "the fault was never injected: the test tested nothing"
+    assert (attempt.outcome, attempt.fault, attempt.reward) == ("error", "infrastructure", None)
+    assert "SandboxError" in (attempt.error or "") and "no such container" in (attempt.error or "")
+
+
 def test_grpo_episode_whose_sandbox_is_refused_is_not_scored(engine_ready, tmp_path, monkeypatch):
     """`reset` never raises into TRL: the episode is marked, the tools answer a short error,
     `_finish` gives no reward and says why."""
@@ -341,6 +392,32 @@ def test_grpo_episode_whose_container_dies_mid_episode_is_not_scored(engine_read
         assert answers[-1] == SANDBOX_UNAVAILABLE, answers
         record = loop.run(episode._finish())
         assert (record.reward, record.fault) == (None, "infrastructure"), record
+    finally:
+        loop.stop()
+
+
+def test_grpo_episode_that_fills_its_disk_is_scored_zero(engine_ready, tmp_path):
+    """Past the writable-layer cap the sandbox is stopped by our limit, not by the engine: the
+    policy's own doing, scored 0 like any attempt that leaves nothing right — never dropped as
+    infrastructure, which would spare it the 0."""
+    from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
+    from autoenvscaling.training.grpo.sandboxes import task_starter
+
+    from .test_training_support import make_tasks
+
+    task = make_tasks(tmp_path / "tasks")["hello-file"]
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("memory_mb = 512", "memory_mb = 512\nstorage_mb = 64"))
+    loop = EventLoop()
+    try:
+        episode = TaskEpisode(loop, task_starter("podman"), EpisodeConfig())
+        episode.reset(task_dir=str(task))
+        episode.run("echo hello > /app/hello.txt")
+        fill = "for i in $(seq 1 40); do head -c 8M /dev/urandom > /tmp/fill.$i; done; sleep 30"
+        answers = [episode.run(fill, timeout_sec=25)] + [episode.run("ls /app") for _ in range(2)]
+        record = loop.run(episode._finish())
+        assert (record.reward, record.fault) == (0.0, None), (record, answers)
+        assert "disk_mb" in (record.error or ""), record
     finally:
         loop.stop()
 

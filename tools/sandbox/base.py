@@ -28,6 +28,11 @@ class BuildError(SandboxError):
     """The task's environment definition could not be built. The message says which line and why."""
 
 
+class SandboxLimitError(SandboxError):
+    """The sandbox was stopped at one of its limits (the writable-layer cap): what ran in it went
+    over, the engine did not fail (tools/trials/faults.py: the policy's outcome, not an error)."""
+
+
 class SandboxLimits(BaseModel):
     """Resource limits applied to every process in the sandbox."""
 

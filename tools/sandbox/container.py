@@ -26,6 +26,7 @@ from autoenvscaling.tools.sandbox.base import (
     ExecOutput,
     Sandbox,
     SandboxError,
+    SandboxLimitError,
     SandboxLimits,
     SandboxRef,
 )
@@ -245,7 +246,7 @@ class ContainerSandbox(Sandbox):
                 user=self._user(user),
             )
         except Exception as exc:
-            raise SandboxError(f"sandbox {self.ref.id}: exec failed: {self._why(exc)}") from exc
+            raise self._exec_failed(exc) from exc
         exec_id = created["Id"]
         out, err = _Pending(cap), _Pending(cap)
         sockets: list[Any] = []
@@ -263,11 +264,11 @@ class ContainerSandbox(Sandbox):
             streams.cut(sockets)
             raise
         except Exception as exc:
-            raise SandboxError(f"sandbox {self.ref.id}: exec failed: {self._why(exc)}") from exc
+            raise self._exec_failed(exc) from exc
         try:
             code = None if timed_out else await call(streams.exit_code, api, exec_id)
         except Exception as exc:  # the container went away under the command
-            raise SandboxError(f"sandbox {self.ref.id}: exec failed: {self._why(exc)}") from exc
+            raise self._exec_failed(exc) from exc
         (stdout, _, t1), (stderr, _, t2) = out.take(), err.take()
         return ExecOutput(
             exit_code=code,
@@ -278,9 +279,12 @@ class ContainerSandbox(Sandbox):
             truncated=t1 or t2,
         )
 
-    def _why(self, exc: BaseException) -> str:
-        """The error, or why the sandbox was stopped under it (the writable-layer cap)."""
-        return self.ref.handle.get("killed") or str(exc)
+    def _exec_failed(self, exc: BaseException) -> SandboxError:
+        """The error, or why the sandbox was stopped under it: the writable-layer cap is a
+        limit its processes went over (SandboxLimitError), not the engine failing."""
+        if killed := self.ref.handle.get("killed"):
+            return SandboxLimitError(f"sandbox {self.ref.id}: exec failed: {killed}")
+        return SandboxError(f"sandbox {self.ref.id}: exec failed: {exc}")
 
     async def is_alive_quietly(self) -> bool:
         """Whether the container still runs (no exec, so it works at the pids limit too)."""
@@ -319,6 +323,8 @@ class ContainerSandbox(Sandbox):
         async def spawn() -> asyncio.subprocess.Process:
             if self._closed:
                 raise SandboxError(f"sandbox {self.ref.id} is closed")
+            if killed := self.ref.handle.get("killed"):
+                raise SandboxLimitError(f"sandbox {self.ref.id}: {killed}")
             mark = f"{SHELL_MARK}={uuid.uuid4().hex}"
             argv = [*argv0, "exec", "-i", "-e", mark]
             for key, value in (env or {}).items():

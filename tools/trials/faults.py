@@ -4,11 +4,13 @@ Every attempt at a task — a gate trial, a solver attempt (baseline, refresh, c
 episode — ends in one of three classes (ARCHITECTURE.md, *Who is at fault*, has the table of what
 each caller does with each):
 
-- **scored** (`None` here): the verifier gave a finite reward in [0, 1]. A policy that runs out of
-  its agent time is scored too (its clock is its own; the verifier judges what it left).
+- **scored** (`None` here): the verifier gave a finite reward in [0, 1]. A policy that runs past
+  one of its own limits is scored too, 0 when no reward came back: its agent time (the verifier
+  judges what it left) and the sandbox's writable-layer cap (the sandbox is stopped, its work lost).
 - **the task's fault** (`fault="task"`): the task's author erred. Its environment does not build;
   its verifier writes no reward, an empty, unparsable or out-of-range one, or runs past its
-  timeout; the reference solution runs past the agent timeout; the trial runs past the wall cap.
+  timeout; the reference solution runs past the agent timeout or the writable-layer cap; the trial
+  runs past the wall cap.
   The gate rejects such a task (the proposer's -1). For a task already in the pool the attempt is
   not scored either: the policy did nothing wrong, and a 0 would teach it so.
 - **infrastructure** (`fault="infrastructure"`): anything else. The model endpoint failed after
@@ -45,6 +47,8 @@ TASK_FAULTS: dict[str, str] = {
     "VerifierTimeoutError": "the verifier did not finish within [verifier].timeout_sec of "
     "task.toml: tests/test.sh hangs or is too slow",
     "AgentTimeoutError": "the agent phase did not finish within [agent].timeout_sec of task.toml",
+    "SandboxLimitError": "the sandbox was stopped at its writable-layer cap: the reference "
+    "solution writes more than [environment].storage_mb of task.toml allows",
     "RewardFileNotFoundError": "tests/test.sh wrote no reward: it must write "
     "/logs/verifier/reward.txt (or reward.json) on every path, also when a check fails "
     "(a `set -e` or an early `exit` skips it)",
@@ -58,8 +62,9 @@ TASK_FAULTS: dict[str, str] = {
     "TrialWallTimeError": "the trial ran past the gate's wall-time cap (GateConfig.max_trial_sec) "
     "whatever task.toml allows: solution/solve.sh or tests/test.sh hangs or is far too slow",
 }
-#: The task's fault only when the reference solution ran: a policy's timeout is its own, scored.
-REFERENCE_ONLY = frozenset({"AgentTimeoutError"})
+#: A policy's own limits: the task's fault only when the reference solution ran past them; a
+#: policy that does is scored (0 when no reward came back), as past any limit of its own.
+REFERENCE_ONLY = frozenset({"AgentTimeoutError", "SandboxLimitError"})
 
 INFRASTRUCTURE: dict[str, str] = {
     "model": "the model endpoint failed after its retries (refused, 5xx, timeout)",
@@ -112,8 +117,8 @@ def classify(
     exception: str, message: str = "", *, actor: Actor = "policy", where: str = "trial"
 ) -> TrialFailure:
     """The failure an exception of this type name is. `where` picks the infrastructure advice
-    (a key of INFRASTRUCTURE). A policy's `AgentTimeoutError` is no failure: callers score it
-    before asking (`trial_failure`); asked anyway, it is infrastructure, never the task's."""
+    (a key of INFRASTRUCTURE). A policy past its own limit (REFERENCE_ONLY) is no failure:
+    callers score it before asking; asked anyway, it is infrastructure, never the task's."""
     advice = TASK_FAULTS.get(exception)
     if advice is not None and (exception not in REFERENCE_ONLY or actor == "reference"):
         return TrialFailure(fault="task", exception=exception, message=message, advice=advice)
@@ -129,7 +134,7 @@ def trial_failure(outcome: TrialOutcome, *, actor: Actor) -> TrialFailure | None
     """None when the trial is scored; else whose fault its missing reward is.
 
     Order: a task fault Harbor recorded decides (the task is broken whatever else went wrong);
-    a policy's agent timeout is scored (the verifier's reward, 0 when it gave none); a model
+    a policy past its own limit is scored (the verifier's reward, 0 when it gave none); a model
     call that failed after its retries is infrastructure (its verifier judged an untouched
     workspace); any other error is infrastructure; a verifier that ran without error but gave
     no 'reward' entry is the task's."""
@@ -158,14 +163,18 @@ def _chain(error: BaseException) -> list[BaseException]:
     return seen
 
 
-def episode_failure(error: BaseException, *, phase: Phase) -> TrialFailure:
+def episode_failure(error: BaseException, *, phase: Phase) -> TrialFailure | None:
     """The failure an exception raised in a GRPO episode is (the episode has no Harbor result:
-    the exception itself and what it was raised from are the evidence). A task fault anywhere
-    in the chain decides; otherwise it is infrastructure, named by its innermost cause."""
+    the exception itself and what it was raised from are the evidence); None when the policy
+    went past a limit of its own (scored: 0, its sandbox and work are gone). A task fault
+    anywhere in the chain decides; otherwise it is infrastructure, named by its innermost
+    cause."""
     chain = _chain(error)
     for exc in chain:
         name = type(exc).__name__
-        if name in TASK_FAULTS and name not in REFERENCE_ONLY:
+        if name in REFERENCE_ONLY:
+            return None
+        if name in TASK_FAULTS:
             return classify(name, str(exc), actor="policy", where=phase)
     root = chain[-1]
     return classify(type(root).__name__, str(error), actor="policy", where=phase)

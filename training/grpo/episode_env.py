@@ -144,6 +144,7 @@ class TaskEpisode:
         self._task_dir: Path | None = None
         self._commands: list[str] = []
         self._failure: TrialFailure | None = None
+        self._limit: str | None = None  # the policy went past a limit of its own: scored 0
 
     # -- TRL hooks -----------------------------------------------------------------------------
     def reset(self, task_dir: str | None = None, **_row: Any) -> None:
@@ -153,6 +154,7 @@ class TaskEpisode:
         self._task_dir = Path(task_dir) if task_dir is not None else None
         self._commands = []
         self._failure = None
+        self._limit = None
         if task_dir is None:
             self._fail(EpisodeError("the dataset row has no `task_dir` column"), "start")
             return
@@ -188,19 +190,34 @@ class TaskEpisode:
         and every tool answers a short error from then on."""
         if self._failure is not None:
             return SANDBOX_UNAVAILABLE
+        if self._limit is not None:
+            return f"[error: the sandbox was stopped: {self._limit}]"
         if self._shell is None:
             return "[error: no sandbox is running]"
         try:
             return self._loop.run(call())
         except Exception as exc:  # noqa: BLE001 - classified and recorded: the episode is dropped
             self._fail(exc, "tool")
-            return SANDBOX_UNAVAILABLE
+            return self._tool(call)  # the answer for what was recorded (no second call made)
 
     def _fail(self, error: BaseException, phase: Phase) -> None:
-        """Record the episode's first failure (later ones follow from it)."""
-        if self._failure is None:
-            self._failure = episode_failure(error, phase=phase)
-            log.warning("episode of %s not scored: %s", self._task_dir, self._failure.describe())
+        """Record the episode's first failure (later ones follow from it): whose fault, or that
+        the policy went past a limit of its own (the writable-layer cap: scored 0)."""
+        if self._failure is not None or self._limit is not None:
+            return
+        found = episode_failure(error, phase=phase)
+        if found is None:
+            self._limit = self._limit_hit() or str(error)
+            return
+        self._failure = found
+        log.warning("episode of %s not scored: %s", self._task_dir, found.describe())
+
+    def _limit_hit(self) -> str | None:
+        """Why our limits stopped this episode's sandbox (the writable-layer cap), or None."""
+        try:
+            return self._live.sandbox.ref.handle.get("killed") if self._live else None
+        except Exception:  # noqa: BLE001 - Harbor's own types have no sandbox of ours
+            return None
 
     def _quietly_close(self) -> None:
         """Close what is open; a failure here ends nothing the episode still needs."""
@@ -255,13 +272,15 @@ class TaskEpisode:
         try:
             if self._failure is None and self._live is None:
                 self._fail(EpisodeError("_finish() before reset(): no episode ran"), "verify")
-            if self._failure is None and self._shell is not None:
+            if self._limit is None and (hit := self._limit_hit()):
+                self._limit = hit  # stopped after the last tool call: its work is gone
+            if self._failure is None and self._limit is None and self._shell is not None:
                 try:
                     await self._shell.close()  # the agent's shell ends before the tests run
                     self._shell = None
                 except Exception as exc:  # noqa: BLE001 - classified: the episode is dropped
                     self._fail(exc, "tool")
-            if self._failure is None and self._live is not None:
+            if self._failure is None and self._limit is None and self._live is not None:
                 try:
                     verify = self._live.verify()
                     reward = await asyncio.wait_for(verify, self._config.verify_timeout_sec)
@@ -273,11 +292,13 @@ class TaskEpisode:
             except Exception as exc:  # noqa: BLE001 - the reward (or the failure) stands
                 log.warning("closing the sandbox of %s failed: %s", self._task_dir, exc)
         failure = self._failure
+        if self._limit is not None and failure is None:
+            reward = 0.0  # past its own limit: the sandbox, and its work with it, is gone
         return EpisodeRecord(
             task_dir=str(self._task_dir or ""),
             reward=None if failure is not None or reward is None else float(reward),
             fault=failure.fault if failure else None,
-            error=failure.describe() if failure else None,
+            error=failure.describe() if failure else self._limit,
             tool_calls=len(self._commands),
             commands=list(self._commands),
         )
