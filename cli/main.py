@@ -203,6 +203,23 @@ def doctor(
     Console().print(table)
 
 
+@app.command("chat-template")
+def chat_template(
+    out: Annotated[
+        Path | None,
+        typer.Argument(help="Write the template here (for `vllm serve --chat-template OUT`)."),
+    ] = None,
+) -> None:
+    """The policy's chat format: the tool template the trainer tokenizes with and the embedded
+    server renders with, for a model whose own template has no tools (SmolLM2...)."""
+    from autoenvscaling.training.chat_format import tool_chat_template, write_tool_template
+
+    if out is None:
+        typer.echo(tool_chat_template(), nl=False)
+        return
+    console.print(f"wrote {write_tool_template(out)}")
+
+
 #: Harbor logs this at ERROR for every trial whose agent has no web tools to switch off (ours,
 #: oracle and nop never have any; the sandbox has no network anyway): noise, not an error.
 _HARBOR_NOISE = ("exposes no native web search or fetch tools",)

@@ -78,8 +78,20 @@ def train(
     lr: Annotated[float, typer.Option("--lr", help="Learning rate.")] = 1e-4,
     num_generations: Annotated[int, typer.Option(help="Rollouts per task per step.")] = 4,
     tasks_per_step: Annotated[int, typer.Option(help="Tasks (groups) per step.")] = 2,
-    max_completion_length: Annotated[int, typer.Option(help="Tokens per episode.")] = 256,
-    max_turns: Annotated[int, typer.Option(help="Tool calls per episode.")] = 4,
+    max_completion_length: Annotated[
+        int | None,
+        typer.Option(help="Tokens per episode; default: the served episode's bound."),
+    ] = None,
+    max_turns: Annotated[
+        int, typer.Option(help="Model calls per episode (the served solver's).")
+    ] = 8,
+    max_reply_tokens: Annotated[
+        int, typer.Option(help="Cap on one reply (the served max_tokens).")
+    ] = 1024,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature (as served).")] = 0.7,
+    context_window: Annotated[
+        int | None, typer.Option(help="The policy's context window (bounds an episode).")
+    ] = None,
     lora: Annotated[
         bool, typer.Option("--lora/--full", help="LoRA adapter or full weights.")
     ] = True,
@@ -170,6 +182,9 @@ def train(
             tasks_per_step=tasks_per_step,
             max_completion_length=max_completion_length,
             max_turns=max_turns,
+            max_reply_tokens=max_reply_tokens,
+            temperature=temperature,
+            context_window=context_window,
             lora=lora,
             lora_rank=lora_rank,
             seed=seed,

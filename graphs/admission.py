@@ -39,6 +39,7 @@ def _gate(ctx: FlywheelContext, run: RunDir, solver: ModelConfig | None) -> Gate
         pool_dir=run.pool,
         solver=solver if ctx.calibrate else None,
         solver_max_turns=ctx.solver_max_turns,
+        tool_output_chars=ctx.tool_output_chars,
         band=(ctx.band_low, ctx.band_high),
         calibration_rollouts=ctx.calibration_rollouts,
         trials_dir=run.trials,

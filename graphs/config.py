@@ -16,6 +16,7 @@ from typing import Annotated, Any, Self
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from autoenvscaling.graphs.policy_servers import PolicyServers
+from autoenvscaling.tools.agents.solver_interface import OUTPUT_CHARS
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,12 @@ class RunConfig(BaseModel):
         default=None,
         description="Policy context window (tokens); prompts are fitted into it when known",
     )
+    temperature: Annotated[
+        float, Cli(help="Sampling temperature of the policy, served and in GRPO")
+    ] = Field(default=0.7, gt=0, description="Policy sampling temperature (served and GRPO)")
+    tool_output_chars: Annotated[
+        int, Cli(help="Cap on one terminal result the model sees, served and in GRPO")
+    ] = Field(default=OUTPUT_CHARS, ge=1, description="Cap on one terminal result (characters)")
     train_steps: Annotated[int, Cli(help="GRPO optimizer steps per round")] = Field(
         default=2, description="GRPO optimizer steps"
     )

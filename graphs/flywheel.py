@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.config import FlywheelContext
+from autoenvscaling.graphs.episode_budget import episode_record
 from autoenvscaling.graphs.flywheel_state import (
     AdmitItem,
     FlywheelInput,
@@ -73,7 +74,7 @@ def _role_model(
     model = ctx.proposer_model if role == "proposer" else ctx.solver_model
     base_url = ctx.proposer_base_url if role == "proposer" else ctx.solver_base_url
     override = ModelConfig(model=model, base_url=base_url) if model else None
-    update: dict[str, Any] = {"max_tokens": ctx.max_tokens}
+    update: dict[str, Any] = {"max_tokens": ctx.max_tokens, "temperature": ctx.temperature}
     if override is None:  # the window is the shared policy's; an override's is not known
         update["context_window"] = ctx.context_window
     return ModelConfig.for_policy(policy, override).model_copy(update=update)
@@ -145,6 +146,7 @@ def _attempter(
         run_id=run_id,
         round=round_,
         policy_version=policy.version,
+        tool_output_chars=ctx.tool_output_chars,
     )
     gate = asyncio.Semaphore(ctx.concurrency)
 
@@ -210,7 +212,11 @@ async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
     # that offers no attach is refused here, before the run folder or any sandbox exists.
     check_stages(ctx.backend, ["solve"])
     run = _run(ctx)
-    config = {**ctx.model_dump(), "decontamination": decontamination_status(ctx)}
+    config = {
+        **ctx.model_dump(),
+        "decontamination": decontamination_status(ctx),
+        "episodes": episode_record(ctx),  # the served episode and the GRPO one, side by side
+    }
     manifest = await asyncio.to_thread(run.create, config)
     pool = Pool(run.pool)
     seed = Path(ctx.seed_dir) if ctx.seed_dir else REPO_SEED

@@ -117,6 +117,7 @@ async def run_training(
             "reason": "no base_model (HF weights of the policy) configured: training needs "
             "the policy's weights; the policy is unchanged"
         }, None
+    from autoenvscaling.graphs.episode_budget import solver_episode
     from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainJob
     from autoenvscaling.training.checkpoints import CheckpointRegistry
     from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
@@ -133,6 +134,7 @@ async def run_training(
             steps=ctx.train_steps,
             num_generations=ctx.num_generations,
             tasks_per_step=min(ctx.train_tasks_per_step, max(1, len(admitted) + len(replay))),
+            **solver_episode(ctx),  # a training episode is a served episode
         ),
         work_dir=run.root / "train" / f"r{round_:02d}",
         sandbox_backend=ctx.backend,
@@ -151,6 +153,7 @@ async def run_training(
         "groups_without_reward_variance": result.groups_dropped_no_variance,
         "seconds": round(result.duration_sec, 1),
         **{k: v for k, v in result.metrics.items() if isinstance(v, int | float | str)},
+        "episode": result.metrics.get("episode"),  # what TRL ran, from the served budgets
         # Task ids, not paths: what each optimizer step trained on (admitted first).
         "step_tasks": [
             [Path(t).name for t in step] for step in result.metrics.get("step_tasks") or []

@@ -10,6 +10,7 @@ its reward and outcome by `solve_tasks` once Harbor has verified it.
 
 from __future__ import annotations
 
+import functools
 import operator
 import time
 from pathlib import Path
@@ -32,6 +33,7 @@ from autoenvscaling.mcp_servers.terminal import build_terminal_server
 from autoenvscaling.prompts import load_prompt
 from autoenvscaling.tools.agents.prompt_fit import prompt_tokens, reply_cap
 from autoenvscaling.tools.agents.solver_interface import (
+    OUTPUT_CHARS,
     first_messages,
     openai_tools,
     render_mcp_result,
@@ -57,6 +59,9 @@ class SolverSettings(BaseModel):
     task_id: str = ""
     category: str = ""
     tags: dict[str, Any] = Field(default_factory=dict, description="Extra rollout metadata")
+    tool_output_chars: int = Field(
+        default=OUTPUT_CHARS, ge=1, description="Cap on one terminal result shown to the model"
+    )
     system_prompt: str = Field(
         default="solver", description="Prompt file (prompts/<name>.md) to use"
     )
@@ -122,7 +127,7 @@ class SolverAgent(BaseAgent):
                 name="solver",
                 tool_choice=s.model.tool_choice,
                 schemas=openai_tools(),
-                present=render_mcp_result,
+                present=functools.partial(render_mcp_result, cap=s.tool_output_chars),
             )
             state = await loop.ainvoke(
                 {"messages": messages, "started_at": time.monotonic()},

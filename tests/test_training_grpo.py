@@ -64,6 +64,8 @@ def _job(tiny_model: Path, tmp_path: Path, **hyper) -> TrainJob:
         "tasks_per_step": 2,
         "max_completion_length": 96,
         "max_turns": 2,
+        "max_reply_tokens": 40,
+        "temperature": 1.0,  # the warm-up's mix of commands needs the spread to vary in a group
         "learning_rate": 5e-3,
         "seed": 0,
         "torch_threads": 1,
@@ -125,6 +127,11 @@ async def test_two_grpo_steps_publish_a_checkpoint(trained, tiny_model) -> None:
     steps = [[Path(t).name for t in step] for step in result.metrics["step_tasks"]]
     assert steps == [["write-numbers", "hello-file"]] * 2
     assert not list(registry.staging_dir.iterdir())
+    # The episode TRL ran is the one the job asked for: the per-reply cap reached TRL's generation.
+    episode = result.metrics["episode"]
+    assert episode["max_completion_length"] == 96 and episode["max_tool_calling_iterations"] == 2
+    assert episode["max_new_tokens"] == episode["trl_max_new_tokens"] == 40
+    assert episode["temperature"] == 1.0 and episode["longest_prompt_tokens"] > 0
 
     # Swap: both roles read the same PolicyRef, which now names the new adapter.
     from autoenvscaling.training.serving.vllm_server import VLLMPolicyServer

@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, model_validator
 
+from autoenvscaling.tools.agents.solver_interface import OUTPUT_CHARS
 from autoenvscaling.tools.sandbox.harbor_backends import (
     HarborBackendError,
     check_stages,
@@ -33,13 +34,32 @@ class TrainHyperParams(BaseModel):
     tasks_per_step: int = Field(
         default=2, ge=1, description="Groups per step; batch = this x num_generations."
     )
-    max_completion_length: int = Field(
-        default=256, ge=8, description="Token budget of one episode: every turn plus tool output."
+    # -- the episode: the served solver's, field for field (graphs/episode_budget.py fills these
+    # from the run's settings; the defaults are ModelConfig's and the solver graph's).
+    max_reply_tokens: int = Field(
+        default=1024,
+        ge=1,
+        description="Cap on one reply: the served max_tokens (TRL: max_new_tokens per generation).",
     )
     max_turns: int = Field(
-        default=4, ge=1, description="Tool calls per episode (max_tool_calling_iterations)."
+        default=8,
+        ge=1,
+        description="Model calls whose tool calls run: the served solver's max_turns (TRL: "
+        "max_tool_calling_iterations; TRL then lets the model reply once more to the last result, "
+        "a reply whose tool calls never run).",
     )
-    temperature: float = Field(default=1.0, gt=0)
+    temperature: float = Field(default=0.7, gt=0, description="Sampling temperature, as served.")
+    context_window: int | None = Field(
+        default=None,
+        ge=64,
+        description="The policy's context window; bounds the episode as the server does.",
+    )
+    max_completion_length: int | None = Field(
+        default=None,
+        ge=8,
+        description="Token budget of one episode (every reply plus tool output); None = the served "
+        "episode's bound (`episode_tokens`).",
+    )
     beta: float = Field(
         default=0.0, ge=0, description="KL coefficient; 0 = no reference model (cheaper)."
     )
@@ -77,11 +97,29 @@ class TrainHyperParams(BaseModel):
         default=60.0, gt=0, description="Per bash tool call in an episode."
     )
     tool_output_chars: int = Field(
-        default=2000, ge=100, description="Cap on one tool result shown to the model."
+        default=OUTPUT_CHARS, ge=1, description="Cap on one tool result shown to the model."
     )
     torch_threads: int | None = Field(
         default=None, description="torch.set_num_threads in the worker (CPU)."
     )
+
+    def episode_tokens(self, prompt_tokens: int) -> int:
+        """TRL's max_completion_length for episodes whose longest prompt is `prompt_tokens`: the
+        bound a served episode has. Every reply at its cap plus every tool result at its cap (in
+        characters, which no tokenizer exceeds in tokens), within what the context window leaves
+        after the prompt. An explicit `max_completion_length` wins."""
+        if self.max_completion_length is not None:
+            return self.max_completion_length
+        replies = (self.max_turns + 1) * self.max_reply_tokens  # TRL's last reply included
+        results = self.max_turns * (self.tool_output_chars + 256)  # + the status lines
+        budget = replies + results
+        if self.context_window is not None:
+            budget = min(budget, self.context_window - prompt_tokens)
+        return max(budget, 8)
+
+    def generation_kwargs(self) -> dict[str, int]:
+        """The per-reply cap as TRL's generation backend takes it (transformers or vLLM)."""
+        return {("max_tokens" if self.use_vllm else "max_new_tokens"): self.max_reply_tokens}
 
     def passes(self, rollouts: int) -> tuple[int, int]:
         """(rollouts per pass, passes) for one optimizer step over `rollouts` rollouts: the largest

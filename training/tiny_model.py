@@ -89,7 +89,8 @@ def build_tokenizer(extra_corpus: list[str] | None = None, vocab_size: int = 768
     """ByteLevel BPE trained on the built-in corpus (+ extra text), wrapped for transformers."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
-    from trl.chat_template_utils import qwen2_5_chat_template
+
+    from autoenvscaling.training.chat_format import tool_chat_template
 
     corpus = _CORPUS_SEED + list(extra_corpus or [])
     corpus += [tool_call_reply(c) for c in ("ls", "cat /app/answer.txt", "echo 1 > /app/out.txt")]
@@ -112,7 +113,7 @@ def build_tokenizer(extra_corpus: list[str] | None = None, vocab_size: int = 768
     )
     # Tool markers are plain added tokens (not special): decoding keeps them for the parser.
     fast.add_tokens(TOOL_TOKENS)
-    fast.chat_template = qwen2_5_chat_template
+    fast.chat_template = tool_chat_template()  # the policy's chat format
     return fast
 
 

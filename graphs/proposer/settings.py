@@ -90,6 +90,7 @@ def gate_config(
     pool_dir: Path | str | None = None,
     solver: ModelConfig | None = None,
     solver_max_turns: int = 20,
+    tool_output_chars: int | None = None,
     band: tuple[float, float] = (0.25, 0.75),
     **more: Any,
 ) -> GateConfig:
@@ -104,6 +105,8 @@ def gate_config(
     }
     if solver is not None:
         settings = SolverSettings(model=solver, budget=LoopBudget(max_turns=solver_max_turns))
+        if tool_output_chars is not None:
+            settings.tool_output_chars = tool_output_chars
         kwargs |= {
             "solver": SOLVER_AGENT,
             "solver_kwargs": {"settings": settings.model_dump(mode="json")},

@@ -156,7 +156,7 @@ def render_result(
     return f"{text}\n{status}" if text else status
 
 
-def render_mcp_result(text: str) -> str:
+def render_mcp_result(text: str, cap: int = OUTPUT_CHARS) -> str:
     """An MCP terminal result (TerminalResult JSON) as `render_result` text; other text as is."""
     try:
         data = json.loads(text)
@@ -170,4 +170,5 @@ def render_mcp_result(text: str) -> str:
         running=bool(data.get("running")),
         restarted=bool(data.get("restarted")),
         note=data.get("note"),
+        cap=cap,
     )

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.training.backend import TrainJob
+from autoenvscaling.training.backend import TrainHyperParams, TrainJob
 from autoenvscaling.training.worker_protocol import (
     WEIGHTS_DIR,
     WORKER_ENV,
@@ -221,6 +221,34 @@ def build_dataset(job: TrainJob):
     return Dataset.from_list(dataset_rows(job))
 
 
+def longest_prompt_tokens(tokenizer, prompts: list[list[dict[str, str]]]) -> int:
+    """The longest first prompt of the job, as GRPOTrainer renders it (tools included)."""
+    from autoenvscaling.training.grpo.episode_env import prompt_tools
+
+    longest = 0
+    for prompt in prompts:
+        rendered = tokenizer.apply_chat_template(
+            prompt, tools=prompt_tools(), add_generation_prompt=True, tokenize=True
+        )
+        ids = rendered["input_ids"] if hasattr(rendered, "keys") else rendered
+        longest = max(longest, len(ids))
+    return longest
+
+
+def trained_episode(hyper: TrainHyperParams, prompt_tokens: int) -> dict[str, Any]:
+    """What TRL is given for one episode, from the served episode's budgets (recorded in the
+    result's metrics, so the round report shows what training really ran)."""
+    return {
+        "max_completion_length": hyper.episode_tokens(prompt_tokens),
+        "max_tool_calling_iterations": hyper.max_turns,
+        **hyper.generation_kwargs(),
+        "temperature": hyper.temperature,
+        "context_window": hyper.context_window,
+        "longest_prompt_tokens": prompt_tokens,
+        "tool_output_chars": hyper.tool_output_chars,
+    }
+
+
 def _trainable_snapshot(model) -> dict[str, Any]:
     return {
         n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters() if p.requires_grad
@@ -306,6 +334,8 @@ def run(job: TrainJob) -> WorkerResult:
     plan = step_plan(job)
     dataset = build_dataset(job)
     tasks_per_step = max(len(step) for step in plan)
+    episode = trained_episode(hyper, longest_prompt_tokens(tokenizer, dataset["prompt"]))
+    emit("load", job.job_id, message=f"episode: {episode}")
 
     loop = EventLoop()
     episode_config = EpisodeConfig(
@@ -328,8 +358,9 @@ def run(job: TrainJob) -> WorkerResult:
         per_device_train_batch_size=per_pass,
         gradient_accumulation_steps=passes,
         num_generations=hyper.num_generations,
-        max_completion_length=hyper.max_completion_length,
-        max_tool_calling_iterations=hyper.max_turns,
+        max_completion_length=episode["max_completion_length"],
+        max_tool_calling_iterations=episode["max_tool_calling_iterations"],
+        generation_kwargs=hyper.generation_kwargs(),
         temperature=hyper.temperature,
         beta=hyper.beta,
         seed=hyper.seed,
@@ -360,6 +391,9 @@ def run(job: TrainJob) -> WorkerResult:
             c for c in (step_progress(job.job_id, hyper.steps), trim_heap_between_passes()) if c
         ],
     )
+    # Read back what TRL will generate with (transformers backend): the served reply cap or not.
+    generation = getattr(trainer, "generation_config", None)
+    episode["trl_max_new_tokens"] = getattr(generation, "max_new_tokens", None)
     before = _trainable_snapshot(trainer.model)
     output = trainer.train()
     change = _change_norm(trainer.model, before)
@@ -375,6 +409,7 @@ def run(job: TrainJob) -> WorkerResult:
         # Not scored, never aborting the job (tools/trials/faults.py): counted, with why.
         **dropped_episodes(records),
         "device": device,
+        "episode": episode,
         "duration_sec": round(time.monotonic() - started, 2),
         "log_history": history,
     }
