@@ -125,6 +125,12 @@ async def test_one_round_admits_rejects_measures_and_reports(engine_ready, tmp_p
     assert verdict["not_configured"] == ["decontam"] and "NOT RUN" in verdict["reason"]
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["config"]["decontamination"].startswith("NOT CONFIGURED")
+    # The manifest holds the served episode and the GRPO one, budget for budget.
+    episodes, config = manifest["config"]["episodes"], manifest["config"]
+    assert episodes["grpo"]["max_reply_tokens"] == episodes["served_solver"]["max_tokens_per_reply"]
+    assert episodes["grpo"]["max_reply_tokens"] == config["max_tokens"]
+    assert episodes["grpo"]["max_turns"] == config["solver_max_turns"]
+    assert episodes["grpo"]["temperature"] == config["temperature"]
     assert "Decontamination: NOT CONFIGURED" in report
     assert "solver mean reward, held-out" not in report  # no held-out set: no number shown
 
