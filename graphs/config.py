@@ -205,6 +205,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     "embedded": {
         "policy_server": "embedded",
         "policy_tool_choice": "auto",
+        # The round's two proposals share one brief: one proposer GRPO group (a lone proposal
+        # has nothing to compare with and trains nothing), at no extra proposing time. A flat
+        # group (both rejected alike, the usual outcome at this size) trains nothing and costs
+        # nothing; one with reward variance adds a proposer GRPO step over 2 x (~5.6k prompt +
+        # <=1k completion) tokens: measured 661 s wall on 2 cores shared with other jobs, 8.8 GB
+        # peak RSS (a SmolLM2-135M-shaped model; --no-proposer-training skips it).
+        "proposals": 2,
+        "proposer_group_size": 2,
         "proposer_max_turns": 5,
         "solver_max_turns": 4,
         "max_tokens": 384,

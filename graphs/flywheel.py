@@ -393,20 +393,32 @@ async def review(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dic
 async def train(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """Train the shared policy on this round's admitted tasks plus replay; swap it in for both roles."""
     from autoenvscaling.graphs.flywheel_roles import run_training
+    from autoenvscaling.graphs.role_training import (
+        run_modes,
+        serve_proposer_checkpoint,
+        solver_start,
+        train_proposer,
+    )
 
     ctx = _ctx(runtime)
     started = time.monotonic()
-    solver_summary, policy = await run_training(ctx, _run(ctx), state)
-    # Then the proposer, from the solver's new checkpoint; its checkpoint serves both roles.
-    from autoenvscaling.graphs.role_training import run_modes, train_proposer
-
-    proposer_summary, proposer_policy = await train_proposer(
-        ctx, _run(ctx), state, policy or state["policy"]
+    # The proposer first, from the checkpoint that sampled its episodes (on-policy); then the
+    # solver, whose GRPO episodes are generated online, from the proposer's checkpoint. The last
+    # checkpoint is served to both roles.
+    proposer_summary, proposer_checkpoint = await train_proposer(
+        ctx, _run(ctx), state, state["policy"]
     )
+    solver_summary, policy = await run_training(
+        ctx, _run(ctx), solver_start(state, proposer_checkpoint)
+    )
+    if policy is None and proposer_checkpoint is not None:
+        served, policy = await serve_proposer_checkpoint(
+            ctx, _run(ctx), proposer_checkpoint, state["policy"]
+        )
+        proposer_summary.update(served)
     summary = TrainingSummary(
         solver=solver_summary, proposer=proposer_summary, run_modes=run_modes(ctx)
     )
-    policy = proposer_policy or policy
     update: dict[str, Any] = {"training": summary, "stage_seconds": _timed(state, "train", started)}
     # What each role is served from here on, read from the policy this node ends with (whichever
     # update published last): the progress line, the round report and the lineage name it.

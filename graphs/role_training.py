@@ -1,17 +1,23 @@
 """Both roles learn: the proposer's update in the training node, the cold start, the run modes.
 
-`train_proposer` runs after the solver's GRPO step in the flywheel's training node: it groups the
-round's proposer attempts (training/proposer/update.py), trains with TRL GRPO on the gate's
-proposer reward every `proposer_update_every` rounds, publishes the checkpoint (a child of the
-solver's) and swaps it in for both roles. `adopt_checkpoint` is the swap both the training node
-and the cold start use: after it, the proposer's and the solver's model configs name the new
-checkpoint. `run_modes` is the line the manifest and the round report show.
+`train_proposer` runs first in the flywheel's training node, from the checkpoint that sampled the
+round's proposer episodes (the state's policy), so its GRPO update is on-policy: it groups the
+round's proposer attempts that this policy wrote (training/proposer/update.py), trains with TRL
+GRPO on the gate's proposer reward every `proposer_update_every` rounds and publishes the
+checkpoint. The solver's GRPO step, whose episodes are generated online by the weights it trains,
+then continues from that checkpoint (`solver_start`); whichever checkpoint comes last is served
+to both roles (`serve_proposer_checkpoint` when the solver step published none). It refuses to
+train the policy on transcripts another model wrote (`--proposer-model`).
+
+`adopt_checkpoint` is the swap both the training node and the cold start use: after it, the
+proposer's and the solver's model configs name the new checkpoint. `run_modes` is the line the
+manifest and the round report show.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from autoenvscaling.graphs.models import Policy
 
@@ -24,11 +30,16 @@ if TYPE_CHECKING:
 
 def run_modes(ctx: FlywheelContext) -> str:
     """The comparison arms this run belongs to, in one line (manifest and report)."""
-    proposer = (
-        f"on (every {ctx.proposer_update_every} round(s), groups of {ctx.proposer_group_size})"
-        if ctx.train and ctx.proposer_training
-        else "off"
-    )
+    if not (ctx.train and ctx.proposer_training):
+        proposer = "off"
+    elif ctx.proposer_model and ctx.proposer_model != ctx.policy_model:
+        proposer = f"refused ({ctx.proposer_model} proposes, not the policy)"
+    else:
+        proposer = (
+            f"on (every {ctx.proposer_update_every} round(s), groups of "
+            f"{ctx.proposer_group_size}; from the checkpoint that sampled, "
+            "no sampler-logprob correction)"
+        )
     cold = f"on ({ctx.policy_checkpoint_id})" if ctx.cold_start else "off"
     return f"proposer training {proposer}; cold start {cold}"
 
@@ -45,15 +56,39 @@ async def adopt_checkpoint(checkpoint: Checkpoint, server: PolicyServer, current
     )
 
 
+def foreign_proposer(ctx: FlywheelContext, policy: Policy) -> str | None:
+    """Why the proposer's episodes are not the policy's own (None when they are)."""
+    if ctx.proposer_model and ctx.proposer_model != policy.model:
+        return (
+            f"the proposer is {ctx.proposer_model} (--proposer-model), not the policy "
+            f"({policy.model}): its transcripts are another model's samples, and a GRPO update "
+            "on them would train the policy to imitate that model, not reinforce its own "
+            "proposals; proposer training refused, the policy is unchanged"
+        )
+    endpoint = ctx.policy_base_url or policy.base_url
+    if ctx.proposer_base_url and ctx.proposer_base_url != endpoint:
+        return (
+            f"the proposer is served at {ctx.proposer_base_url}, not by the policy's server "
+            f"({endpoint}): its transcripts may be another model's samples; proposer training "
+            "refused, the policy is unchanged"
+        )
+    return None
+
+
 async def train_proposer(
     ctx: FlywheelContext, run: RunDir, state: FlywheelState, policy: Policy
-) -> tuple[dict[str, Any], Policy | None]:
-    """The proposer's GRPO update on this round's attempts; (summary, new policy or None)."""
+) -> tuple[dict[str, Any], Checkpoint | None]:
+    """The proposer's GRPO update on this round's attempts, from `policy` (the one that sampled
+    them); (summary, published checkpoint or None). It serves nothing: the solver step continues
+    from the checkpoint, and the training node serves the last one."""
     from autoenvscaling.training.proposer.update import plan_proposer_update, update_due
 
     round_ = state["round"]
     if not (ctx.train and ctx.proposer_training):
         return {"reason": "proposer training is off for this run"}, None
+    foreign = foreign_proposer(ctx, policy)
+    if foreign:
+        return {"reason": foreign}, None
     if not update_due(round_, ctx.proposer_update_every):
         return {
             "reason": f"the proposer updates every {ctx.proposer_update_every} rounds; "
@@ -63,9 +98,13 @@ async def train_proposer(
         return {"reason": "no base_model (HF weights) configured: nothing to train"}, None
     since = round_ - max(1, ctx.proposer_update_every) + 1
     plan = plan_proposer_update(
-        run.rollouts, rounds=list(range(since, round_ + 1)), run_id=state.get("run_id")
+        run.rollouts,
+        rounds=list(range(since, round_ + 1)),
+        run_id=state.get("run_id"),
+        policy_version=policy.version,
+        model=policy.model,
     )
-    summary: dict[str, Any] = plan.summary()
+    summary: dict[str, Any] = {"start": policy.checkpoint_id or "base", **plan.summary()}
     if plan.reason:
         summary["reason"] = plan.reason
         return summary, None
@@ -75,22 +114,26 @@ async def train_proposer(
 
     from autoenvscaling.training.backend import TrainHyperParams, TrainingError
     from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.policy import PolicySwapError
-    from autoenvscaling.training.proposer.update import ProposerJob, TRLProposerBackend
+    from autoenvscaling.training.proposer.update import (
+        DEFAULT_TEMPERATURE,
+        ProposerJob,
+        TRLProposerBackend,
+    )
 
     registry = CheckpointRegistry(run.checkpoints)
-    current = policy
     job = ProposerJob(
         job_id=f"{state['run_id']}-r{round_:02d}-proposer",
         base_model=ctx.base_model,
-        parent=registry.get(current.checkpoint_id) if current.checkpoint_id else None,
+        parent=registry.get(policy.checkpoint_id) if policy.checkpoint_id else None,
         groups=plan.groups,
         group_size=plan.group_size,
         hyper=TrainHyperParams(steps=ctx.proposer_train_steps),
+        temperature=plan.temperature or DEFAULT_TEMPERATURE,
         work_dir=work,
     )
     try:
-        result = await TRLProposerBackend(registry).train(job)
+        # CURRENT moves only when a checkpoint is served (the training node), never before.
+        result = await TRLProposerBackend(registry, make_current=False).train(job)
     except TrainingError as exc:
         summary.update(error=str(exc)[-1500:], reason="proposer training failed; policy unchanged")
         return summary, None
@@ -98,6 +141,7 @@ async def train_proposer(
         steps=result.steps_done,
         seconds=round(result.duration_sec, 1),
         param_change_l2=result.metrics.get("param_change_l2"),
+        schedule=result.metrics.get("schedule"),
     )
     if result.checkpoint is None:
         summary["reason"] = result.reason or "no checkpoint published; the policy is unchanged"
@@ -113,19 +157,39 @@ async def train_proposer(
             "kind": result.checkpoint.kind,
         }
     )
+    return summary, result.checkpoint
+
+
+def solver_start(state: FlywheelState, checkpoint: Checkpoint | None) -> FlywheelState:
+    """The state the solver's GRPO step starts from: the proposer's new checkpoint when there is
+    one (its episodes are generated online, so it is on-policy from wherever it starts)."""
+    if checkpoint is None:
+        return state
+    policy = state["policy"].model_copy(
+        update={"checkpoint_id": checkpoint.id, "version": checkpoint.id}
+    )
+    return cast("FlywheelState", {**state, "policy": policy})
+
+
+async def serve_proposer_checkpoint(
+    ctx: FlywheelContext, run: RunDir, checkpoint: Checkpoint, current: Policy
+) -> tuple[dict[str, Any], Policy | None]:
+    """Serve the proposer's checkpoint to both roles (the solver step published none after it);
+    (what the summary gains, the new policy or None)."""
+    from autoenvscaling.training.checkpoints import CheckpointRegistry
+    from autoenvscaling.training.policy import PolicySwapError
+
     server = ctx.servers.for_config(ctx)
     if server is None:
-        summary["reason"] = (
-            "checkpoint published; no policy server swaps it in (policy_server=none)"
-        )
-        return summary, None
+        return {
+            "reason": "checkpoint published; no policy server swaps it in (policy_server=none)"
+        }, None
     try:
-        new = await adopt_checkpoint(result.checkpoint, server, current)
+        new = await adopt_checkpoint(checkpoint, server, current)
     except PolicySwapError as exc:
-        summary["reason"] = f"swap failed, the previous policy stays: {exc}"
-        return summary, None
-    summary["served_as"] = new.model
-    return summary, new
+        return {"reason": f"swap failed, the previous policy stays: {exc}"}, None
+    CheckpointRegistry(run.checkpoints).set_current(checkpoint.id)
+    return {"served_as": new.model}, new
 
 
 # -- cold start -----------------------------------------------------------------------------------

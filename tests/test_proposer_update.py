@@ -77,8 +77,10 @@ def _record(
     *,
     round_: int = 1,
     transcripts: bool = True,
+    policy_version: str = "base",
+    metadata: dict | None = None,
 ) -> None:
-    """attempts: (id, brief, reward, outcome)."""
+    """attempts: (id, brief, reward, outcome), sampled by `policy_version`."""
     with RolloutStore(store_path) as store:
         for attempt_id, brief, reward, outcome in attempts:
             store.record_attempt(
@@ -88,6 +90,8 @@ def _record(
                     round=round_,
                     role="proposer",
                     task_id=f"cand-{attempt_id}",
+                    policy_version=policy_version,
+                    metadata=metadata or {},
                     reward=reward,
                     outcome=outcome,  # type: ignore[arg-type]
                     error="model endpoint unreachable" if outcome == "error" else None,
@@ -128,6 +132,59 @@ def test_groups_by_brief_exclude_infrastructure_errors_and_flat_groups(tmp_path:
     assert "zero advantage" in reasons[("b1", "b2")]
     assert "single valid proposal" in reasons[("c1",)]
     assert plan.reason is None
+
+
+def test_only_the_starting_policys_own_samples_enter_a_group(tmp_path: Path) -> None:
+    """On-policy: attempts an earlier checkpoint or another model sampled stay out, with why."""
+    store = tmp_path / "rollouts.db"
+    mine = {"model": "openai:policy", "temperature": 0.7}
+    _record(
+        store, [("a1", "brief A", 1.0, "solved"), ("a2", "brief A", -1.0, "failed")], metadata=mine
+    )
+    _record(store, [("old", "brief A", -0.25, "failed")], policy_version="ck-0", metadata=mine)
+    _record(
+        store,
+        [("ext", "brief A", 1.0, "solved")],
+        metadata={"model": "openai:frontier", "temperature": 0.7},
+    )
+    _record(
+        store,
+        [("hot", "brief A", -1.0, "failed")],
+        metadata={"model": "openai:policy", "temperature": 1.0},
+    )
+    plan = plan_proposer_update(store, rounds=[1], policy_version="base", model="openai:policy")
+    assert [[s.attempt_id for s in g.samples] for g in plan.groups] == [["a1", "a2"]]
+    assert plan.temperature == 0.7
+    assert "sampled by policy ck-0" in plan.excluded["old"] and "off-policy" in plan.excluded["old"]
+    assert "written by openai:frontier" in plan.excluded["ext"]
+    assert "temperature 1" in plan.excluded["hot"]
+
+
+def test_one_generation_holds_every_group_and_later_steps_reuse_it() -> None:
+    from autoenvscaling.training.backend import TrainHyperParams
+    from autoenvscaling.training.proposer.update import ProposerGroup, ProposerJob, ProposerSample
+
+    def job(groups: int, per_step: int, steps: int) -> ProposerJob:
+        samples = [ProposerSample(attempt_id=f"a{i}", reward=float(i), messages=[]) for i in (0, 1)]
+        return ProposerJob(
+            job_id="j",
+            base_model="m",
+            groups=[ProposerGroup(key=f"k{i}", prompt=[], samples=samples) for i in range(groups)],
+            group_size=2,
+            groups_per_step=per_step,
+            hyper=TrainHyperParams(steps=steps),
+            work_dir=Path("unused"),
+        )
+
+    def shape(j: ProposerJob) -> tuple[int, int, int, bool]:
+        s = j.schedule()
+        return s.groups_per_step, s.steps_per_generation, s.num_iterations, s.on_policy
+
+    assert shape(job(1, 2, 1)) == (1, 1, 1, True)  # the embedded round: one group, one step
+    assert shape(job(1, 2, 3)) == (1, 1, 3, False)  # steps 2-3 clipped against the first
+    assert shape(job(4, 2, 2)) == (2, 2, 1, False)  # 4 groups: two steps over one generation
+    assert shape(job(3, 2, 1)) == (1, 3, 1, False)  # 3 groups never make a batch of 2
+    assert shape(job(4, 2, 5)) == (2, 2, 3, False)
 
 
 def test_constant_rewards_are_skipped_with_the_reason(tmp_path: Path) -> None:
@@ -231,6 +288,14 @@ def test_varying_rewards_change_the_weights(tiny_model: Path, tmp_path: Path) ->
     worker = json.loads((tmp_path / "work" / "result.json").read_text())
     used = {e["attempt_id"]: e["reward"] for e in worker["episodes"]}
     assert used == {"a1": 1.0, "a2": -1.0, "b1": -0.25, "b2": 1.0}  # a3 never entered
+    # One generation (each episode scored once); step 2 reused it against step 1's logprobs.
+    assert len(worker["episodes"]) == 4
+    assert worker["metrics"]["schedule"] == {
+        "groups_per_step": 2,
+        "steps_per_generation": 1,
+        "num_iterations": 2,
+    }
+    assert worker["metrics"]["temperature"] == 0.7
 
 
 def test_a_real_proposer_attempt_leaves_its_transcript(tmp_path: Path) -> None:
@@ -275,7 +340,12 @@ def test_run_modes_are_in_the_manifest_and_the_round_report(tmp_path: Path) -> N
     assert (manifest.config["proposer_training"], manifest.config["cold_start"]) == (True, False)
     assert manifest.config["proposer_update_every"] == 1
     modes = run_modes(ctx)
-    assert modes == "proposer training on (every 1 round(s), groups of 2); cold start off"
+    assert modes == (
+        "proposer training on (every 1 round(s), groups of 2; from the checkpoint that sampled, "
+        "no sampler-logprob correction); cold start off"
+    )
+    foreign = FlywheelContext(proposer_model="openai:frontier")
+    assert run_modes(foreign).startswith("proposer training refused (openai:frontier proposes")
     off = FlywheelContext(proposer_training=False, cold_start=True, policy_checkpoint_id="ck-1")
     assert run_modes(off) == "proposer training off; cold start on (ck-1)"
     report = round_markdown(RoundMetrics(round=1, training={"run_modes": modes}))

@@ -222,6 +222,8 @@ def _attempt_row(
             "reason": result.verdict.reason if result.verdict else None,
             "gates": [g.model_dump() for g in result.gates],
             "model": settings.model.model,
+            # What proposer training scores logprobs at (training/proposer/update.py).
+            "temperature": settings.model.temperature,
             "prompt_fit": fit.model_dump(exclude={"system", "brief"}) if fit else None,
         },
     )

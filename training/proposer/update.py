@@ -12,6 +12,9 @@ This module plans the update (no torch):
 - a group = the proposals of the round(s) whose prompt (system prompt + brief + tools) is the
   same, read from their transcripts (tools/rollouts/transcripts.py);
 - an infrastructure error (reward None, outcome `error`) never enters a group;
+- on-policy only: an attempt sampled by another policy version or another model than the one
+  the update starts from (an earlier checkpoint, a `--proposer-model`) never enters a group, and
+  every kept attempt was sampled at one temperature, the one the trainer scores logprobs at;
 - a group with fewer than 2 valid proposals, or whose rewards are all equal (zero advantage,
   no gradient), is dropped with the reason;
 - GRPO needs one group size per run: groups larger than the smallest kept one keep their first
@@ -35,10 +38,14 @@ from autoenvscaling.tools.rollouts.transcripts import load_transcript, normalize
 from autoenvscaling.training.backend import TrainJob
 from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
 
+#: The sampling temperature of an attempt recorded before attempts recorded it (ModelConfig's).
+DEFAULT_TEMPERATURE = 0.7
+
 
 class ProposerSample(BaseModel):
     attempt_id: str
     reward: float
+    temperature: float = Field(default=DEFAULT_TEMPERATURE, description="It was sampled at.")
     messages: list[dict[str, Any]] = Field(description="The whole conversation, prompt first.")
 
 
@@ -72,6 +79,9 @@ class ProposerPlan(BaseModel):
         default_factory=dict, description="attempt id -> why it is in no group"
     )
     trimmed: int = Field(default=0, description="Valid proposals left out to keep one group size.")
+    temperature: float | None = Field(
+        default=None, description="The kept proposals' sampling temperature (one per update)."
+    )
 
     @property
     def reason(self) -> str | None:
@@ -90,6 +100,7 @@ class ProposerPlan(BaseModel):
             "groups_dropped": [f"{len(d.attempts)} proposals: {d.reason}" for d in self.dropped],
             "excluded": self.excluded,
             "trimmed": self.trimmed,
+            "temperature": self.temperature,
         }
 
 
@@ -107,9 +118,17 @@ def _split_prompt(messages: list[dict[str, Any]]) -> int:
 
 
 def plan_proposer_update(
-    store_path: Path | str, *, rounds: list[int] | None = None, run_id: str | None = None
+    store_path: Path | str,
+    *,
+    rounds: list[int] | None = None,
+    run_id: str | None = None,
+    policy_version: str | None = None,
+    model: str | None = None,
 ) -> ProposerPlan:
-    """Group the proposer attempts of `rounds` (all when None) for one GRPO update."""
+    """Group the proposer attempts of `rounds` (all when None) for one GRPO update.
+
+    `policy_version` / `model`: the policy the update starts from; attempts another policy
+    sampled are left out (training on them would be off-policy without a correction)."""
     plan = ProposerPlan()
     members: dict[str, list[ProposerSample]] = defaultdict(list)
     prompts: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
@@ -125,6 +144,18 @@ def plan_proposer_update(
                     f"infrastructure error ({attempt.error or 'no reward'}): never in a group"
                 )
                 continue
+            if policy_version is not None and attempt.policy_version != policy_version:
+                plan.excluded[attempt.id] = (
+                    f"sampled by policy {attempt.policy_version or '?'}, not {policy_version} "
+                    "that this update starts from: off-policy, left out"
+                )
+                continue
+            sampler = attempt.metadata.get("model")
+            if model is not None and sampler is not None and sampler != model:
+                plan.excluded[attempt.id] = (
+                    f"written by {sampler}, not by the policy ({model}): left out"
+                )
+                continue
             transcript = load_transcript(store_path, attempt.id)
             if transcript is None:
                 plan.excluded[attempt.id] = "no transcript: the conversation is not known"
@@ -133,6 +164,21 @@ def plan_proposer_update(
             if cut == len(transcript.messages):
                 plan.excluded[attempt.id] = "the model never replied: nothing to train"
                 continue
+            recorded = attempt.metadata.get("temperature")
+            temperature = DEFAULT_TEMPERATURE if recorded is None else float(recorded)
+            if temperature <= 0:
+                plan.excluded[attempt.id] = (
+                    "sampled greedily (temperature 0): no sampling distribution to train"
+                )
+                continue
+            if plan.temperature is None:
+                plan.temperature = temperature
+            elif abs(temperature - plan.temperature) > 1e-9:
+                plan.excluded[attempt.id] = (
+                    f"sampled at temperature {temperature:g}, the update's proposals at "
+                    f"{plan.temperature:g}: one temperature per update, left out"
+                )
+                continue
             prompt = transcript.messages[:cut]
             key = prompt_key(prompt, transcript.tools)
             prompts.setdefault(key, (prompt, transcript.tools))
@@ -140,6 +186,7 @@ def plan_proposer_update(
                 ProposerSample(
                     attempt_id=attempt.id,
                     reward=float(attempt.reward),
+                    temperature=temperature,
                     messages=transcript.messages,
                 )
             )
@@ -188,6 +235,20 @@ def update_due(round_: int, every: int) -> bool:
     return every > 0 and round_ % every == 0
 
 
+class ProposerSchedule(BaseModel):
+    """How TRL walks the recorded episodes: one generation holds every group, so each episode
+    is scored once, by the weights that start the update (the checkpoint that sampled it)."""
+
+    groups_per_step: int = Field(description="Groups in one optimizer step's batch.")
+    steps_per_generation: int = Field(description="Optimizer steps that share the generation.")
+    num_iterations: int = Field(description="Passes over the generation (TRL's mu).")
+
+    @property
+    def on_policy(self) -> bool:
+        """One step on one batch: TRL's ratio is exactly 1 (no old logprobs needed)."""
+        return self.steps_per_generation * self.num_iterations == 1
+
+
 class ProposerJob(TrainJob):
     """One proposer update: the planned groups, trained with TRL GRPO (`rollout_func`)."""
 
@@ -200,6 +261,26 @@ class ProposerJob(TrainJob):
     max_completion_tokens: int = Field(
         default=1024, ge=16, description="A longer conversation is cut (its tail is not trained)."
     )
+    temperature: float = Field(
+        default=DEFAULT_TEMPERATURE,
+        gt=0,
+        description="The proposals' sampling temperature: the trainer scores logprobs at it.",
+    )
+
+    def schedule(self) -> ProposerSchedule:
+        """All groups in one generation, split into optimizer steps of <= `groups_per_step`
+        groups (a divisor of the group count, so every batch is whole), passed over again when
+        `hyper.steps` asks for more steps than one pass has. From the second step on, TRL scores
+        each step against the logprobs it computed at the generation with the starting weights
+        (the clipped importance ratio): a reused episode is corrected, not treated as fresh."""
+        n = len(self.groups)
+        per_step = max(d for d in range(1, min(self.groups_per_step, n) + 1) if n % d == 0)
+        per_generation = n // per_step
+        return ProposerSchedule(
+            groups_per_step=per_step,
+            steps_per_generation=per_generation,
+            num_iterations=-(-self.hyper.steps // per_generation),
+        )
 
 
 class TRLProposerBackend(TRLGRPOBackend):

@@ -6,6 +6,14 @@ the function hands back that group's proposals in order, tokenized with the poli
 with `env_mask` = 1 on the model's own tokens and 0 on tool results, revision prompts and template
 scaffolding. The reward function returns each proposal's recorded gate reward. Weights and
 `result.json` go to the job's work_dir; the parent publishes (training/proposer/update.py).
+
+On-policy by construction (the parent starts the job from the checkpoint that sampled the
+episodes and plans only that policy's attempts): one generation holds every group
+(`ProposerJob.schedule`), logprobs are taken at the sampling temperature, and a step after the
+first is clipped against the logprobs the starting weights gave at the generation (TRL's
+`num_iterations` / `steps_per_generation` machinery). The recorded episodes carry no sampler
+logprobs: TRL uses a sampler's logprobs only with vLLM, so the gap between the server's
+(quantized, top-k/top-p truncated) sampler and these weights stays uncorrected.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import sys
 import time
 from typing import Any
 
+from autoenvscaling.training.grpo.fused_head import score_labelled_positions_only
 from autoenvscaling.training.grpo.worker import (
     _change_norm,
     _trainable_snapshot,
@@ -96,6 +105,7 @@ def run(job: ProposerJob) -> WorkerResult:
 
     started = time.monotonic()
     hyper = job.hyper
+    score_labelled_positions_only()  # CPU: the LM head scores only completion tokens
     work, device = start_job(job)
     model, tokenizer, peft_config, kind, new_base = load_policy(job, device)
 
@@ -137,15 +147,23 @@ def run(job: ProposerJob) -> WorkerResult:
         return [float(r) for r in recorded_reward]
 
     dataset = Dataset.from_list([{"prompt": g.prompt} for g in job.groups])
-    groups_per_step = min(job.groups_per_step, len(job.groups))
+    schedule = job.schedule()
     cuda = device == "cuda"
+    # An optimizer step's proposals, their gradient accumulated over passes of per_pass: a
+    # proposal is a long sequence (the brief is thousands of tokens), one at a time by default.
+    per_pass, passes = hyper.passes(job.group_size * schedule.groups_per_step)
     config = GRPOConfig(
         output_dir=str(work / "trainer"),
         max_steps=hyper.steps,
         learning_rate=hyper.learning_rate,
-        per_device_train_batch_size=job.group_size * groups_per_step,
-        gradient_accumulation_steps=1,
+        per_device_train_batch_size=per_pass,
+        gradient_accumulation_steps=passes,
+        # One generation = every group, each episode once; later steps reuse it, clipped.
+        # (TRL counts passes here: the generation spans `steps_per_generation` optimizer steps.)
+        steps_per_generation=passes * schedule.steps_per_generation,
+        num_iterations=schedule.num_iterations,
         num_generations=job.group_size,
+        temperature=job.temperature,  # the sampler's: logprobs under the sampling distribution
         max_completion_length=job.max_completion_tokens,
         scale_rewards="batch",  # per-role normalisation: this batch holds proposer groups only
         # A recorded episode ends on a tool result, not on EOS: that is not a truncation.
@@ -188,6 +206,8 @@ def run(job: ProposerJob) -> WorkerResult:
             "groups": len(job.groups),
             "group_size": job.group_size,
             "truncated_conversations": truncated,
+            "temperature": job.temperature,
+            "schedule": schedule.model_dump(),
             "device": device,
             "duration_sec": round(time.monotonic() - started, 2),
             "log_history": history,
