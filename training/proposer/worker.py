@@ -13,7 +13,7 @@ episodes and plans only that policy's attempts): one generation holds every grou
 first is clipped against the logprobs the starting weights gave at the generation (TRL's
 `num_iterations` / `steps_per_generation` machinery). The recorded episodes carry no sampler
 logprobs: TRL uses a sampler's logprobs only with vLLM, so the gap between the server's
-(quantized, top-k/top-p truncated) sampler and these weights stays uncorrected.
+weights (the embedded preset's quantized GGUF) and these stays uncorrected.
 """
 
 from __future__ import annotations
