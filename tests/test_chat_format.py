@@ -134,3 +134,26 @@ def test_required_tool_choice_compiles_a_call_grammar() -> None:
     assert [t["function"]["name"] for t in named] == ["interrupt"]
     assert tool_call_grammar(tools) is not None
     json.dumps(tools)  # the schemas the grammar was built from are plain JSON
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("fastapi") is None, reason="the embedded extra is not installed"
+)
+def test_a_request_is_normalised_for_llama_cpp() -> None:
+    from autoenvscaling.training.serving.embedded_serve import SAMPLING_DEFAULTS, _openai_request
+
+    body = {
+        "messages": [{"role": "assistant", "content": None}],
+        "max_completion_tokens": 12,
+        "top_p": 0.5,
+    }
+    out = json.loads(_openai_request(json.dumps(body).encode()))
+    assert out["messages"][0]["content"] == "" and out["max_tokens"] == 12
+    assert out["top_p"] == 0.5  # what the client set stays
+    assert {k: out[k] for k in SAMPLING_DEFAULTS if k != "top_p"} == {
+        k: v for k, v in SAMPLING_DEFAULTS.items() if k != "top_p"
+    }
+    explicit = json.loads(
+        _openai_request(json.dumps({"max_tokens": 3, "max_completion_tokens": 9}).encode())
+    )
+    assert explicit["max_tokens"] == 3

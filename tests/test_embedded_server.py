@@ -304,6 +304,20 @@ def test_served_prompt_ids_are_the_trainers(server, model_path):
 TOOLS_DESCRIPTION_PROBE = "Run a bash command in a persistent shell"
 
 
+def test_the_reply_cap_holds_under_its_current_name(server):
+    """langchain-openai sends the reply cap as `max_completion_tokens`; llama-cpp-python reads
+    only `max_tokens` and, without the server's mapping, generated until the context was full
+    (a solver turn timed out that way in an embedded round)."""
+    from langchain.chat_models import init_chat_model
+
+    llm = init_chat_model(
+        "openai:policy", base_url=server.base_url, api_key="none", max_tokens=8, temperature=1.0
+    )
+    reply = llm.invoke("Write a very long story about the sea, in many chapters.")
+    assert reply.usage_metadata is not None
+    assert reply.usage_metadata["output_tokens"] <= 8
+
+
 def test_unknown_model_is_refused(server):
     response = _chat(server.base_url, "no-such-checkpoint", "hi", max_tokens=4)
     assert response.status_code == 404

@@ -50,6 +50,12 @@ class ServeConfig(BaseModel):
         "(training/chat_format.py), the one the trainer tokenizes with.",
     )
     n_ctx: int = 8192
+    prompt_cache_mb: int = Field(
+        default=2048,
+        ge=0,
+        description="llama-cpp-python's RAM cache of evaluated prompts (0 = off). Proposers and "
+        "solvers take turns on one model: without it every turn re-reads its whole conversation.",
+    )
     n_threads: int | None = None
     n_threads_batch: int | None = None
     listen_fd: int | None = Field(default=None, description="An inherited listening TCP socket.")
@@ -116,8 +122,8 @@ SAMPLING_DEFAULTS = {"top_p": 1.0, "top_k": 0, "min_p": 0.0, "repeat_penalty": 1
 
 
 def _openai_request(body: bytes) -> bytes:
-    """A chat request as llama-cpp-python's request model takes it: `null` content as "" and the
-    sampling defaults above filled in."""
+    """A chat request as llama-cpp-python's request model takes it: `null` content as "", the
+    sampling defaults above filled in, the reply cap under the name it reads."""
     try:
         payload = json.loads(body)
     except ValueError:
@@ -130,6 +136,10 @@ def _openai_request(body: bytes) -> bytes:
             message["content"] = ""
     for key, value in SAMPLING_DEFAULTS.items():
         payload.setdefault(key, value)
+    # OpenAI's current name for the reply cap (langchain-openai sends only this one); llama-cpp-
+    # python knows only `max_tokens` and would otherwise generate until the context is full.
+    if payload.get("max_completion_tokens") is not None and payload.get("max_tokens") is None:
+        payload["max_tokens"] = payload["max_completion_tokens"]
     return json.dumps(payload).encode()
 
 
@@ -224,6 +234,9 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
             "chat_format": HANDLER_NAME,
             "n_ctx": config.n_ctx,
             "verbose": config.verbose,
+            "cache": config.prompt_cache_mb > 0,
+            "cache_type": "ram",
+            "cache_size": max(config.prompt_cache_mb, 1) << 20,
             **threads,
         }
     )

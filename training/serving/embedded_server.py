@@ -71,6 +71,9 @@ class EmbeddedServerConfig(BaseModel):
     n_threads: int | None = Field(
         default=None, ge=1, description="Decode threads; default: llama-cpp-python's."
     )
+    prompt_cache_mb: int = Field(
+        default=2048, ge=0, description="RAM cache of evaluated prompts, MB (0 = off)."
+    )
     ready_timeout_sec: float = Field(default=120.0, gt=0)
     request_timeout_sec: float = Field(
         default=300.0, gt=0, description="Admin calls (adapter loads)."
@@ -160,6 +163,7 @@ class EmbeddedLlamaServer:
                 chat_template=cfg.chat_template,
                 n_ctx=cfg.n_ctx,
                 n_threads=cfg.n_threads,
+                prompt_cache_mb=cfg.prompt_cache_mb,
                 listen_fd=sock.fileno(),
                 port=port,
                 parent_pid=os.getpid(),
