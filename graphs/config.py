@@ -196,10 +196,10 @@ class FlywheelContext(RunConfig):
 
 
 #: Presets: settings that differ from the defaults (the defaults are sized for a GPU policy
-#: server). "embedded" is sized so one round fits in 10 min on 2 CPU cores (SmolLM2-135M at
-#: ~50 tokens/s; a proposer turn with its ~5.6k-token prompt costs ~45 s there, so the proposer
-#: gets 5 turns: with 6 the round measured 603 s); the command line wins over a preset, and every
-#: value shows in the manifest.
+#: server). "embedded" is sized for one round of about 10 min on 2 CPU cores (SmolLM2-135M at
+#: ~50 tokens/s; measured 631 s since GRPO episodes have the served budgets, README); the proposer
+#: gets 5 turns (with 6 the older round measured 603 s); the command line wins over a preset, and
+#: every value shows in the manifest.
 PRESETS: dict[str, dict[str, Any]] = {
     "gpu": {},
     "embedded": {
