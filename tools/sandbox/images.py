@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import re
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -41,7 +42,12 @@ from autoenvscaling.tools.sandbox.engine import (
     config_dir,
     inspect_image,
 )
-from autoenvscaling.tools.tasks.dockerfile import Dockerfile, DockerfileError
+from autoenvscaling.tools.tasks.dockerfile import (
+    MAX_DOCKERFILE_BYTES,
+    Dockerfile,
+    DockerfileError,
+    build_hazards,
+)
 
 Log = Callable[[str], None]
 
@@ -234,6 +240,29 @@ def _build_docker(
         raise BuildError(f"docker build of {task_name} failed: {error}\n{tail}{hint}")
 
 
+def refuse_hazards(dockerfile: Path, task_name: str) -> None:
+    """Raise BuildError when the Dockerfile holds what the builder must never see.
+
+    Checked at every build, whatever lint said: the gate lints, but trials, the proposer's
+    `check` and hand-run builds reach here too. Debian bookworm's buildah (1.28) has
+    CVE-2024-1753 (a RUN --mount from another stage through a link to / binds the host's root
+    read-write) and honours parser directives differently from our reader; no newer podman is
+    packaged for bookworm, so the builder is never handed a --mount or a directive.
+    """
+    try:
+        info = dockerfile.lstat()
+        if not stat.S_ISREG(info.st_mode):  # a link may point anywhere, a FIFO blocks the read
+            raise BuildError(f"{task_name}: the Dockerfile is not a regular file")
+        if info.st_size > MAX_DOCKERFILE_BYTES:
+            raise BuildError(f"{task_name}: the Dockerfile is over {MAX_DOCKERFILE_BYTES} bytes")
+        text = dockerfile.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise BuildError(f"{task_name}: cannot read the Dockerfile: {exc}") from None
+    if hazards := build_hazards(text):
+        said = "\n".join(f"line {h.line}: {h.message}" for h in hazards)
+        raise BuildError(f"refused to build {task_name}; the builder is never given these:\n{said}")
+
+
 def _build_locked(
     backend: Backend,
     environment_dir: Path,
@@ -243,6 +272,7 @@ def _build_locked(
     timeout_sec: float,
     say: Log,
 ) -> ContainerImage:
+    refuse_hazards(environment_dir / "Dockerfile", task_name)
     api = client(backend).api
     if not force and (found := _image_id(api, tag)):
         return ContainerImage(tag=tag, id=found)

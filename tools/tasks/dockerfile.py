@@ -28,6 +28,74 @@ MAX_DOCKERFILE_BYTES = 1_000_000
 _HEREDOC = re.compile(r"""("(?:\\.|[^"\\])*"|'[^']*')|<<-?\s*(['"]?)(\w+)\2""")
 
 
+# A parser directive line (`# syntax=...`, `# escape=...`, `# check=...`): readers disagree on
+# which they honour (buildah 1.28 stops at the first it does not know; dockerfile-parse keeps
+# looking), and the escape character decides where every instruction ends.
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*([A-Za-z][\w-]*)[ \t]*=")
+_KNOWN_DIRECTIVES = frozenset({"syntax", "escape", "check"})
+# RUN --mount anywhere in the text (CVE-2024-1753: a bind `from=` a stage whose source is a link
+# to / mounts the host's root read-write); no plain command needs the literal word.
+_MOUNT = re.compile(r"--[ \t]*mount\b", re.IGNORECASE)
+# The flags of a RUN/COPY/ADD (the words before its command): --network, --security, --from
+# reach past the build step.
+_INSTRUCTION_FLAGS = re.compile(r"^[ \t]*(?:RUN|COPY|ADD)((?:[ \t]+--\S+)+)", re.I | re.M)
+_REACHING = re.compile(r"--(network|security|from|mount)\b", re.IGNORECASE)
+
+
+class Hazard(BaseModel):
+    """Something in a Dockerfile's text that the builder may read differently from us, or that
+    reaches past the build step; `rule` is its lint rule."""
+
+    rule: str
+    line: int
+    message: str
+
+
+def build_hazards(text: str) -> list[Hazard]:
+    """What the builder must never see, read from the raw text, not through our parser.
+
+    Escape-agnostic on purpose: a flag counts if it appears in the text as written, or once the
+    lines are joined with either escape character (`\\` or a backtick) and comment lines are
+    dropped, so no choice of escape, continuation or directive hides it from this check.
+    """
+    lines = text.splitlines()
+    found: list[Hazard] = []
+    for number, line in enumerate(lines, 1):
+        match = _DIRECTIVE.match(line)
+        if match and match[1].lower() in _KNOWN_DIRECTIVES:
+            found.append(
+                Hazard(
+                    rule="dockerfile-parser-directive",
+                    line=number,
+                    message=f"`{line.strip()}`: parser directives (syntax, escape, check) are "
+                    "not supported: builders disagree on which they honour, and so on where "
+                    "each instruction ends; remove the line",
+                )
+            )
+    kept = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+    joined = [re.sub(rf"{esc}[ \t]*\n(?:[ \t]*\n)*", "", kept) for esc in (r"\\", "`")]
+    flags = {m[0].lower() for v in (text, *joined) for m in _MOUNT.finditer(v)}
+    for variant in (text, *joined):
+        for match in _INSTRUCTION_FLAGS.finditer(variant):
+            flags |= {f"--{m[1].lower()}" for m in _REACHING.finditer(match[1])}
+    for flag in sorted({f.replace(" ", "").replace("\t", "") for f in flags}):
+        line = next((n for n, ln in enumerate(lines, 1) if _flag_at(flag, ln)), 1)
+        found.append(
+            Hazard(
+                rule="dockerfile-flags",
+                line=line,
+                message=f"{flag} is not supported: RUN --mount/--network/--security and "
+                "COPY/ADD --from reach past the build step (a bind mount from another stage can "
+                "reach the host); copy files of environment/ and RUN plain commands",
+            )
+        )
+    return found
+
+
+def _flag_at(flag: str, line: str) -> bool:
+    return re.search(rf"--[ \t]*{flag[2:]}\b", line, re.IGNORECASE) is not None
+
+
 class DockerfileError(ValueError):
     """The Dockerfile cannot be read or parsed; the message says why."""
 

@@ -15,6 +15,7 @@ from autoenvscaling.tools.tasks.dockerfile import (
     Dockerfile,
     DockerfileError,
     Instruction,
+    build_hazards,
     copy_args,
 )
 
@@ -94,6 +95,11 @@ def check_dockerfile(ctx: LintContext, task: TaskView) -> None:
 
     def error(rule: str, message: str, line: int | None = None) -> None:
         ctx.add(rule, "error", dockerfile, message, line)
+
+    # Read from the raw text, not through our parser: what the builder may read differently
+    # (parser directives, flags hidden by a continuation) is refused here and again at build.
+    for hazard in build_hazards(dockerfile.read_text(encoding="utf-8")):
+        error(hazard.rule, hazard.message, hazard.line)
 
     context = task.environment_dir
     context_files = sorted(
