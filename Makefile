@@ -14,10 +14,11 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXA
 
 .PHONY: setup system bases test test-slow typecheck architecture run bench
 
-# The engine (podman, rootful, with runc and catatonit for --init) and debootstrap for the offline
-# base image. Each package is checked by the file it provides, so a set-up machine starts at once.
+# The engine (podman, rootful, with runc and catatonit for --init), debootstrap for the offline
+# base image, and Chromium for the viewer's browser tests. Each package is checked by the file it
+# provides, so a set-up machine starts at once.
 SYSTEM_PACKAGES = /usr/bin/podman:podman /usr/sbin/runc:runc /usr/bin/newuidmap:uidmap \
-	/usr/bin/catatonit:catatonit /usr/sbin/debootstrap:debootstrap
+	/usr/bin/catatonit:catatonit /usr/sbin/debootstrap:debootstrap /usr/bin/chromium:chromium
 
 system:
 	@missing=""; for pair in $(SYSTEM_PACKAGES); do \

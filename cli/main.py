@@ -43,6 +43,7 @@ def _mount_subapps() -> None:
         ("autoenvscaling.cli.sft", "sft_app", None),
         ("autoenvscaling.cli.validate", "validate_app", None),
         ("autoenvscaling.cli.propose", "propose_app", None),
+        ("autoenvscaling.cli.view", "view_app", None),
     ):
         try:
             sub = getattr(importlib.import_module(module), attr)

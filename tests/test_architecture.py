@@ -17,7 +17,7 @@ from .architecture_doc import (
     violations,
 )
 
-FOLDERS = {"cli", "graphs", "mcp_servers", "prompts", "tools", "training"}
+FOLDERS = {"cli", "graphs", "mcp_servers", "prompts", "tools", "training", "viewer"}
 
 
 @pytest.mark.timeout(180)

@@ -61,6 +61,7 @@ class StoreQueries(StoreConnection):
         outcome: Outcome | Literal["running"] | None = None,
         policy_version: str | None = None,
         run_id: str | None = None,
+        round: int | None = None,
         limit: int = 50,
         offset: int = 0,
     ) -> list[Attempt]:
@@ -71,6 +72,7 @@ class StoreQueries(StoreConnection):
             ("task_id", task_id),
             ("policy_version", policy_version),
             ("run_id", run_id),
+            ("round", round),
         ):
             if value is not None:
                 where.append(f"{column} = ?")
