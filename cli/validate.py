@@ -88,6 +88,14 @@ def validate(
     trials_dir: Annotated[
         Path | None, typer.Option("--trials-dir", help="Keep every trial folder here.")
     ] = None,
+    allow_internet: Annotated[
+        bool,
+        typer.Option(
+            "--allow-internet",
+            help="Let tasks that declare the internet (allow_internet = true) have it; "
+            "recorded in each verdict.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array on stdout.")] = False,
 ) -> None:
     """Run the admission gate on TASKS and print one verdict per task."""
@@ -109,6 +117,7 @@ def validate(
             "pool_dir": pool,
             "concurrency": concurrency,
             "trials_dir": trials_dir,
+            "allow_internet": allow_internet,
         }
         try:
             if resolved is None:

@@ -23,10 +23,9 @@ DEFECTS: dict[str, tuple[str, str, int | None, list[str]]] = {
     "empty_instruction": ("task-format", "instruction.md", None, ["is empty"]),
     "non_utf8_instruction": ("task-format", "instruction.md", None, ["UTF-8"]),
     "missing_test_sh": ("task-format", "tests/test.sh", None, ["missing"]),
-    "test_sh_no_shebang": ("task-format", "tests/test.sh", None, ["shebang"]),
-    "solve_sh_no_shebang": ("task-format", "solution/solve.sh", None, ["shebang"]),
     "missing_dockerfile": ("task-format", "environment/Dockerfile", None, ["docker_image"]),
     "multi_step": ("task-format", "task.toml", None, ["steps", "multi-step"]),
+    "script_crlf": ("task-format", "solution/solve.sh", None, ["CRLF"]),
     "unsupported_dockerfile_instruction": (
         "dockerfile-unsupported-instruction",
         "environment/Dockerfile",
@@ -239,7 +238,7 @@ def test_path_joined_in_python_is_checked(tmp_path: Path):
 def test_all_problems_reported_in_one_pass(tmp_path: Path):
     """A proposer gets every defect at once, not one per revision."""
     task = _copy(GOOD, tmp_path)
-    (task / "solution" / "solve.sh").write_text("echo no shebang\n")
+    (task / "solution" / "solve.sh").write_bytes(b"#!/bin/bash\r\necho crlf\r\n")
     (task / "tests" / "test.sh").write_text("#!/bin/bash\npython3 /tests/test_outputs.py\n")
     with (task / "environment" / "Dockerfile").open("a") as f:
         f.write("EXPOSE 80\n")

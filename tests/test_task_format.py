@@ -33,10 +33,9 @@ FORMAT_DEFECTS: dict[str, tuple[str, str | None, list[str]]] = {
     "empty_instruction": ("instruction.md", None, ["is empty"]),
     "non_utf8_instruction": ("instruction.md", None, ["not valid UTF-8", "0xe9", "offset 42"]),
     "missing_test_sh": ("tests/test.sh", None, ["missing", "reward.txt"]),
-    "test_sh_no_shebang": ("tests/test.sh", "shebang", ["#!/bin/bash"]),
-    "solve_sh_no_shebang": ("solution/solve.sh", "shebang", ["#!/bin/bash"]),
     "missing_dockerfile": ("environment/Dockerfile", None, ["missing", "docker_image"]),
     "multi_step": ("task.toml", "steps", ["multi-step"]),
+    "script_crlf": ("solution/solve.sh", "line endings", ["CRLF"]),
 }
 
 
@@ -92,9 +91,9 @@ def test_missing_and_non_folder_paths(tmp_path: Path):
 def test_check_task_lists_every_problem_at_once(tmp_path: Path):
     task = _copy(GOOD, tmp_path)
     (task / "instruction.md").unlink()
-    (task / "tests" / "test.sh").write_text("echo no shebang\n")
+    (task / "tests" / "test.sh").write_bytes(b"#!/bin/bash\r\necho crlf\r\n")
     problems = {(e.path.name, e.field) for e in check_task(task)}
-    assert problems == {("instruction.md", None), ("test.sh", "shebang")}
+    assert problems == {("instruction.md", None), ("test.sh", "line endings")}
 
 
 def test_docker_image_replaces_the_dockerfile(tmp_path: Path):

@@ -58,6 +58,13 @@ class GateConfig(BaseSettings):
         description="Harbor EnvironmentConfig fields passed through to every trial (e.g. "
         '{"kwargs": {...}, "override_cpus": 2} for a harbor:<type> backend).',
     )
+    allow_internet: bool = Field(
+        default=False,
+        description="The user's network policy: a task that declares the internet "
+        "(allow_internet = true, or an explicit network_mode) may have it. Without this, no "
+        "task gets a network, and one that fetches gets a verdict naming what it fetches. "
+        "Recorded in every verdict.",
+    )
     repeat: int = Field(
         default=2,
         ge=0,

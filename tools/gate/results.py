@@ -95,6 +95,11 @@ class Verdict(BaseModel):
     )
     duration_sec: float = 0.0
     backend: str = ""
+    network: dict[str, Any] | None = Field(
+        default=None,
+        description="The task's network need (what it fetches, by phase), whether it declares "
+        "the internet, whether the user's policy allows it, and whether it was granted.",
+    )
     verifier_mode: VerifierMode | None = Field(
         default=None,
         description="Where the task's tests run: 'separate' (a fresh container with the agent's "
@@ -127,6 +132,7 @@ def make_verdict(task: Path | str, results: Sequence[StageResult], *, backend: s
         "duration_sec": round(sum(r.duration_sec for r in ordered), 3),
         "backend": backend,
         "verifier_mode": verifier_mode(task),
+        "network": next((r.details["network"] for r in ordered if "network" in r.details), None),
     }
     failed = next((r for r in ordered if not r.passed), None)
     if failed is not None:

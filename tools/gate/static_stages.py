@@ -10,6 +10,7 @@ from pathlib import Path
 
 from autoenvscaling.tools.gate.config import GateConfig, StageName
 from autoenvscaling.tools.gate.lint import lint_task
+from autoenvscaling.tools.gate.network import network_need
 from autoenvscaling.tools.gate.results import StageResult, excerpt
 from autoenvscaling.tools.tasks.format import TaskFormatError, load_pool, load_task
 from autoenvscaling.tools.tasks.similarity import DedupIndex, task_text
@@ -22,8 +23,12 @@ MAX_DEDUP_CHARS = 2_000_000
 
 
 async def lint(task: Path, config: GateConfig, prior: Prior) -> StageResult:
-    report = await asyncio.to_thread(lint_task, task)
-    details = {"findings": [f.model_dump() for f in report.findings]}
+    report = await asyncio.to_thread(lint_task, task, backend=config.backend)
+    need = await asyncio.to_thread(network_need, task, allow_internet=config.allow_internet)
+    details = {
+        "findings": [f.model_dump() for f in report.findings],
+        "network": need.model_dump() | {"granted": need.granted},
+    }
     if report.ok:
         warned = f" ({len(report.warnings)} warnings)" if report.warnings else ""
         return StageResult(

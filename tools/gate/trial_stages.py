@@ -9,6 +9,8 @@ from pathlib import Path
 
 from autoenvscaling.tools.gate.config import GateConfig, StageName
 from autoenvscaling.tools.gate.harness import failure_excerpt, gate_trial
+from autoenvscaling.tools.gate.lint.harbor_compat import OUR_BACKENDS
+from autoenvscaling.tools.gate.network import Phase, network_need
 from autoenvscaling.tools.gate.results import StageResult, excerpt
 from autoenvscaling.tools.sandbox.base import BuildError
 from autoenvscaling.tools.tasks.format import load_task
@@ -52,6 +54,21 @@ def _failed_trial(stage: StageName, what: str, outcome: TrialOutcome) -> StageRe
     )
 
 
+def network_blame(task: Path, config: GateConfig, *phases: Phase) -> str:
+    """Why a failed trial is the network's doing, when the task fetches in `phases` and got no
+    network here; "" otherwise (the usual reason stands)."""
+    need = network_need(task, allow_internet=config.allow_internet)
+    if not need.in_phase(*phases):
+        return ""
+    if need.granted and config.backend in OUR_BACKENDS:
+        return (
+            f"{need.advice(*phases).split(' — ')[0]} — granted by the policy, but the "
+            f"{config.backend} backend runs every build and sandbox without a network; run "
+            "the gate with --backend harbor-docker to give it one"
+        )
+    return need.advice(*phases)
+
+
 # --------------------------------------------------------------------------- build
 
 
@@ -76,11 +93,15 @@ async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
                 timeout_sec=env.build_timeout_sec,
             )
         except BuildError as exc:
+            blame = network_blame(task, config, "build")
             return StageResult(
                 stage="build",
                 passed=False,
                 excerpt=excerpt(str(exc)),
-                reason=f"the environment does not build (build timeout "
+                details={"network_need": bool(blame)},
+                reason=f"the environment does not build: {blame}"
+                if blame
+                else f"the environment does not build (build timeout "
                 f"{env.build_timeout_sec:g} s): {' '.join(str(exc).split())[-400:]}",
             )
         return StageResult(
@@ -119,6 +140,21 @@ async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
 
 async def oracle(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     outcome = await gate_trial(task, config, agent="oracle", label="oracle")
+    fault = failure(outcome)
+    if (
+        outcome.reward != 1.0
+        and (fault is None or fault.task_fault)  # an engine failure stays infrastructure
+        and (blame := network_blame(task, config, "verifier", "solution"))
+    ):
+        # Confirmed by the trial: the solution or the tests fetch, and no network was given.
+        return StageResult(
+            stage="oracle",
+            passed=False,
+            details=_trial_details(outcome) | {"network_need": True},
+            excerpt=failure_excerpt(outcome),
+            reason=f"the oracle did not score 1.0 ({outcome.error or outcome.reward}), and "
+            f"{blame}",
+        )
     if failure(outcome):
         return _failed_trial("oracle", "oracle", outcome)
     details = _trial_details(outcome)

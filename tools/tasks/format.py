@@ -35,6 +35,10 @@ __all__ = [
     "write_task",
 ]
 
+# Unknown keys under these tables change nothing Harbor runs: package info ([task] format,
+# workstream, ...) and the steps of a multi-step task (reported once, as multi-step).
+_DESCRIPTIVE_TABLES = ("task.", "steps")
+
 # Files that never belong to a task's identity (editor and interpreter droppings).
 _IGNORED_NAMES = {".git", "__pycache__", ".DS_Store", ".pytest_cache"}
 
@@ -197,17 +201,9 @@ def _read_text(path: Path, errors: list[TaskFormatError], what: str) -> str | No
 
 
 def _check_script(path: Path, text: str, errors: list[TaskFormatError]) -> None:
-    first = text.split("\n", 1)[0]
-    if not first.startswith("#!"):
-        errors.append(
-            TaskFormatError(
-                path,
-                "shebang",
-                "first line must be a shebang such as '#!/bin/bash' "
-                "(Harbor executes the script directly)",
-            )
-        )
-    elif first.endswith("\r"):
+    # No shebang is fine: Harbor runs the script from a bash command line, and bash runs a file
+    # without one as a bash script (lint warns). CRLF breaks the shebang and every command.
+    if text.split("\n", 1)[0].endswith("\r"):
         errors.append(
             TaskFormatError(path, "line endings", "uses CRLF line endings; convert to LF")
         )
@@ -268,6 +264,8 @@ def _check_config(
     numbers = check_numbers(raw, limits)
     errors.extend(TaskFormatError(path, p.field, p.problem) for p in numbers)
     for field, message in _unknown_fields(root):
+        if field.startswith(_DESCRIPTIVE_TABLES):
+            continue  # Harbor ignores them and so does the run; lint warns (harbor_compat.py)
         advice = message.split("; ", 1)[-1]  # "remove or correct it. Did you mean 'x'?"
         errors.append(TaskFormatError(path, field or None, f"unknown field; {advice}"))
     try:
@@ -286,8 +284,16 @@ def _check_config(
         for p in check_numbers(dumped, limits):
             errors.append(TaskFormatError(path, p.field, p.problem))
     if config.steps:
+        names = ", ".join(step.name for step in config.steps)
         errors.append(
-            TaskFormatError(path, "steps", "multi-step tasks are not supported; remove [[steps]]")
+            TaskFormatError(
+                path,
+                "steps",
+                f"a multi-step task ({len(config.steps)} [[steps]]: {names}) cannot be honoured "
+                "here: the gate and its trials run one agent phase and one verifier. Run it with "
+                "`harbor run`, or make it one step (instruction.md, tests/test.sh and "
+                "solution/solve.sh at the top of the task)",
+            )
         )
     if config.environment.os != TaskOS.LINUX:
         errors.append(TaskFormatError(path, "environment.os", "only 'linux' tasks are supported"))
@@ -311,6 +317,8 @@ def _inspect(
         return None, [TaskFormatError(root / p.file, p.field, p.problem) for p in problems]
 
     config = _check_config(root, errors, limits)
+    if config is not None and config.steps:
+        return None, errors  # its files live under steps/<name>/: the steps error says it all
 
     instruction = _read_text(
         paths.instruction_path, errors, "add instruction.md telling the agent what to do"

@@ -4,7 +4,8 @@ Runs the task-format checks of `tasks/format.py`, a chosen subset of Harbor's ow
 rules (harbor_rules.py), and the checks Harbor lacks: the Dockerfile subset our sandboxes build,
 tests/ and solution/ kept out of the image (dockerfile_rules.py), a reward file written by test.sh,
 every path the tests check named in instruction.md, pinned requirements files (verifier_rules.py),
-and patterns that make reward hacks easy (hacks.py). Each finding names the file and what to change.
+patterns that make reward hacks easy (hacks.py), and what real Harbor tasks write that Harbor runs
+or that this gate cannot honour (harbor_compat.py). Each finding names the file and what to change.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from autoenvscaling.tools.gate.lint.dockerfile_rules import (
     check_dockerfile,
 )
 from autoenvscaling.tools.gate.lint.hacks import hack_findings
+from autoenvscaling.tools.gate.lint.harbor_compat import check_compat
 from autoenvscaling.tools.gate.lint.harbor_rules import check_harbor_rules
 from autoenvscaling.tools.gate.lint.model import LintContext, LintFinding, LintReport, TaskView
 from autoenvscaling.tools.gate.lint.verifier_rules import (
@@ -37,8 +39,12 @@ def _scrub(text: str, root: Path) -> str:
     return text
 
 
-def lint_task(task_dir: Path | str, limits: TaskLimits | None = None) -> LintReport:
+def lint_task(
+    task_dir: Path | str, limits: TaskLimits | None = None, *, backend: str | None = None
+) -> LintReport:
     """Run every static check on one task folder. Never raises for a bad task.
+
+    `backend`: the gate's backend; given, fields it cannot honour (GPUs, compose) are errors.
 
     Bounded: the folder is first checked against `TaskLimits` with one `lstat` walk (file count,
     sizes, special files, links, names); a task that breaks a limit gets only those findings.
@@ -65,6 +71,7 @@ def lint_task(task_dir: Path | str, limits: TaskLimits | None = None) -> LintRep
         check_reward(ctx, task, sources)
         check_outputs_named(ctx, task, sources)
         check_requirements(ctx, task)
+        check_compat(ctx, task, backend)
         ctx.findings += [LintFinding(**f) for f in hack_findings(ctx.root)]
     findings = sorted(
         ctx.findings, key=lambda f: (f.severity != "error", f.file, f.line or 0, f.rule)

@@ -40,7 +40,10 @@ def check_harbor_rules(ctx: LintContext, *, quiet: bool) -> None:
         message = finding.message
         if finding.rule == LintRule.UNPINNED_PYTHON_DEPENDENCY and finding.line:
             path = Path(finding.path)
-            names = ", ".join(f"`{n}`" for n in _unpinned_packages(path, finding.line))
+            unpinned = _unpinned_packages(path, finding.line)
+            if unpinned == []:  # only option values (`--retries 3`) looked like packages
+                continue
+            names = ", ".join(f"`{n}`" for n in unpinned or [])
             quoted = _source_line(path, finding.line)
             message = (
                 f"{names or 'a package'} not pinned in `{quoted}`: write each as name==version "
@@ -49,16 +52,30 @@ def check_harbor_rules(ctx: LintContext, *, quiet: bool) -> None:
         ctx.add(str(finding.rule), _HARBOR_RULES[finding.rule], finding.path, message, finding.line)
 
 
-def _unpinned_packages(path: Path, line: int) -> list[str]:
-    """The unpinned packages Harbor saw on `line`, found with Harbor's own parser."""
+# pip options that take a value Harbor 0.25's parser does not know: it reads `--retries 3` as
+# a package named "3" (seen on real tasks: `pip install --no-cache-dir --retries 3 x==1`).
+_MORE_VALUE_FLAGS = frozenset(
+    "--retries --timeout --trusted-host --proxy --progress-bar --only-binary --no-binary "
+    "--python-version --implementation --abi --upgrade-strategy --global-option --exists-action "
+    "--cert --client-cert".split()
+)
+
+
+def _unpinned_packages(path: Path, line: int) -> list[str] | None:
+    """The unpinned packages Harbor saw on `line`, found with Harbor's own parser, less option
+    values; None when the line cannot be read again (the message is then generic)."""
     try:  # private helpers of harbor 0.25 (pinned <0.26); without them the message is generic
         from harbor.lint.task import _commands, _lines, _packages, _unpinned
 
         text = dict(_lines(path.read_text(encoding="utf-8"))).get(line, "")
     except (ImportError, OSError, ValueError):
-        return []
+        return None
     text = re.sub(r"^\s*RUN\s+(?:--\S+\s+)*", "", text, flags=re.IGNORECASE)
-    return [p for command, _ in _commands(text) for p in _packages(command) if _unpinned(p)]
+    out = []
+    for command, _ in _commands(text):
+        values = {b for a, b in zip(command, command[1:], strict=False) if a in _MORE_VALUE_FLAGS}
+        out += [p for p in _packages(command) if _unpinned(p) and p not in values]
+    return out
 
 
 def _source_line(path: Path, line: int) -> str:

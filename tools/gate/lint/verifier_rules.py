@@ -12,6 +12,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from autoenvscaling.tools.gate.lint.dockerfile_rules import shared_inputs
 from autoenvscaling.tools.gate.lint.model import LintContext, TaskView
+from autoenvscaling.tools.gate.lint.written_paths import is_written, written_by_verifier
 from autoenvscaling.tools.tasks.dockerfile import (
     Dockerfile,
     DockerfileError,
@@ -131,16 +132,21 @@ def check_outputs_named(ctx: LintContext, task: TaskView, sources: list[tuple[Pa
 
     Heuristic. Not flagged: system and Harbor paths (/tests, /logs, /usr, /tmp, ...), files
     shipped in environment/ (inputs, not outputs), tests/ files that are copies of those (shared
-    generators), git internals, bare top-level folders, and any path whose full form,
-    workdir-relative form or file name appears in the instruction.
+    generators), files the tests write, build, move or delete themselves (written_paths.py), git
+    internals, bare top-level folders, and any path whose full form, workdir-relative form or
+    file name appears in the instruction. An error, not a warning: an output the instruction
+    never names leaves the task unusable (no agent can know to write it).
     """
     instruction = task.instruction
     if not instruction or not instruction.strip():  # reported as a missing or empty file
         return
     workdir = _workdir(task)
-    shipped = {p.name for p in task.environment_dir.rglob("*") if p.is_file()}
+    shipped = {p.name for p in task.environment_dir.rglob("*")}  # input files and folders
+    if task.tests_dir.is_dir():  # the tests' own files, wherever a path says they lie
+        shipped |= {p.name for p in task.tests_dir.rglob("*") if p.is_file()}
     reported: set[str] = set()
     shared = shared_inputs(task)
+    written = written_by_verifier(sources)
     for path, text in sources:
         if path in shared:
             continue
@@ -158,6 +164,7 @@ def check_outputs_named(ctx: LintContext, task: TaskView, sources: list[tuple[Pa
                 or workdir.startswith(full + "/")
                 or name in shipped
                 or name in _TASK_FILE_NAMES
+                or is_written(full, written, workdir)  # the tests make or clear it themselves
             ):
                 continue
             relative = posixpath.relpath(full, workdir) if workdir != "/" else full.lstrip("/")
@@ -174,7 +181,8 @@ def check_outputs_named(ctx: LintContext, task: TaskView, sources: list[tuple[Pa
                 path,
                 f"checks {full}, but instruction.md never names it (neither the path nor "
                 f"{name!r}). State every file the tests check, with its exact path and format, "
-                "in instruction.md — or stop checking it",
+                "in instruction.md — or stop checking it (an unnamed output leaves the task "
+                "unsolvable: no agent can know to write it)",
                 line,
             )
 
