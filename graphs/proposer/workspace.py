@@ -15,6 +15,7 @@ from autoenvscaling.mcp_servers.gate import build_gate_server
 from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
 from autoenvscaling.mcp_servers.terminal import ShellOpener, build_terminal_server
 from autoenvscaling.tools.sandbox import PersistentShell, SandboxLimits
+from autoenvscaling.tools.tasks.privileges import strip_privileges
 
 
 def workspace_with_task(
@@ -35,8 +36,13 @@ def workspace_with_task(
             workdir=TASK_MOUNT,
             binds=[(candidate, TASK_MOUNT)],
         )
-        async with sandbox:
-            yield await sandbox.open_shell()
+        try:
+            async with sandbox:
+                yield await sandbox.open_shell()
+        finally:
+            # Container root wrote the folder: nothing it made may carry privilege on the host
+            # (the bind is nosuid and setid modes are refused; FIFOs and hard links are not).
+            strip_privileges(candidate)
 
     return open_shell
 

@@ -14,7 +14,9 @@
   container root could read or plant keys in the host root's keyring;
 - resource limits from the task clamped to the configured maxima (CPUs to this machine's too);
 - environment: only what the image and the caller set (the engine adds PATH/TERM/HOSTNAME);
-- no host path bound except those a caller names (`binds`).
+- no host path bound except those a caller names (`binds`): podman mounts them nosuid,nodev,
+  and with a folder bound no setuid/setgid bit can be set (seccomp on the mode argument of
+  chmod/open/mknod and kin), so nothing privilege-bearing lands on the host.
 
 Builds: podman builds (the CLI) get the same network, capabilities and seccomp profile; podman
 refuses `no-new-privileges` for builds. docker's build API takes no capability or seccomp options:
@@ -49,8 +51,45 @@ ENGINE_SECCOMP = Path("/usr/share/containers/seccomp.json")  # containers-common
 EPERM = 1
 
 
-def seccomp_profile() -> Path:
-    """Our seccomp profile (json, in our config folder): the engine's default minus the keyring."""
+#: (syscall, index of its mode argument): the calls that set a file's mode. A sandbox with a
+#: host folder bound in may call them only without the setuid/setgid bits (`bound=True`).
+MODE_CALLS = {
+    "chmod": 1,
+    "fchmod": 1,
+    "creat": 1,
+    "mknod": 1,
+    "fchmodat": 2,
+    "open": 2,
+    "mknodat": 2,
+    "openat": 3,
+}
+SETID_BITS = 0o6000
+#: openat2 takes its mode inside a struct seccomp cannot read: ENOSYS (libc falls back to openat).
+OPAQUE_MODE_CALLS = ("openat2",)
+
+
+def _no_setid(profile: dict[str, Any]) -> None:
+    """Allow the mode-setting calls only when the mode has no setuid/setgid bit."""
+    for rule in profile.get("syscalls", []):
+        if rule.get("action") == "SCMP_ACT_ALLOW" and not rule.get("args"):
+            drop = set(MODE_CALLS) | set(OPAQUE_MODE_CALLS)
+            rule["names"] = [n for n in rule.get("names", []) if n not in drop]
+    for name, index in MODE_CALLS.items():
+        profile["syscalls"].append(
+            {
+                "names": [name],
+                "action": "SCMP_ACT_ALLOW",
+                # MASKED_EQ: (arg & value) == valueTwo
+                "args": [
+                    {"index": index, "value": SETID_BITS, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}
+                ],
+            }
+        )
+
+
+def seccomp_profile(*, bound: bool = False) -> Path:
+    """Our seccomp profile (json, in our config folder): the engine's default minus the keyring;
+    `bound` (a host folder is bound in): no setuid/setgid bit can be set either."""
     from autoenvscaling.tools.sandbox.engine import config_dir
 
     try:
@@ -67,8 +106,10 @@ def seccomp_profile() -> Path:
     base["syscalls"].append(
         {"names": list(KEYRING_CALLS), "action": "SCMP_ACT_ERRNO", "errnoRet": EPERM, "args": []}
     )
+    if bound:
+        _no_setid(base)
     text = json.dumps(base, indent=1, sort_keys=True)
-    path = config_dir() / "seccomp.json"
+    path = config_dir() / ("seccomp-bound.json" if bound else "seccomp.json")
     if not path.exists() or path.read_text() != text:
         tmp = path.with_suffix(f".tmp-{os.getpid()}")
         tmp.write_text(text)
@@ -81,10 +122,10 @@ def cap_mask() -> int:
     return sum(1 << bit for bit in CAP_BITS.values())
 
 
-def security_opt(backend: Backend) -> list[str]:
+def security_opt(backend: Backend, *, bound: bool = False) -> list[str]:
     """`--security-opt` values for containers: docker's API wants the profile's json, podman's
     a path to it."""
-    path = seccomp_profile()
+    path = seccomp_profile(bound=bound)
     return ["no-new-privileges", f"seccomp={path if backend == 'podman' else path.read_text()}"]
 
 
@@ -115,6 +156,12 @@ def clamp(limits: SandboxLimits) -> SandboxLimits:
     )
 
 
+def _bind_mode(backend: Backend) -> str:
+    """podman: nothing setuid or a device node in a bound folder works inside; docker's bind
+    API takes no such options (the seccomp rule and the strip on close still hold there)."""
+    return "rw,nosuid,nodev" if backend == "podman" else "rw"
+
+
 def host_config(
     api: Any,
     backend: Backend,
@@ -134,7 +181,9 @@ def host_config(
         nano_cpus=int(limits.cpus * 1e9) if limits.cpus else None,
         cap_drop=["ALL"],
         cap_add=list(CAPS),
-        security_opt=security_opt(backend),
-        binds={str(Path(h).resolve()): {"bind": c, "mode": "rw"} for h, c in binds or []},
+        security_opt=security_opt(backend, bound=bool(binds)),
+        binds={
+            str(Path(h).resolve()): {"bind": c, "mode": _bind_mode(backend)} for h, c in binds or []
+        },
         ulimits=None,
     )

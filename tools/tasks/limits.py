@@ -3,7 +3,7 @@
 A proposer's task is hostile input. Two checks run first, in bounded time and memory:
 
 - `inventory(root)`: one `lstat` walk that stops at the first `max_files` entries. It refuses
-  special files (FIFOs, sockets, devices), symlinks, files or a folder total over the size caps,
+  special files (FIFOs, sockets, devices), symlinks, setuid/setgid files, hard links, files or a folder total over the size caps,
   folders nested too deep and names a shell or a terminal would misread. Nothing is opened.
 - `check_numbers(raw)`: every number of task.toml must be finite, and the ones that size a trial
   (timeouts, cpus, memory, storage, gpus) must lie in the configured range, so a task can never
@@ -88,6 +88,24 @@ def _kind(mode: int) -> str | None:
     return None
 
 
+def _privilege(info: os.stat_result) -> str | None:
+    """Why a regular file may carry privilege off the machine that made it; None if it cannot.
+
+    A setuid/setgid file copied out of a sandbox runs with its owner's rights on the host; a
+    hard link shares its inode (and later mode changes) with a name outside the task."""
+    if info.st_mode & (stat.S_ISUID | stat.S_ISGID):
+        return (
+            "has the setuid or setgid bit; a task's files carry no privilege (chmod u-s,g-s "
+            "it; set such bits in the Dockerfile if the image needs them)"
+        )
+    if info.st_nlink > 1:
+        return (
+            f"is a hard link ({info.st_nlink} names share its data, maybe outside the task); "
+            "make it a plain copy"
+        )
+    return None
+
+
 def _bad_name(name: str, limits: TaskLimits) -> str | None:
     try:
         encoded = name.encode("utf-8")
@@ -169,6 +187,8 @@ def inventory(root: Path | str, limits: TaskLimits | None = None) -> list[LimitP
                     )
                 )
                 break
+            if stat.S_ISREG(info.st_mode) and (why := _privilege(info)) is not None:
+                problems.append(LimitProblem(file=_shown(rel), problem=why))
             if stat.S_ISREG(info.st_mode):
                 total += info.st_size
                 if info.st_size > limits.max_file_bytes:
