@@ -365,9 +365,14 @@ def test_grpo_episode_whose_sandbox_is_refused_is_not_scored(engine_ready, tmp_p
         loop.stop()
 
 
-def test_grpo_episode_whose_container_dies_mid_episode_is_not_scored(engine_ready, tmp_path):
-    """The container is removed from the host mid-episode (a real engine-side failure): the
-    tool calls stop reaching it, the episode is infrastructure, nothing is scored."""
+def test_grpo_episode_whose_container_vanishes_is_scored_0_unless_the_engine_fails(
+    engine_ready, tmp_path, monkeypatch
+):
+    """The container is removed mid-episode. While the engine answers, that is what a policy's
+    own `kill -KILL -1` looks like (the same 'die' 137 and 'remove' events, measured), so the
+    episode scores 0 (tests/security/test_grpo_verify.py has the attack). When the engine stops
+    answering as well, nobody can tell: infrastructure, nothing scored."""
+    from autoenvscaling.tools.sandbox import engine
     from autoenvscaling.tools.sandbox.engine import client
     from autoenvscaling.training.grpo.episode_env import (
         SANDBOX_UNAVAILABLE,
@@ -383,17 +388,33 @@ def test_grpo_episode_whose_container_dies_mid_episode_is_not_scored(engine_read
     loop = EventLoop()
     try:
         episode = TaskEpisode(loop, task_starter("podman"), EpisodeConfig())
-        episode.reset(task_dir=str(task))
-        assert episode.run("echo hello > /app/hello.txt") == "[exit code 0]"
-        live = episode._live
-        assert live is not None
-        client("podman").api.remove_container(live.sandbox.ref.handle["container_id"], force=True)
-        answers = [episode.run("cat /app/hello.txt") for _ in range(3)]
-        assert answers[-1] == SANDBOX_UNAVAILABLE, answers
-        record = loop.run(episode._finish())
-        assert (record.reward, record.fault) == (None, "infrastructure"), record
+        for engine_answers in (True, False):
+            episode.reset(task_dir=str(task))
+            assert episode.run("echo hello > /app/hello.txt") == "[exit code 0]"
+            live = episode._live
+            assert live is not None
+            client("podman").api.remove_container(
+                live.sandbox.ref.handle["container_id"], force=True
+            )
+            if not engine_answers:
+                monkeypatch.setattr(engine, "client", _refusing_client)
+            answers = [episode.run("cat /app/hello.txt") for _ in range(3)]
+            record = loop.run(episode._finish())
+            if engine_answers:
+                assert answers[-1].startswith("[error: the sandbox was stopped"), answers
+                assert (record.reward, record.fault) == (0.0, None), record
+            else:
+                assert answers[-1] == SANDBOX_UNAVAILABLE, answers
+                assert (record.reward, record.fault) == (None, "infrastructure"), record
     finally:
+        monkeypatch.undo()
         loop.stop()
+
+
+def _refusing_client(*_args, **_kwargs):
+    from autoenvscaling.tools.sandbox.engine import EngineUnavailableError
+
+    raise EngineUnavailableError("injected fault: the podman service stopped answering")
 
 
 def test_grpo_episode_that_fills_its_disk_is_scored_zero(engine_ready, tmp_path):

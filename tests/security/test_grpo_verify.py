@@ -54,3 +54,63 @@ def test_episode_reward_comes_from_the_separate_verifier(engine_ready, tmp_path)
         assert run(shared, FORGE) == 1.0  # control: the wrapper forges a shared verifier
     finally:
         loop.stop()
+
+
+# -- GRPO like a trial: the reward's range, and a sandbox the policy kills ----------------------
+HUGE_TEST_SH = """\
+    #!/bin/bash
+    # A hostile (or careless) verifier: a number with no 'reward' key, far out of range.
+    mkdir -p /logs/verifier
+    echo '{"score": 1e30}' > /logs/verifier/reward.json
+    """
+# Ends every process of the container but init and the caller: the keep-alive with them, so the
+# container stops. A policy about to score 0 could do this to have its episode dropped instead.
+KILL_SANDBOX = ["kill -KILL -1; sleep 1; echo still-here"]
+
+
+def _episode_runner(loop):
+    episode = TaskEpisode(loop, task_starter(BACKEND), EpisodeConfig())
+
+    def run(task_dir, commands):
+        episode.reset(task_dir=str(task_dir))
+        for command in commands:
+            episode.run(command)
+        return loop.run(episode._finish())
+
+    return run
+
+
+def test_an_episode_reward_is_range_checked_like_a_trials(engine_ready, tmp_path):
+    """A reward a trial refuses (no 'reward' key, 1e30) is the task's fault, never a reward."""
+    image = build_image("forgery", DOCKERFILE)
+    huge = write_task(tmp_path, "huge", solve="#!/bin/bash\ntrue\n", test_sh=HUGE_TEST_SH, image=image)
+    loop = EventLoop()
+    try:
+        record = _episode_runner(loop)(huge, [])
+        assert (record.reward, record.fault) == (None, "task"), record
+        assert "reward" in (record.error or ""), record
+    finally:
+        loop.stop()
+
+
+def test_a_policy_that_kills_its_own_sandbox_scores_0(engine_ready, tmp_path):
+    """Killing the sandbox inside a tool call is the policy's doing: 0, not an infrastructure
+    drop (which would spare it the 0); the next episode runs normally."""
+    image = build_image("forgery", DOCKERFILE)
+    honest = write_task(
+        tmp_path,
+        "sum",
+        solve="#!/bin/bash\ntrue\n",
+        test_sh=TEST_SH,
+        tests={"check.py": CHECK_PY},
+        image=image,
+    )
+    loop = EventLoop()
+    try:
+        run = _episode_runner(loop)
+        record = run(honest, KILL_SANDBOX)
+        assert (record.reward, record.fault) == (0.0, None), record
+        assert record.error and "stopped" in record.error, record
+        assert run(honest, HONEST).reward == 1.0  # the episode after it is unaffected
+    finally:
+        loop.stop()

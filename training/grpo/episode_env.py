@@ -11,7 +11,9 @@ whose fault it is): a sandbox that does not start (`reset` records it instead of
 TRL), an exception from the sandbox inside a tool call (the tools answer a short error from then
 on), a verifier that cannot run or gives no valid reward. `_finish()` then returns a record with
 no reward and the fault; the reward function passes None to TRL, which leaves the episode out of
-its group's mean and std and gives it zero advantage.
+its group's mean and std and gives it zero advantage. A sandbox that stops while its engine
+works was ended from inside by the policy's own commands: that episode scores 0, as past any
+limit of its own (dropping it would let a failing policy escape its 0 by killing its sandbox).
 
 Sandbox code is async and bound to the loop it was created on, while TRL calls tools from its own
 threads; every episode therefore runs its coroutines on one shared background loop (`EventLoop`).
@@ -55,6 +57,11 @@ class LiveTask(Protocol):
 
     async def verify(self) -> float:
         """Run the task's verifier once, after the agent is done; return the reward."""
+        ...
+
+    async def stopped(self) -> str | None:
+        """Why the sandbox no longer runs when its engine says so (something inside ended it);
+        None while it runs or when the engine cannot tell."""
         ...
 
     async def close(self) -> None: ...
@@ -197,6 +204,7 @@ class TaskEpisode:
         try:
             return self._loop.run(call())
         except Exception as exc:  # noqa: BLE001 - classified and recorded: the episode is dropped
+            self._stopped_by_policy(self._loop.run(self._stopped()))
             self._fail(exc, "tool")
             return self._tool(call)  # the answer for what was recorded (no second call made)
 
@@ -211,6 +219,23 @@ class TaskEpisode:
             return
         self._failure = found
         log.warning("episode of %s not scored: %s", self._task_dir, found.describe())
+
+    async def _stopped(self) -> str | None:
+        """Why the sandbox stopped under the episode, if its engine says it did."""
+        stopped = getattr(self._live, "stopped", None)
+        try:
+            return await stopped() if stopped is not None else None
+        except Exception:  # noqa: BLE001 - cannot tell: the failure stays infrastructure
+            return None
+
+    def _stopped_by_policy(self, reason: str | None) -> None:
+        """A sandbox that stopped while the engine works was ended from inside, by the policy's
+        own commands (`kill -KILL -1`, its memory): scored 0 like any limit of its own, never
+        dropped as infrastructure (that would spare a failing attempt its 0)."""
+        if reason is not None and self._failure is None and self._limit is None:
+            # Our own limit that stopped it (the writable-layer cap) says more, when it did.
+            hit = self._limit_hit()
+            self._limit = hit or f"the sandbox stopped under the policy's commands: {reason}"
 
     def _limit_hit(self) -> str | None:
         """Why our limits stopped this episode's sandbox (the writable-layer cap), or None."""
@@ -274,6 +299,8 @@ class TaskEpisode:
                 self._fail(EpisodeError("_finish() before reset(): no episode ran"), "verify")
             if self._limit is None and (hit := self._limit_hit()):
                 self._limit = hit  # stopped after the last tool call: its work is gone
+            if self._failure is None and self._live is not None:
+                self._stopped_by_policy(await self._stopped())
             if self._failure is None and self._limit is None and self._shell is not None:
                 try:
                     await self._shell.close()  # the agent's shell ends before the tests run

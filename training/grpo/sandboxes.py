@@ -85,15 +85,37 @@ class LiveHarborTask:
         except VerifierRunError as exc:
             raise VerifierError(str(exc)) from exc
         rewards = result.rewards or {}
-        # The same checks as a trial's (tools/trials/trial.py), raised as the task's faults.
-        if not rewards:
-            raise VerifierError("the verifier reported no rewards") from NoRewardError(
-                "the verifier reported no rewards"
-            )
+        # The same checks as a trial's (tools/trials/trial.py), raised as the task's faults: a
+        # 'reward' entry, every value finite, the reward in [0, 1] (no other entry stands in).
+        if "reward" not in rewards:
+            message = f"the verifier reported no 'reward' entry (got {sorted(rewards)[:5]})"
+            raise VerifierError(message) from NoRewardError(message)
         problem = reward_problem(rewards)
         if problem:
             raise VerifierError(problem) from RewardOutOfRangeError(problem)
-        return float(rewards.get("reward", next(iter(rewards.values()))))
+        return float(rewards["reward"])
+
+    async def stopped(self) -> str | None:
+        """Why the agent's sandbox is no longer running, when its engine answers and says so
+        (the container exited or is gone while we had not closed it: something inside ended
+        it); None while it runs, or when the engine cannot tell (an infrastructure failure)."""
+        sandbox = getattr(self.environment, "_sandbox", None)
+        if sandbox is None or not hasattr(sandbox, "container_id") or sandbox._closed:
+            return None  # Harbor's own types: nothing of ours to ask; closed by us
+        import docker.errors
+
+        from autoenvscaling.tools.sandbox.engine import call, client
+
+        try:
+            api = (await call(client, sandbox.backend)).api
+            state = (await call(api.inspect_container, sandbox.container_id))["State"]
+        except docker.errors.NotFound:
+            return "the sandbox's container is gone (its processes ended it)"
+        except Exception:  # noqa: BLE001 - the engine cannot tell: not the policy's doing
+            return None
+        if state.get("Running"):
+            return None
+        return f"the sandbox's container stopped (exit code {state.get('ExitCode')})"
 
     async def close(self) -> None:
         try:
