@@ -40,6 +40,12 @@ class Settings(BaseSettings):
     max_download_mb: int = Field(
         default=512, description="Cap on one download (logs, artifacts) from a sandbox."
     )
+    task_env_allow: list[str] = Field(
+        default_factory=list,
+        description="Host environment variables a task.toml `${VAR}` template may read (json "
+        'list, e.g. ["HF_HOME"]); any other template is refused by lint and at sandbox start, '
+        "so no host value (an API key) enters a sandbox unless named here.",
+    )
     control_channel: bool = Field(
         default=False,
         description="Harbor trials serve root execs through one long-lived bash per container "

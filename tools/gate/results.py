@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.gate.config import STAGES, StageName
+from autoenvscaling.tools.tasks.host_env import redact_host_values
 from autoenvscaling.tools.trials.verifier import VerifierMode, verifier_mode
 
 #: Proposer rewards (ARCHITECTURE.md): admitted, failed calibration only, failed validation.
@@ -120,7 +121,16 @@ class Verdict(BaseModel):
 def make_verdict(task: Path | str, results: Sequence[StageResult], *, backend: str = "") -> Verdict:
     """The verdict of the stages run so far: the first failing stage decides."""
     task = Path(task)
-    ordered = sorted(results, key=lambda r: STAGES.index(r.stage))
+    # No host value (an API key a template or a test printed) goes back in a verdict.
+    ordered = [
+        r.model_copy(
+            update={
+                "reason": redact_host_values(r.reason),
+                "excerpt": redact_host_values(r.excerpt),
+            }
+        )
+        for r in sorted(results, key=lambda r: STAGES.index(r.stage))
+    ]
     common: dict[str, Any] = {
         "task": str(task),
         "task_name": task.name,

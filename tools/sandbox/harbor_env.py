@@ -24,12 +24,14 @@ from harbor.models.trial.paths import EnvironmentPaths
 
 from autoenvscaling.tools.sandbox.base import (
     Backend,
+    BuildError,
     Sandbox,
     SandboxError,
     SandboxLimits,
     SandboxRef,
 )
 from autoenvscaling.tools.settings import get_settings
+from autoenvscaling.tools.tasks.host_env import host_templates, refusal
 
 DEFAULT_MEMORY_MB = 2048
 
@@ -80,6 +82,10 @@ class SandboxEnvironment(BaseEnvironment, abc.ABC):
 
     @override
     async def start(self, force_build: bool) -> None:
+        # Harbor fills task.toml templates from this process's environment (API keys): refused
+        # here whatever the caller linted, before a value can reach the sandbox.
+        if found := host_templates(self.environment_dir.parent):
+            raise BuildError(refusal(found))
         self._sandbox = await self._start_sandbox(force_build)
         paths = EnvironmentPaths.for_os(self.os)
         await self.ensure_dirs([paths.agent_dir, paths.verifier_dir, paths.artifacts_dir])

@@ -16,6 +16,7 @@ from autoenvscaling.tools.gate.lint.dockerfile_rules import (
     SUPPORTED_DOCKERFILE_INSTRUCTIONS,
     check_dockerfile,
 )
+from autoenvscaling.tools.gate.lint.env_rules import check_host_env
 from autoenvscaling.tools.gate.lint.hacks import hack_findings
 from autoenvscaling.tools.gate.lint.harbor_compat import check_compat
 from autoenvscaling.tools.gate.lint.harbor_rules import check_harbor_rules
@@ -67,6 +68,7 @@ def lint_task(
         check_harbor_rules(ctx, quiet=bool(format_errors))
         task = TaskView.of(ctx.root)
         check_dockerfile(ctx, task)
+        check_host_env(ctx)
         sources = verifier_sources(task)
         check_reward(ctx, task, sources)
         check_outputs_named(ctx, task, sources)
