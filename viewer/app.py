@@ -239,6 +239,7 @@ def create_app(
             Route("/trials", trials),
             Route("/trials/{path:path}", trial),
             Route("/files/{path:path}", files),
+            Route("/favicon.ico", lambda _: Response(status_code=204)),  # none; no 404 noise
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
         middleware=[

@@ -9,6 +9,7 @@ with no verdict yet is a candidate the gate is still judging (or a proposer stil
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,8 @@ class CandidateSummary(BaseModel):
 
 
 class CandidateDetail(CandidateSummary):
+    title: str = Field(default="", description="The instruction's first line (model-written).")
+    category: str = Field(default="", description="task.toml's metadata.category.")
     verdict: Verdict | None = None
     precheck: Verdict | None = None
     stages: list[StageEvidence] = Field(default_factory=list)
@@ -191,6 +194,22 @@ def stage_evidence(run: RunFolder, result: StageResult) -> StageEvidence:
     )
 
 
+def _headline(folder: Path) -> tuple[str, str]:
+    """(the instruction's first non-empty line without its '#', task.toml's category)."""
+    title = ""
+    try:
+        lines = (folder / "instruction.md").read_text(encoding="utf-8", errors="replace")
+        title = next((ln.lstrip("# ").strip() for ln in lines.splitlines() if ln.strip()), "")
+    except OSError:
+        pass
+    try:
+        meta = tomllib.loads((folder / "task.toml").read_text(encoding="utf-8")).get("metadata")
+        category = str(meta.get("category", "")) if isinstance(meta, dict) else ""
+    except (OSError, ValueError):
+        category = ""
+    return title[:300], category
+
+
 def candidate_detail(run: RunFolder, round_: int, name: str) -> CandidateDetail | None:
     folder = run.layout.candidates(round_) / name
     if "/" in name or name in ("", ".", "..") or not folder.is_dir():
@@ -201,8 +220,11 @@ def candidate_detail(run: RunFolder, round_: int, name: str) -> CandidateDetail 
     stages = [stage_evidence(run, s) for s in (verdict.stages if verdict else [])]
     pre = [stage_evidence(run, s) for s in (precheck.stages if precheck else [])]
     trials = list(dict.fromkeys(t for s in [*pre, *stages] for t in s.trials))
+    title, category = _headline(folder)
     return CandidateDetail(
         **summary.model_dump(),
+        title=title,
+        category=category,
         verdict=verdict,
         precheck=precheck,
         stages=stages,

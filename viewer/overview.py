@@ -89,13 +89,12 @@ class LiveStatus(BaseModel):
     round_elapsed_sec: float | None = None
     running: list[RunningAttempt] = Field(default_factory=list)
     judging: list[CandidateSummary] = Field(default_factory=list)
-    finished_rounds: int = 0
+    history: list[RoundMetrics] = Field(default_factory=list, description="Finished rounds.")
 
 
 class Overview(BaseModel):
     manifest: Manifest | None
     settings: dict[str, list[Setting]]
-    history: list[RoundMetrics]
     warnings: list[tuple[int, str]]
     live: LiveStatus
 
@@ -149,7 +148,7 @@ def live_status(run: RunFolder, history: list[RoundMetrics] | None = None) -> Li
         else None,
         running=running,
         judging=judging,
-        finished_rounds=len(history),
+        history=history,
     )
 
 
@@ -159,7 +158,6 @@ def overview(run: RunFolder) -> Overview:
     return Overview(
         manifest=manifest,
         settings=grouped_settings(manifest.config) if manifest else {},
-        history=history,
         warnings=[(m.round, w) for m in history for w in m.warnings],
         live=live_status(run, history),
     )
