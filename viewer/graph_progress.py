@@ -7,8 +7,8 @@ for each node triggered, and `__pregel_tasks` for the fan-out's `Send`s (`propos
 `admit_one`), each with its slot. Writes already stored against that checkpoint are tasks that
 finished. The checkpoint's blob is msgpack; LangGraph's own serializer would rebuild the state's
 models by importing them, so it is decoded here as plain data (an extension type becomes its
-`(module, name, payload)`), which is all this needs. The file is opened read-only: a run in
-progress is never blocked or changed.
+`(module, name, payload)`), which is all this needs. The file is opened read-only (and, with no
+writer, immutable): a run in progress is never blocked or changed, a finished one not touched.
 """
 
 from __future__ import annotations
@@ -85,7 +85,10 @@ def read_progress(graph_db: Path) -> GraphProgress | None:
     """The newest checkpoint of the run's flywheel, or None when there is none (yet)."""
     if not graph_db.is_file():
         return None
-    uri = f"{graph_db.resolve().as_uri()}?mode=ro"
+    # No writer (no -wal file): `immutable` reads the file as it is and creates nothing (a plain
+    # read-only open of a WAL database would create -wal and -shm in a finished run's folder).
+    live = Path(f"{graph_db}-wal").exists()
+    uri = f"{graph_db.resolve().as_uri()}?{'mode=ro' if live else 'mode=ro&immutable=1'}"
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=5)
     except sqlite3.Error:
