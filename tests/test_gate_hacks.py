@@ -34,6 +34,8 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
         ("/var/backups/reports/last_run.tsv", "/app/report.csv", "line order"),
     ),
     "leak_git_unreachable": ("leak", ("git object", "/app/roles.json")),
+    # Committed, removed and packed, in a repository the instruction speaks of.
+    "leak_git_history_packed": ("leak", ("git object", "/app/todo_report.txt")),
     "answer_in_instruction": ("leak", ("instruction spells out the answer", "top_words.txt")),
     "checker_in_workspace": ("stub", ("/app/tools/validate.sh", "always-pass stub")),
     "runner_shadowing": ("shadow", ("imports modules", "/app/json.py")),

@@ -71,6 +71,13 @@ class GateConfig(BaseSettings):
         description="How many more times the oracle runs after the first oracle trial; "
         "every rerun must give the same reward (catches flaky verifiers).",
     )
+    verifier_reruns: int = Field(
+        default=8,
+        ge=0,
+        description="Verifier-only reruns on the oracle's saved work, in the first repeat "
+        "trial's container (no extra container start); with the oracle and `repeat` reruns, the "
+        "verdict states the flake rate caught with 95% confidence.",
+    )
     nop_threshold: float = Field(
         default=0.5, description="An empty attempt (Harbor's nop agent) must score below this."
     )

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from autoenvscaling.tools.gate.config import GateConfig, StageName
+from autoenvscaling.tools.gate.flake import RERUN_AGENT, caught_flake_rate
 from autoenvscaling.tools.gate.harness import failure_excerpt, gate_trial
 from autoenvscaling.tools.gate.lint.harbor_compat import OUR_BACKENDS
 from autoenvscaling.tools.gate.network import Phase, network_need
@@ -152,8 +153,7 @@ async def oracle(task: Path, config: GateConfig, prior: Prior) -> StageResult:
             passed=False,
             details=_trial_details(outcome) | {"network_need": True},
             excerpt=failure_excerpt(outcome),
-            reason=f"the oracle did not score 1.0 ({outcome.error or outcome.reward}), and "
-            f"{blame}",
+            reason=f"the oracle did not score 1.0 ({outcome.error or outcome.reward}), and {blame}",
         )
     if failure(outcome):
         return _failed_trial("oracle", "oracle", outcome)
@@ -242,9 +242,13 @@ async def repeat(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     if config.repeat == 0:
         return StageResult.skip("repeat", "repeat = 0: no reruns requested")
     expected = 1.0  # the oracle stage admitted only an exact 1.0
+    # The first rerun also re-runs only the verifier on the oracle's saved work (flake.py).
+    rechecked = {"task_dir": str(task), "reruns": config.verifier_reruns}
     outcomes = await asyncio.gather(
         *(
-            gate_trial(task, config, agent="oracle", label=f"repeat-{i}")
+            gate_trial(task, config, agent=RERUN_AGENT, label="repeat-0", agent_kwargs=rechecked)
+            if i == 0 and config.verifier_reruns
+            else gate_trial(task, config, agent="oracle", label=f"repeat-{i}")
             for i in range(config.repeat)
         )
     )
@@ -252,23 +256,57 @@ async def repeat(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     if infra:
         return _failed_trial("repeat", "oracle rerun", infra[0])
     rewards = [o.reward for o in outcomes]
-    details = {"rewards": [expected, *rewards], "runs": [_trial_details(o) for o in outcomes]}
+    verifier_only = [r for o in outcomes for r in o.agent_metadata.get("verifier_reruns", [])]
+    runs = 1 + len(rewards) + len(verifier_only)
+    caught = caught_flake_rate(runs)
+    details = {
+        "rewards": [expected, *rewards],
+        "verifier_only_rewards": verifier_only,
+        "runs": [_trial_details(o) for o in outcomes],
+        "verifier_runs": runs,
+        "caught_flake_rate_95": round(caught, 4),
+    }
     odd = [o for o in outcomes if o.reward != expected]
-    if not odd:
+    odd_checks = [r for r in verifier_only if r != expected]
+    if not odd and not odd_checks:
         return StageResult(
             stage="repeat",
             passed=True,
             details=details,
-            reason=f"the oracle scored {expected:g} in all {len(rewards) + 1} runs",
+            reason=f"the oracle scored {expected:g} in all {len(rewards) + 1} runs and its saved "
+            f"work {expected:g} in {len(verifier_only)} verifier-only reruns: a verifier failing "
+            f"{caught:.0%} or more of its runs would have been caught (95% confidence)",
         )
     shown = ", ".join("no reward" if r is None else f"{r:g}" for r in [expected, *rewards])
-    first = odd[0]
-    why = f" ({found.describe()})" if (found := failure(first)) else ""
+    if odd:
+        first = odd[0]
+        why = f" ({found.describe()})" if (found := failure(first)) else ""
+        tail = failure_excerpt(first)
+    else:
+        why = ""
+        tail = excerpt(
+            next(
+                (
+                    o.agent_metadata.get("verifier_rerun_output", "")
+                    for o in outcomes
+                    if o.agent_metadata.get("verifier_reruns")
+                ),
+                "",
+            )
+        )
+    checks = ", ".join("no reward" if r is None else f"{r:g}" for r in verifier_only)
+    failed = len(odd) + len(odd_checks)
     return StageResult(
         stage="repeat",
         passed=False,
         details=details,
-        excerpt=failure_excerpt(first),
-        reason=f"flaky verifier: identical oracle runs scored {shown}{why}; the tests must give "
-        "the same reward every time (no randomness, clocks, races or network)",
+        excerpt=tail,
+        reason=f"flaky verifier: identical oracle runs scored {shown}{why}"
+        + (
+            f", and re-running only the tests on the oracle's saved work gave {checks}"
+            if checks
+            else ""
+        )
+        + f" ({failed} of {runs} runs not 1.0); the tests must give the same reward every time "
+        "(no randomness, clocks, races or network)",
     )

@@ -4,8 +4,9 @@
    the files the oracle created or changed are its outputs (measured, not guessed).
 2. Leak search over what the agent could read at the start: every file of the image (exact
    bytes), the files no Debian package owns (also after normalisation, see `leaks`), members of
-   archives, every blob in the object store of every git repository (reachable or not), and the
-   instruction text. A hit is a leak with its location.
+   archives, the git history of every repository (every object of its store, reachable or not;
+   commit and tag messages; standalone packs and bundles), and the instruction text. A hit is a
+   leak with its location.
 3. Near misses: the task's own tests/test.sh is run in this sandbox on each wrong answer
    `near_miss` derives from the outputs, and, when one of them passes, on the oracle's own state
    (the control, which must score 1.0 for the result to count); the rewards are reported. The oracle's outputs are put back afterwards, so Harbor's own verifier
@@ -36,9 +37,10 @@ from autoenvscaling.tools.gate.anti_cheat.leaks import (
     OutputIndex,
     archive_members,
     fingerprint,
-    git_blobs,
+    git_objects,
     in_instruction,
     is_archive,
+    pack_as_objects_tar,
     tokens,
 )
 from autoenvscaling.tools.gate.anti_cheat.near_miss import derive_near_misses, is_data_output
@@ -59,8 +61,28 @@ MAX_ARCHIVE_BYTES = 20_000_000
 MAX_GIT_BYTES = 50_000_000
 MAX_REPOS = 5
 MAX_SCOPE = 20_000  # workspace files hashed before the oracle runs
-# Instructions about git make the object store the task's input (e.g. "recover the lost commit").
-_ABOUT_GIT = re.compile(r"\b(git|commits?|branch(?:es)?|reflogs?|repositor(?:y|ies))\b", re.I)
+# A task whose input is the history (recover a lost commit, merge a branch, bisect): the
+# instruction is about git, and the reference solution itself reads the history. An
+# instruction that only mentions a repository, over an oracle that computes its answer from the
+# files, is not enough: that is how an answer left in the history leaks.
+_ABOUT_GIT = re.compile(
+    r"\b(git|commits?|branch(?:es)?|reflogs?|stash\w*|merg\w+|rebas\w+|cherry-pick\w*|"
+    r"bisect\w*|histor(?:y|ies)|recover\w*)\b",
+    re.I,
+)
+_READS_HISTORY = re.compile(
+    r"\bgit\b[^\n;|&]*\b(log|show|reflog|fsck|cat-file|stash|rev-list|reset|checkout|switch|"
+    r"restore|merge|cherry-pick|revert|bisect|blame|diff|rebase|branch|unpack-objects)\b"
+)
+
+
+def history_is_input(instruction: str, task_dir: Path) -> bool:
+    """The git history is what the task works on, so finding the answer there is no leak."""
+    try:
+        solution = (task_dir / "solution" / "solve.sh").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        solution = ""
+    return bool(_ABOUT_GIT.search(instruction)) and bool(_READS_HISTORY.search(solution))
 
 
 async def _sh(env: BaseEnvironment, command: str, timeout_sec: int | None = 120) -> str:
@@ -321,15 +343,27 @@ class OracleAuditAgent(OracleAgent):
                     record(f"{path}!{member}", content)
 
         clock.lap("archives")
-        # 4. git object stores (every blob, reachable or not)
+        # 4. git history: every object of every repository's store (packed or loose, reachable
+        # or not: reflogs, stashes, removed files), commit and tag messages, standalone packs
+        # and bundles. Skipped only where the history is the task's input (history_is_input).
         repos = sorted(
             {p.split("/objects/", 1)[0] for p in ours if "/objects/" in p and _is_object(p)}
         )[:MAX_REPOS]
-        if repos and _ABOUT_GIT.search(task_instruction):
+        loose_packs = [
+            p
+            for p in ours
+            if p.endswith((".pack", ".bundle"))
+            and "/objects/pack/" not in p
+            and before[p][0] <= MAX_GIT_BYTES
+        ][:MAX_REPOS]
+        git_cost = {"repos": len(repos), "packs": len(loose_packs), "objects": 0, "bytes": 0}
+        if (repos or loose_packs) and history_is_input(task_instruction, self.task_path):
             notes.append(
-                f"git objects of {', '.join(repos)} not searched: the instruction is about git"
+                f"git history of {', '.join(repos + loose_packs)} not searched: the task is "
+                "about git and its reference solution reads the history"
             )
         elif index:
+            stores: list[tuple[str, bytes]] = []
             for repo in repos:
                 files = [p for p in ours if p.startswith(repo + "/objects/")]
                 if sum(before[p][0] for p in files) > MAX_GIT_BYTES:
@@ -342,8 +376,17 @@ class OracleAuditAgent(OracleAgent):
                         info = tarfile.TarInfo(path.split("/objects/", 1)[1])
                         info.size = len(data)
                         tf.addfile(info, io.BytesIO(data))
-                for sha, blob in git_blobs(buffer.getvalue()):
-                    record(f"git object {sha} in {repo}", blob)
+                stores.append((repo, buffer.getvalue()))
+            for path, data in (await _fetch(env, loose_packs, self.logs_dir / "packs.tar")).items():
+                packed = pack_as_objects_tar(data)
+                if packed is not None:
+                    stores.append((path, packed))
+            for where, store in stores:
+                git_cost["bytes"] += len(store)
+                for sha, kind, content in git_objects(store):
+                    git_cost["objects"] += 1
+                    what = "object" if kind == "blob" else f"{kind} message"
+                    record(f"git {what} {sha} in {where}", content)
 
         clock.lap("git")
         # 5. the instruction
@@ -369,6 +412,7 @@ class OracleAuditAgent(OracleAgent):
             "normalised_candidates": len(picked),
             "archives_searched": len(archives),
             "git_repos": repos,
+            "git_search": git_cost,
             "workdir": workdir,
             "notes": notes,
         }

@@ -55,6 +55,8 @@ def judge_leak(audit: TrialOutcome) -> ProbeResult:
             "normalised_candidates",
             "archives_searched",
             "git_repos",
+            "git_search",  # what reading the git history cost: stores, objects, bytes
+            "phase_seconds",
             "notes",
         )
     }

@@ -2,6 +2,10 @@
 what the agent can read at the start: files of the image, members of archives, objects of git
 repositories (reachable or not), and the instruction.
 
+Git history counts as readable: every object a repository's store holds (packed or loose,
+reachable or not, reflogs and stashes included), commit and tag messages, and standalone packs
+and bundles.
+
 A match is exact (same bytes), or equal after normalisation: the same tokens with the same counts
 once case, whitespace, separators (`,;|:` tabs, quotes, brackets) and line order are ignored, so
 a reformatted, re-sorted or upper-cased copy still counts. Tiny outputs are compared exactly only
@@ -158,8 +162,21 @@ def archive_members(name: str, data: bytes) -> Iterator[tuple[str, bytes]]:
 
 
 def git_blobs(objects_tar: bytes, max_blob: int = MAX_MEMBER_BYTES) -> Iterator[tuple[str, bytes]]:
-    """(sha, content) of every blob in a tar of a repository's `objects/` folder: loose objects
-    and packs, reachable from a ref or not (`git cat-file --batch-all-objects`).
+    """(sha, content) of every blob in a tar of a repository's `objects/` folder (see
+    `git_objects`)."""
+    for sha, kind, content in git_objects(objects_tar, max_blob):
+        if kind == "blob":
+            yield sha, content
+
+
+def git_objects(
+    objects_tar: bytes, max_blob: int = MAX_MEMBER_BYTES
+) -> Iterator[tuple[str, str, bytes]]:
+    """(sha, kind, content) of what a repository's object store holds, from a tar of its
+    `objects/` folder: every blob, and the message of every commit and tag (an answer can sit
+    in a commit message as well as in a file). Loose objects and packs, reachable from a ref, a
+    reflog or a stash or from nothing at all (`git cat-file --batch-all-objects`): history
+    rewritten, reset, removed or packed is still read.
 
     Read with the host's git in a fresh bare repository of our own (the task's config, hooks and
     alternates are never used), so nothing the task wrote runs here.
@@ -197,27 +214,47 @@ def git_blobs(objects_tar: bytes, max_blob: int = MAX_MEMBER_BYTES) -> Iterator[
             capture_output=True,
             text=True,
         ).stdout
-        shas = []
+        wanted = []
         for line in listing.splitlines():
             parts = line.split()
-            if len(parts) == 3 and parts[1] == "blob" and int(parts[2]) <= max_blob:
-                shas.append(parts[0])
-        if not shas:
+            if len(parts) == 3 and parts[1] in ("blob", "commit", "tag"):
+                if int(parts[2]) <= max_blob:
+                    wanted.append(parts[0])
+        if not wanted:
             return
         out = subprocess.run(
             [git, "cat-file", "--batch"],
             cwd=repo,
             env=env,
-            input=("\n".join(shas) + "\n").encode(),
+            input=("\n".join(wanted) + "\n").encode(),
             capture_output=True,
         ).stdout
         pos = 0
         while pos < len(out):
             header_end = out.index(b"\n", pos)
-            sha, _kind, size = out[pos:header_end].decode().split()
+            sha, kind, size = out[pos:header_end].decode().split()
             start = header_end + 1
-            yield sha, out[start : start + int(size)]
+            content = out[start : start + int(size)]
+            if kind != "blob":  # headers (tree, parents, author) are no one's answer
+                content = content.split(b"\n\n", 1)[1] if b"\n\n" in content else b""
+            yield sha, kind, content
             pos = start + int(size) + 1
+
+
+def pack_as_objects_tar(data: bytes) -> bytes | None:
+    """A standalone pack (`*.pack`) or bundle (`*.bundle`: a header, then a pack) found in the
+    image, as the tar of an `objects/` folder that `git_objects` reads; None if it is neither."""
+    if data.startswith((b"# v2 git bundle", b"# v3 git bundle")) and b"\n\n" in data:
+        data = data.split(b"\n\n", 1)[1]
+    if not data.startswith(b"PACK"):
+        return None
+    buffer = io.BytesIO()
+    digest = hashlib.sha1(data).hexdigest()  # noqa: S324 - a file name, not a security check
+    with tarfile.open(fileobj=buffer, mode="w") as tf:
+        info = tarfile.TarInfo(f"pack/pack-{digest}.pack")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 # --------------------------------------------------------------------------- the instruction

@@ -1,0 +1,70 @@
+"""Flaky verifiers, caught with a stated confidence (tools/gate/flake.py).
+
+The flaky fixture's tests pass the correct output half the time (a coin from /dev/urandom, real
+randomness). With the gate's defaults a gate run sees 11 verifier runs on correct work (the
+oracle trial, 2 full reruns, 8 verifier-only reruns on the oracle's saved work in one of those
+trials' containers), so one gate run admits it with probability 2**-11, and 20 gate runs all
+reject it with probability (1 - 2**-11)**20 > 0.99: this test fails by chance about once in a
+hundred runs, and every time if the reruns stop reaching the verifier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from autoenvscaling.tools.gate import GateConfig
+from autoenvscaling.tools.gate.flake import caught_flake_rate, miss_probability
+from autoenvscaling.tools.gate.pipeline import run_stage, validate_task
+
+from .conftest import FIXTURES
+
+FLAKY = FIXTURES / "gate_tasks" / "flaky_verifier"
+GOOD = FIXTURES / "good_task"
+# Only the stages a flake meets: lint and build (cached) run, then oracle and repeat decide.
+LATER = ("nop", "anti_cheat", "decontam", "calibrate", "dedup")
+
+
+def test_the_stated_rate_is_the_binomial_bound():
+    # 11 passing runs rule out, at 95%, any failure rate of 23.8% or more ...
+    assert caught_flake_rate(11) == pytest.approx(1 - 0.05 ** (1 / 11))
+    assert round(caught_flake_rate(11), 3) == 0.238
+    assert miss_probability(caught_flake_rate(11), 11) == pytest.approx(0.05)
+    # ... and a 50% flake passes all 11 once in 2048 gate runs.
+    assert miss_probability(0.5, 11) == 2.0**-11
+    assert caught_flake_rate(0) == 1.0
+    assert caught_flake_rate(3) > caught_flake_rate(11) > caught_flake_rate(40)
+
+
+def test_defaults_give_eleven_runs():
+    config = GateConfig()
+    assert 1 + config.repeat + config.verifier_reruns == 11
+    assert math.isclose(miss_probability(0.5, 11) * 20, 20 / 2048)
+
+
+@pytest.mark.slow
+async def test_a_deterministic_verifier_passes_with_its_bound_stated(engine_ready):
+    result = await run_stage("repeat", GOOD, GateConfig(trial_concurrency=2))
+    assert result.passed, result.reason
+    assert result.details["verifier_only_rewards"] == [1.0] * 8  # one container, 8 checks
+    assert result.details["verifier_runs"] == 11
+    assert "24% or more" in result.reason and "95% confidence" in result.reason
+
+
+@pytest.mark.slow
+async def test_a_half_flaky_verifier_is_rejected_in_20_gate_runs_of_20(engine_ready):
+    config = GateConfig(trial_concurrency=4, skip=list(LATER))
+    verdicts = await asyncio.gather(*(validate_task(FLAKY, config, skip=()) for _ in range(20)))
+    stages = [v.stage for v in verdicts]
+    assert all(not v.admitted for v in verdicts), [v.summary() for v in verdicts]
+    assert set(stages) <= {"oracle", "repeat"}, stages
+    for verdict in verdicts:
+        assert "flaky verifier" in verdict.reason or "scored 0" in verdict.reason, verdict.reason
+        assert verdict.proposer_reward == -1.0
+    repeats = [v for v in verdicts if v.stage == "repeat"]
+    # The oracle stage passes on a lucky first coin (about half the runs); repeat then sees it.
+    for verdict in repeats:
+        details = next(r for r in verdict.stages if r.stage == "repeat").details
+        assert len(details["verifier_only_rewards"]) == 8, details

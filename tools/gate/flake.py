@@ -1,0 +1,132 @@
+"""Flaky verifiers, caught with a stated confidence.
+
+A verifier that passes the correct output only part of the time teaches the policy noise. Full
+oracle reruns are trials (a build check, a container, the solution, a verifier container); to
+re-check only the verifier, `VerifierRerunAgent` runs the oracle once as Harbor's oracle does,
+snapshots the work it left (the workdir), then runs the task's tests/test.sh `reruns` times in
+that same container — each time on the snapshot restored, reward files cleared — and puts the
+work back so Harbor's own verifier then judges it as usual. N verifier checks for the price of
+one trial: no extra container start.
+
+Every run of the tests on the oracle's work must give 1.0. After n such runs all passed, a
+verifier that fails a fraction q of its runs would have been caught with probability
+1 - (1 - q)^n; the verdict states the smallest q caught with 95% confidence
+(`caught_flake_rate`). With the gate's defaults (the oracle trial, 2 full reruns, 8
+verifier-only reruns: 11 runs) that is 24%; a 50% flake slips through once in 2048 gate runs.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, override
+
+from harbor.agents.oracle import OracleAgent
+from harbor.environments.base import BaseEnvironment
+from harbor.models.agent.context import AgentContext
+from harbor.models.trial.paths import TrialPaths
+from harbor.utils.env import resolve_env_vars
+
+from autoenvscaling.tools.tasks.format import load_task
+
+#: Import path of the agent, as `gate_trial` takes it.
+RERUN_AGENT = "autoenvscaling.tools.gate.flake:VerifierRerunAgent"
+_SNAPSHOT = "/tmp/.aes-flake-work.tar"
+
+
+def caught_flake_rate(runs: int, confidence: float = 0.95) -> float:
+    """Smallest per-run failure rate that `runs` passing runs rule out with `confidence`:
+    1 - (1 - confidence)^(1/runs). 1.0 when nothing ran."""
+    if runs <= 0:
+        return 1.0
+    return 1.0 - math.exp(math.log(1.0 - confidence) / runs)
+
+
+def miss_probability(flake_rate: float, runs: int) -> float:
+    """Chance that a verifier failing `flake_rate` of its runs passes all `runs` of them."""
+    return (1.0 - flake_rate) ** runs
+
+
+def _reward(text: str) -> float | None:
+    import json
+
+    text = text.strip()
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if isinstance(value, dict):
+        value = value.get("reward")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+class VerifierRerunAgent(OracleAgent):
+    """Harbor's oracle, then `reruns` verifier-only runs on its saved work (see module doc)."""
+
+    def __init__(
+        self, logs_dir: Path, *args: Any, task_dir: str, reruns: int = 8, **kwargs: Any
+    ) -> None:
+        super().__init__(
+            logs_dir, Path(task_dir), TrialPaths(Path(logs_dir).parent), *args, **kwargs
+        )
+        self.task_path = Path(task_dir)
+        self.reruns = reruns
+
+    @staticmethod
+    @override
+    def name() -> str:
+        return "autoenvscaling-verifier-rerun"
+
+    async def _sh(self, env: BaseEnvironment, command: str, timeout_sec: int = 120) -> str:
+        result = await env.exec(command, user="root", timeout_sec=timeout_sec)
+        return result.stdout or ""
+
+    @override
+    async def run(
+        self, instruction: str, environment: BaseEnvironment, context: AgentContext
+    ) -> None:
+        env = environment
+        await super().run(instruction, env, context)  # the oracle, unchanged
+        workdir = ((await env.exec("pwd")).stdout or "").strip() or "/"
+        verifier = load_task(self.task_path).config.verifier
+        rewards: list[float | None] = []
+        outputs: list[str] = []
+        await self._sh(env, f"tar -C {workdir} -cf {_SNAPSHOT} . 2>/dev/null; true")
+        await env.upload_dir(self.task_path / "tests", "/tests")
+        try:
+            for _ in range(self.reruns):
+                await self._sh(
+                    env,
+                    f"find {workdir} -mindepth 1 -delete 2>/dev/null; tar -C {workdir} -xf "
+                    f"{_SNAPSHOT}; rm -f /logs/verifier/reward.txt /logs/verifier/reward.json",
+                )
+                result = await env.exec(
+                    "chmod +x /tests/test.sh 2>/dev/null; /tests/test.sh > /tmp/.aes-flake-out "
+                    "2>&1; tail -c 600 /tmp/.aes-flake-out",
+                    env=resolve_env_vars(dict(verifier.env)) if verifier.env else None,
+                    user=verifier.user,
+                    timeout_sec=int(verifier.timeout_sec),
+                )
+                text = await self._sh(
+                    env,
+                    "cat /logs/verifier/reward.json 2>/dev/null || cat "
+                    "/logs/verifier/reward.txt 2>/dev/null; true",
+                )
+                rewards.append(_reward(text))
+                outputs.append(result.stdout or "")
+        finally:
+            # Harbor's own verifier then judges the oracle's work, as in any oracle trial.
+            await self._sh(
+                env,
+                f"find {workdir} -mindepth 1 -delete 2>/dev/null; tar -C {workdir} -xf "
+                f"{_SNAPSHOT}; rm -rf /tests {_SNAPSHOT} /tmp/.aes-flake-out "
+                "/logs/verifier/reward.txt /logs/verifier/reward.json",
+            )
+        odd = next((o for r, o in zip(rewards, outputs, strict=True) if r != 1.0), "")
+        context.metadata = {
+            **(context.metadata or {}),
+            "verifier_reruns": rewards,
+            "verifier_rerun_output": odd[-600:],
+        }
