@@ -33,6 +33,9 @@ def slots(kind: str, limit: int) -> asyncio.Semaphore:
 
 def failure_excerpt(outcome: TrialOutcome) -> str:
     parts = [p for p in (outcome.error, outcome.verifier_output) if p]
+    if outcome.work_skipped:  # the tests may have failed on what never arrived
+        shown = "; ".join(outcome.work_skipped[:5])
+        parts.insert(0, f"not copied from the agent's work to the verifier: {shown}")
     return excerpt("\n".join(parts))
 
 

@@ -1,13 +1,18 @@
 """Copying files into and out of a sandbox through the engine's archive API.
 
-Uploads are packed on disk (never a whole folder in memory), owned by root. Downloads are streamed
-to a scratch folder and refused over `max_download_mb` (a sparse 2 GB log never grows the host
-process), then extracted with tarfile's `data` filter (no links or paths that leave the folder).
+Uploads are packed on disk (never a whole folder in memory), owned by root. Downloads are read
+from the engine's archive stream member by member and extracted with tarfile's `data` filter (no
+links or paths that leave the folder), never buffered whole (a sparse 2 GB log never grows the
+host process). A download degrades, it never disappears: a member the filter refuses (an
+absolute link, as a venv leaves) or a file that would take the copy past `max_download_mb` is
+skipped and named ("path (why)"), the rest is copied. The stream itself is read at most to
+`READ_CAP_FACTOR` times the cap; what comes after is named as not copied.
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
 import shlex
 import shutil
 import tarfile
@@ -26,8 +31,46 @@ if TYPE_CHECKING:
     from autoenvscaling.tools.sandbox.container import ContainerSandbox
 
 
+#: How much of the engine's stream is read (skipped members included), in multiples of the cap.
+READ_CAP_FACTOR = 2
+
+
 class DownloadTooLargeError(SandboxError):
     """A download from the sandbox went over the configured cap; nothing was written."""
+
+
+class _StreamCapError(Exception):
+    """The engine's archive stream went past the read cap."""
+
+
+class _ChunkReader:
+    """A file-like view of the engine's archive chunks for tarfile's stream mode, capped."""
+
+    def __init__(self, chunks: Any, cap: int) -> None:
+        self._chunks = iter(chunks)
+        self._close = getattr(chunks, "close", None)
+        self._buffer = b""
+        self._cap = cap
+        self.read_bytes = 0
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._buffer) < size:
+            try:
+                chunk = next(self._chunks)
+            except StopIteration:
+                break
+            self.read_bytes += len(chunk)
+            if self.read_bytes > self._cap:
+                raise _StreamCapError
+            self._buffer += chunk
+        if size < 0:
+            size = len(self._buffer)
+        out, self._buffer = self._buffer[:size], self._buffer[size:]
+        return out
+
+    def close(self) -> None:
+        if self._close:
+            self._close()
 
 
 async def upload(box: ContainerSandbox, source: Path, target: str) -> None:
@@ -61,26 +104,32 @@ async def upload(box: ContainerSandbox, source: Path, target: str) -> None:
                 )
 
 
-async def download(box: ContainerSandbox, source: str, target: Path) -> None:
-    """Copy out of the sandbox, streamed to disk and capped (`max_download_mb`)."""
+async def download(box: ContainerSandbox, source: str, target: Path) -> list[str]:
+    """Copy out of the sandbox, streamed and capped (`max_download_mb`); returns what was
+    skipped, as "path (why)". A single file that cannot be copied raises."""
     target = Path(target)
     path = source.rstrip("/") or "/"
     cap = get_settings().max_download_mb * 1024 * 1024
     tmp = scratch_dir("download")
     try:
         try:
-            name, is_dir = await call(_fetch_archive, box._api, box.container_id, path, tmp, cap)
-        except DownloadTooLargeError:
-            raise
+            name, is_dir, skipped = await call(
+                _fetch_archive, box._api, box.container_id, path, tmp, cap
+            )
         except Exception as exc:
             raise SandboxError(f"download of {source} failed: {exc}") from exc
         extracted = tmp / "x" / name
+        if not extracted.exists() and not extracted.is_symlink():
+            what = "; ".join(skipped[:3]) or "nothing arrived"
+            error = DownloadTooLargeError if "cap" in what else SandboxError
+            raise error(f"download of {source}: nothing was copied: {what}")
         if is_dir:
             target.mkdir(parents=True, exist_ok=True)
             shutil.copytree(extracted, target, dirs_exist_ok=True, symlinks=True)
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(extracted, target)
+        return skipped
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -91,29 +140,69 @@ def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def _fetch_archive(api: Any, container_id: str, path: str, tmp: Path, cap: int) -> tuple[str, bool]:
-    """Stream the engine's tar of `path` to disk, stopping at `cap` bytes; then extract safely."""
+def _fetch_archive(
+    api: Any, container_id: str, path: str, tmp: Path, cap: int
+) -> tuple[str, bool, list[str]]:
+    """Read the engine's tar of `path` member by member into `tmp/x`: what the `data` filter
+    refuses and files past `cap` bytes in all are skipped and named; the stream is read to at
+    most READ_CAP_FACTOR * cap. Returns (name, is_dir, skipped)."""
     chunks, stat = api.get_archive(container_id, path)
-    archive = tmp / "archive.tar"
+    dest = tmp / "x"
+    dest.mkdir(parents=True, exist_ok=True)
+    parent = posixpath.dirname(path.rstrip("/")) or "/"
+    reader = _ChunkReader(chunks, READ_CAP_FACTOR * cap)
+    skipped: list[str] = []
+    folders: list[tuple[Path, int]] = []
     written = 0
-    with open(archive, "wb") as handle:
-        for chunk in chunks:
-            written += len(chunk)
-            if written > cap:
-                close = getattr(chunks, "close", None)
-                if close:
-                    close()
-                raise DownloadTooLargeError(
-                    f"download of {path} is over the {cap // (1024 * 1024)} MB cap "
-                    "(AUTOENVSCALING_MAX_DOWNLOAD_MB); nothing was copied"
-                )
-            handle.write(chunk)
-    total = 0
-    with tarfile.open(archive) as tar:
-        for member in tar:  # sparse or not, what lands on disk is capped too
-            total += member.size
-            if total > cap:
-                raise DownloadTooLargeError(f"download of {path} unpacks to over the cap")
-        tar.extractall(tmp / "x", filter="data")  # refuses links and paths that leave tmp
+    cap_mb = cap // (1024 * 1024)
+    try:
+        with tarfile.open(fileobj=reader, mode="r|") as tar:
+            for member in tar:
+                where = posixpath.join(parent, member.name)
+                try:
+                    member = tarfile.data_filter(member, str(dest))
+                except tarfile.FilterError as exc:
+                    skipped.append(f"{where} ({_why(exc)})")
+                    continue
+                if member.isreg() and written + member.size > cap:
+                    skipped.append(
+                        f"{where} ({member.size} bytes: the copy is capped at {cap_mb} MB, "
+                        "AUTOENVSCALING_MAX_DOWNLOAD_MB)"
+                    )
+                    continue
+                try:
+                    if member.isdir():  # modes last: a read-only folder still gets its files
+                        folders.append((dest / member.name, member.mode or 0o755))
+                        tar.extract(member, dest, set_attrs=False, filter="data")
+                    else:
+                        tar.extract(member, dest, filter="data")
+                except (OSError, tarfile.TarError, KeyError) as exc:
+                    skipped.append(f"{where} (not extracted: {exc})")
+                    continue
+                written += member.size if member.isreg() else 0
+    except _StreamCapError:
+        skipped.append(
+            f"{path}: everything after the first {READ_CAP_FACTOR * cap_mb} MB of the archive "
+            "(not read)"
+        )
+    finally:
+        reader.close()
+    for folder, mode in reversed(folders):
+        try:
+            os.chmod(folder, mode)
+        except OSError:
+            pass
     is_dir = bool(stat.get("mode", 0) & (1 << 31))  # Go's os.ModeDir
-    return stat["name"], is_dir
+    return stat["name"], is_dir, skipped
+
+
+def _why(error: tarfile.FilterError) -> str:
+    """A filter refusal in words: which kind of entry, and that it is not copied."""
+    kinds = {
+        "AbsoluteLinkError": "a link to an absolute path",
+        "LinkOutsideDestinationError": "a link out of the folder",
+        "SpecialFileError": "a device, FIFO or socket",
+        "AbsolutePathError": "an absolute path",
+        "OutsideDestinationError": "a path out of the folder",
+    }
+    return f"{kinds.get(type(error).__name__, type(error).__name__)}: not copied"

@@ -97,8 +97,9 @@ class Sandbox(abc.ABC):
         """Copy a host file or folder to `target` inside the sandbox (folders: contents into target)."""
 
     @abc.abstractmethod
-    async def download(self, source: str, target: Path) -> None:
-        """Copy a sandbox file or folder to `target` on the host (folders: contents into target)."""
+    async def download(self, source: str, target: Path) -> list[str] | None:
+        """Copy a sandbox file or folder to `target` on the host (folders: contents into target).
+        Returns what was skipped ("path (why)"), when the backend degrades rather than fails."""
 
     @abc.abstractmethod
     async def open_shell(

@@ -367,9 +367,10 @@ class ContainerSandbox(Sandbox):
     async def upload(self, source: Path, target: str) -> None:
         await archives.upload(self, Path(source), target)
 
-    async def download(self, source: str, target: Path) -> None:
-        """Copy out of the sandbox, streamed to disk and capped (`max_download_mb`)."""
-        await archives.download(self, source, Path(target))
+    async def download(self, source: str, target: Path) -> list[str]:
+        """Copy out of the sandbox, streamed to disk and capped (`max_download_mb`); returns
+        what was skipped ("path (why)": links out of the folder, files past the cap)."""
+        return await archives.download(self, source, Path(target))
 
 
 class _EngineShell(PersistentShell):

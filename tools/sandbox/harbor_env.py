@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import json
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, override
 
@@ -31,6 +32,7 @@ from autoenvscaling.tools.sandbox.base import (
     SandboxRef,
 )
 from autoenvscaling.tools.settings import get_settings
+from autoenvscaling.tools.trials.verifier import MAX_SKIPPED, WORK_SKIPPED_FILE, work_skipped
 from autoenvscaling.tools.tasks.host_env import host_templates, refusal
 
 DEFAULT_MEMORY_MB = 2048
@@ -131,6 +133,9 @@ class SandboxEnvironment(BaseEnvironment, abc.ABC):
             # Harbor uploads the tests only when the agent is done: in a shared verifier no
             # agent process may be alive to meet them (tools/trials/verifier.py).
             await self.end_agent_processes()
+            await self.sandbox.upload(Path(source_dir), target_dir)
+            await self._tell_verifier_what_was_skipped()
+            return
         await self.sandbox.upload(Path(source_dir), target_dir)
 
     @override
@@ -144,7 +149,40 @@ class SandboxEnvironment(BaseEnvironment, abc.ABC):
             # agent started may run (a writer that would wait for the reward files, a watcher
             # for /tests, one that edits the work while it is copied to a separate verifier).
             await self.end_agent_processes()
-        await self.sandbox.download(source_dir, Path(target_dir))
+        elif PurePosixPath(source_dir) == EnvironmentPaths.for_os(self.os).verifier_dir:
+            # The tests are done and their reward is read next: whatever they started (the
+            # agent's program a check ran, a hook of the agent's repository) ends first, so
+            # nothing outlives the tests to rewrite the reward. Best effort: an engine whose
+            # processes this host cannot see still gets its reward read.
+            try:
+                await self.end_agent_processes()
+            except SandboxError as exc:
+                self.logger.warning(f"processes left by the tests not ended: {exc}")
+        skipped = await self.sandbox.download(source_dir, Path(target_dir))
+        if skipped and not PurePosixPath(source_dir).is_relative_to("/logs"):
+            self._record_work_skipped(skipped)
+
+    def _record_work_skipped(self, skipped: list[str]) -> None:
+        """Name in the trial folder what the copy of the agent's work left out (a link out of
+        the folder, a file past the cap): the trial's outcome and the verifier read it."""
+        record = work_skipped(self.trial_paths.trial_dir) + skipped
+        path = self.trial_paths.trial_dir / WORK_SKIPPED_FILE
+        path.write_text(json.dumps({"skipped": record[:MAX_SKIPPED]}, indent=1))
+        self.logger.warning(f"the copy of the work left out {len(skipped)}: {skipped[:3]}")
+
+    async def _tell_verifier_what_was_skipped(self) -> None:
+        """The tests see what of the work did not arrive, in /logs/verifier (next to their
+        output, so it is in the trial's verifier folder too)."""
+        skipped = work_skipped(self.trial_paths.trial_dir)
+        if not skipped:
+            return
+        note = self.trial_paths.trial_dir / "work-copy-skipped.txt"
+        note.write_text(
+            "Not copied from the agent's work into this verifier:\n"
+            + "".join(f"{line}\n" for line in skipped)
+        )
+        target = EnvironmentPaths.for_os(self.os).verifier_dir / note.name
+        await self.sandbox.upload(note, target.as_posix())
 
     async def end_agent_processes(self) -> int:
         """Kill every process the agent left in the sandbox; return how many. See quiesce.py."""

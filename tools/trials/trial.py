@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 from autoenvscaling.tools.sandbox.base import Backend
 from autoenvscaling.tools.scratch import make_scratch
 from autoenvscaling.tools.trials.faults import reward_problem
+from autoenvscaling.tools.trials.verifier import work_skipped
 
 #: Where the gate's trials run: one of our engines, or Harbor's own docker compose backend.
 BackendName = Literal[Backend, "harbor-docker"]
@@ -60,6 +61,11 @@ class TrialOutcome(BaseModel):
         default_factory=dict,
         description="Trial files cut to their tail: path relative to the trial folder -> "
         "original size in bytes.",
+    )
+    work_skipped: list[str] = Field(
+        default_factory=list,
+        description="What the copy of the agent's work to a separate verifier left out, as "
+        "'path (why)': links out of the folder, files past the copy's cap.",
     )
 
 
@@ -206,6 +212,7 @@ async def run_trial(
         "verifier_output": _tail(trial_path / "verifier" / "test-stdout.txt"),
         "duration_sec": time.monotonic() - started,
         "agent_metadata": (result.agent_result.metadata or {}) if result.agent_result else {},
+        "work_skipped": work_skipped(trial_path),
     }
     if problem and not result.exception_info:
         update["error"] = f"RewardOutOfRangeError: {problem}"

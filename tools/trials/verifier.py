@@ -21,6 +21,7 @@ GRPO episode), built from the same Harbor parts so the two cannot drift.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import stat
@@ -39,8 +40,22 @@ if TYPE_CHECKING:
 
 VerifierMode = Literal["separate", "shared"]
 DEFAULT_WORKDIR = "/app"
+#: In a trial folder: what the copy of the agent's work to a separate verifier left out
+#: (harbor_env writes it; the trial's outcome and the verifier's /logs/verifier name it).
+WORK_SKIPPED_FILE = "work-copy-skipped.json"
+MAX_SKIPPED = 200
 
 log = logging.getLogger(__name__)
+
+
+def work_skipped(trial_dir: Path | str) -> list[str]:
+    """What the copy of the work left out, "path (why)", as recorded in the trial folder."""
+    try:
+        data = json.loads((Path(trial_dir) / WORK_SKIPPED_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    skipped = data.get("skipped") if isinstance(data, dict) else None
+    return [str(x) for x in skipped] if isinstance(skipped, list) else []
 
 
 class VerifierRunError(RuntimeError):
