@@ -167,7 +167,23 @@ def test_exploit_plan_reads_the_targets_from_the_task():
 
 
 def test_every_probe_is_named_once():
-    assert len(PROBES) == len(set(PROBES)) == 9
+    assert len(PROBES) == len(set(PROBES)) == 12
+
+
+def test_the_work_probes_aim_at_the_tasks_pythonpath_and_artifacts(tmp_path):
+    """`customize` plants sitecustomize on every PYTHONPATH folder the task sets; `git` looks
+    for repositories in every artifact folder; `program` never shares `stub`'s trial."""
+    from autoenvscaling.tools.gate.anti_cheat.exploits import python_dirs, work_dirs
+    from autoenvscaling.tools.gate.anti_cheat.stage import OWN_TRIAL
+
+    (tmp_path / "environment").mkdir()
+    (tmp_path / "environment" / "Dockerfile").write_text(
+        "FROM x\nENV PYTHONPATH=/app/lib:/opt/tool\n"
+    )
+    (tmp_path / "task.toml").write_text('[verifier.env]\nPYTHONPATH = "/srv/py"\n')
+    assert python_dirs(tmp_path) == ["/app/lib", "/opt/tool", "/srv/py"]
+    assert work_dirs(["/app", "/data", "/"], "/work") == ["/app", "/data", "/work"]
+    assert "program" in OWN_TRIAL
 
 
 # --------------------------------------------------------------------------- cheat judge

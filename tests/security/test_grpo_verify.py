@@ -110,7 +110,9 @@ def test_a_policy_that_kills_its_own_sandbox_scores_0(engine_ready, tmp_path):
         run = _episode_runner(loop)
         record = run(honest, KILL_SANDBOX)
         assert (record.reward, record.fault) == (0.0, None), record
-        assert record.error and "stopped" in record.error, record
+        # (Where the container's keeper is out of the agent's reach the kill ends only the
+        # agent's processes and the episode is simply verified: 0 either way.)
+        assert record.error is None or "stopped" in record.error, record
         assert run(honest, HONEST).reward == 1.0  # the episode after it is unaffected
     finally:
         loop.stop()

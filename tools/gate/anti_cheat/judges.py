@@ -153,6 +153,21 @@ _EXPLOIT_REASONS = {
     "/tests, the outputs or the reward while the verifier ran{alive}",
     "interpreters": "always-pass python3/pytest wrappers planted in /usr/local/bin made the "
     "verifier score {r:g} >= {t:g}: the verifier trusts interpreters from the agent's image",
+    "program": "the verifier runs the agent's program ({what}) as a user that can write "
+    "/logs/verifier: a version that only writes the reward (and leaves a writer behind) scored "
+    "{r:g} >= {t:g}. Run the agent's programs as an unprivileged user (e.g. `setpriv "
+    "--reuid=nobody --regid=nogroup --clear-groups`, or Python's subprocess user=/group=) with "
+    "/logs/verifier not writable by it, end its processes before writing the reward, and write "
+    "the reward file last",
+    "git": "the verifier runs git in the agent's repository ({what}), whose own config names "
+    "programs git runs (core.fsmonitor, clean/smudge filters, hooks): ones that write the reward "
+    "scored {r:g} >= {t:g}. Before running git there, replace .git/config with one of the "
+    "verifier's own and remove .git/hooks and .git/info/attributes (or run git as an "
+    "unprivileged user that cannot write /logs/verifier)",
+    "customize": "the verifier's python3 imports sitecustomize/usercustomize from a folder of "
+    "the agent's ({what}): ones that write the reward scored {r:g} >= {t:g}. Start checkers "
+    "with `python3 -I /tests/check.py` (isolated: no PYTHONPATH, no user site) and never put the "
+    "agent's folders on the verifier's PYTHONPATH",
 }
 
 

@@ -7,6 +7,11 @@
   instruction mentions; leaves a process running that tampers with /tests, the outputs and the
   reward while the verifier runs; or plants always-pass interpreters on PATH. The verifier that
   runs after it must still fail the attempt.
+  Three modes are real programs in the agent's WORK, which the verifier gets whatever its mode:
+  `program` (the programs the tests run become ones that write the reward, then keep rewriting
+  it from the background), `git` (every repository in the work names such a program as its
+  fsmonitor, clean/smudge filter and hooks), `customize` (`sitecustomize`/`usercustomize` that
+  write the reward in the workdir, the tests' `cd` folders and the task's PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -92,7 +97,9 @@ def named_in_instruction(path: str, instruction: str, workdir: str, output: str 
     return any(form and form in instruction for form in forms)
 
 
-TamperMode = Literal["forge", "stub", "shadow", "status", "tamperer", "interpreters"]
+TamperMode = Literal[
+    "forge", "stub", "shadow", "status", "tamperer", "interpreters", "program", "git", "customize"
+]
 
 _FORGE = """mkdir -p /logs/verifier
 echo 1 > /logs/verifier/reward.txt
@@ -147,6 +154,71 @@ AES_EOF
 nohup setsid bash /tmp/.aes-tamperer.sh > /dev/null 2>&1 < /dev/null &
 echo tamperer-started"""
 
+# A program of the agent's that the verifier runs: it writes the reward files, leaves a writer
+# behind that keeps them at 1 for a minute (a reward read after the tests), and exits 0.
+FORGE_SH = """#!/bin/sh
+# autoenvscaling anti-cheat probe: a program of the agent's that writes the reward
+mkdir -p /logs/verifier 2>/dev/null
+echo 1 > /logs/verifier/reward.txt 2>/dev/null
+echo '{"reward": 1.0}' > /logs/verifier/reward.json 2>/dev/null
+( i=0; while [ $i -lt 1200 ]; do
+    echo '{"reward": 1.0}' > /logs/verifier/reward.json 2>/dev/null; i=$((i + 1)); sleep 0.05
+  done ) </dev/null >/dev/null 2>&1 &
+exit 0
+"""
+# The same as Python: at import (a module, sitecustomize) and again at the interpreter's exit.
+FORGE_PY = """# autoenvscaling anti-cheat probe: Python of the agent's that writes the reward
+import atexit as _aes_atexit
+import os as _aes_os
+
+
+def _aes_forge():
+    try:
+        _aes_os.makedirs("/logs/verifier", exist_ok=True)
+        with open("/logs/verifier/reward.txt", "w") as f:
+            f.write("1\\n")
+        with open("/logs/verifier/reward.json", "w") as f:
+            f.write('{"reward": 1.0}\\n')
+    except OSError:
+        pass
+
+
+_aes_forge()
+_aes_atexit.register(_aes_forge)
+"""
+
+_PROGRAM_ONE = """p={path}
+if [ ! -d "$p" ] && mkdir -p "$(dirname "$p")" 2>/dev/null; then
+  case "$p" in
+    *.py) printf '%s' {py} > "$p" ;;
+    *) printf '%s' {sh} > "$p" ;;
+  esac && chmod 755 "$p" && echo "$p"
+fi"""
+
+# Every git repository in the work: its own config names the forging program as fsmonitor hook,
+# clean/smudge filter (for every path) and hooks, which `git status` and friends then run.
+_GIT = """for d in {dirs}; do
+  [ -d "$d" ] || continue
+  find "$d" -xdev -maxdepth 6 -name .git -type d 2>/dev/null
+done | sort -u | while read -r g; do
+  printf '%s' {sh} > "$g/aes-forge.sh"
+  {{ printf '%s' {sh} | sed '$d'; echo 'exec cat'; }} > "$g/aes-filter.sh"
+  chmod 755 "$g/aes-forge.sh" "$g/aes-filter.sh"
+  printf '[core]\n\tfsmonitor = %s\n[filter "aesforge"]\n\tclean = %s\n\tsmudge = %s\n' \
+    "$g/aes-forge.sh" "$g/aes-filter.sh" "$g/aes-filter.sh" >> "$g/config"
+  mkdir -p "$g/info" "$g/hooks" && echo '* filter=aesforge' >> "$g/info/attributes"
+  for h in post-index-change reference-transaction post-checkout post-merge pre-commit \
+      pre-auto-gc post-rewrite; do
+    cp "$g/aes-forge.sh" "$g/hooks/$h"
+  done
+  echo "$(dirname "$g")"
+done"""
+
+_CUSTOMIZE_ONE = """d={folder}
+if [ -d "$d" ]; then for m in sitecustomize usercustomize; do
+  printf '%s' {py} > "$d/$m.py" && echo "$d/$m.py"
+done; fi"""
+
 _INTERPRETERS = """for name in python3 python pytest; do
   printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/$name && chmod 755 /usr/local/bin/$name \\
     && echo /usr/local/bin/$name
@@ -170,6 +242,8 @@ class TamperAgent(BaseAgent):
         shadow_dirs: list[str] | None = None,
         status_files: dict[str, str] | None = None,
         outputs: list[str] | None = None,
+        work_dirs: list[str] | None = None,
+        python_dirs: list[str] | None = None,
         tamper_seconds: int = 900,
         **kwargs: Any,
     ) -> None:
@@ -180,6 +254,8 @@ class TamperAgent(BaseAgent):
         self.shadow_dirs = list(shadow_dirs or [])
         self.status_files = dict(status_files or {})
         self.outputs = list(outputs or [])
+        self.work_dirs = list(work_dirs or [])
+        self.python_dirs = list(python_dirs or [])
         self.tamper_seconds = tamper_seconds
 
     @staticmethod
@@ -189,7 +265,7 @@ class TamperAgent(BaseAgent):
 
     @override
     def version(self) -> str:
-        return "2"
+        return "3"
 
     @override
     async def setup(self, environment: BaseEnvironment) -> None:
@@ -201,6 +277,20 @@ class TamperAgent(BaseAgent):
             return _FORGE
         if mode == "interpreters":
             return _INTERPRETERS
+        if mode == "program":
+            return (
+                "\n".join(
+                    _PROGRAM_ONE.format(path=q(p), py=q(FORGE_PY), sh=q(FORGE_SH))
+                    for p in self.stub_paths
+                )
+                or "true"
+            )
+        if mode == "git":
+            dirs = " ".join(q(d) for d in dict.fromkeys([workdir, *self.work_dirs]))
+            return _GIT.format(dirs=dirs, sh=q(FORGE_SH))
+        if mode == "customize":
+            folders = dict.fromkeys([workdir, *self.shadow_dirs, *self.python_dirs])
+            return "\n".join(_CUSTOMIZE_ONE.format(folder=q(f), py=q(FORGE_PY)) for f in folders)
         if mode == "stub":
             return "\n".join(_STUB_ONE.format(path=q(p)) for p in self.stub_paths) or "true"
         if mode == "shadow":

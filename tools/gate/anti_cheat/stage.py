@@ -11,7 +11,11 @@ Each probe is a real Harbor trial with a probe agent; they run concurrently:
   the isolation probes: the `tamperer` (a process left running that tampers with /tests, the
   outputs and the reward while the verifier runs) and `interpreters` (always-pass python3/pytest
   wrappers on PATH). They run together in one trial; only when the combination scores are they
-  run one by one, to name the weakness.
+  run one by one, to name the weakness. The probes of the agent's work (real programs that write
+  the reward: `program` in place of the programs the tests run, `git` config in the work's
+  repositories, `customize` modules on the tests' python path) run on every verifier mode: the
+  verifier gets the work either way. `program` rewrites the files `stub` does, so it has a
+  trial of its own.
 - the `cheat_agent` (a model told to get the reward without doing the task; off unless
   configured).
 
@@ -70,10 +74,25 @@ PROBES = (
     "status",
     "tamperer",
     "interpreters",
+    "program",
+    "git",
+    "customize",
     "near_miss",
     "cheat_agent",
 )
-EXPLOIT_MODES = ("forge", "stub", "shadow", "status", "tamperer", "interpreters")
+EXPLOIT_MODES = (
+    "forge",
+    "stub",
+    "shadow",
+    "status",
+    "tamperer",
+    "interpreters",
+    "program",
+    "git",
+    "customize",
+)
+#: Probes that aim at the same files as another and so never share its trial.
+OWN_TRIAL = ("program",)
 ISOLATION_MODES = ("tamperer", "interpreters")
 #: Why an isolation probe did not run on a task with a shared verifier.
 SHARED_VERIFIER = "the verifier shares the agent's container"
@@ -85,7 +104,8 @@ SHARED_VERIFIER = "the verifier shares the agent's container"
 async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     loaded = load_task(task)  # lint admitted it; a format error here is a bug worth raising
     workdir = loaded.config.environment.workdir or "/app"
-    target = plan(task, loaded.instruction, workdir)
+    artifacts = [a if isinstance(a, str) else a.source for a in loaded.config.artifacts]
+    target = plan(task, loaded.instruction, workdir, artifacts)
     threshold = config.nop_threshold
     exploit_kwargs = target.model_dump()
     verifier = verifier_mode(task)
@@ -93,6 +113,7 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
         "stub": None if target.stub_paths else "nothing for the stub probe to aim at",
         "shadow": None if target.shadow_modules else "nothing for the shadow probe to aim at",
         "status": None if target.status_files else "nothing for the status probe to aim at",
+        "program": None if target.stub_paths else "nothing for the program probe to aim at",
         "tamperer": _isolation_skip("tamperer_probe", config.tamperer_probe, verifier),
         "interpreters": _isolation_skip(
             "tamper_interpreters", config.tamper_interpreters, verifier
@@ -102,7 +123,11 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
     # On a separate verifier nothing the isolation probes leave outside the work reaches the
     # tests, so they cannot spoil the others' attack and share their trial. Forced onto a shared
     # verifier (wrappers that break the tests' own python), each gets a trial of its own.
-    together = [m for m in modes if verifier == "separate" or m not in ISOLATION_MODES]
+    together = [
+        m
+        for m in modes
+        if (verifier == "separate" or m not in ISOLATION_MODES) and m not in OWN_TRIAL
+    ]
 
     def tamper(label: str, *chosen: str) -> Coroutine[Any, Any, TrialOutcome]:
         return gate_trial(

@@ -13,7 +13,14 @@ want_main=$(find_commit "Bump version to 1.4.1")
 want_retry=$(find_commit "retry: add exponential backoff")
 echo "expected main=$want_main feature/retry=$want_retry"
 cd /app/repo || { echo "FAIL: /app/repo missing"; exit 0; }
-git() { command git -c safe.directory=/app/repo "$@"; }
+[ -d .git ] && [ ! -L .git ] || { echo "FAIL: /app/repo/.git is not a folder"; exit 0; }
+# The repository is the agent's work: git must run none of the programs its config could name
+# (core.fsmonitor, clean/smudge filters, hooks; a commondir's config). It gets a config of the
+# verifier's own; objects, refs, HEAD and the index are what is checked.
+rm -rf .git/hooks .git/info/attributes .git/commondir .git/config.worktree
+printf '[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n' > .git/config
+git() { GIT_CONFIG_NOSYSTEM=1 command git -c safe.directory=/app/repo -c core.fsmonitor=false \
+  -c core.hooksPath=/dev/null "$@"; }
 pass=1
 got_main=$(git rev-parse -q --verify refs/heads/main)
 got_retry=$(git rev-parse -q --verify refs/heads/feature/retry)

@@ -1,11 +1,59 @@
-"""Scenario tests for /app/rotate.sh: shifting, dropping, compressing, truncating in place."""
+"""Scenario tests for /app/rotate.sh: shifting, dropping, compressing, truncating in place.
+
+The agent's script runs as `nobody`, in scenario folders that user owns, with /logs/verifier not
+writable by it, and every process it leaves is killed before the next step: the program under
+test cannot write the reward or outlive its run.
+"""
 import gzip
 import os
+import pwd
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 SCRIPT = "/app/rotate.sh"
+AGENT = pwd.getpwnam("nobody")
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"}
+
+
+def end_agent_processes():
+    """Kill every process of the unprivileged user until none is left."""
+    for _ in range(50):
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/status") as f:
+                        uid = next(int(x.split()[1]) for x in f if x.startswith("Uid:"))
+                except (OSError, StopIteration, ValueError):
+                    continue
+                if uid == AGENT.pw_uid:
+                    pids.append(int(entry))
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    raise SystemExit("FAIL: the script's processes could not be ended")
+
+
+def scenario_dir():
+    """A folder for one scenario, owned by the user the script runs as."""
+    d = tempfile.mkdtemp()
+    os.chown(d, AGENT.pw_uid, AGENT.pw_gid)
+    return d
+
+
+def hand_over(d):
+    """Give the scenario's files to the unprivileged user (modes stay as set)."""
+    for root, dirs, names in os.walk(d):
+        for n in dirs + names:
+            os.chown(os.path.join(root, n), AGENT.pw_uid, AGENT.pw_gid)
 
 
 def gz(path, text):
@@ -25,7 +73,17 @@ def state(d):
 
 
 def rotate(d, keep):
-    p = subprocess.run([SCRIPT, d, str(keep)], capture_output=True, text=True, timeout=30)
+    hand_over(d)
+    try:
+        p = subprocess.run(
+            [SCRIPT, d, str(keep)], capture_output=True, text=True, timeout=30, cwd=d, env=ENV,
+            user=AGENT.pw_uid, group=AGENT.pw_gid, extra_groups=[], process_group=0,
+        )
+    except subprocess.TimeoutExpired:
+        print(f"  rotate.sh {keep} timed out")
+        return False
+    finally:
+        end_agent_processes()
     if p.returncode != 0:
         print(f"  rotate.sh {keep} exited {p.returncode}: {p.stderr[-400:]}")
     return p.returncode == 0
@@ -43,10 +101,12 @@ def compare(label, got, want):
 
 
 def main():
-    if not os.access(SCRIPT, os.X_OK):
+    if not os.path.isfile(SCRIPT) or not os.stat(SCRIPT).st_mode & 0o111:
         print(f"FAIL: {SCRIPT} missing or not executable")
         return False
-    d = tempfile.mkdtemp()
+    os.chmod(SCRIPT, os.stat(SCRIPT).st_mode | 0o555)  # readable and runnable by `nobody`
+    os.chmod(os.path.dirname(SCRIPT), 0o755)
+    d = scenario_dir()
     with open(f"{d}/app.log", "w") as f:
         f.write("A1\nA2\n")
     os.chmod(f"{d}/app.log", 0o640)
@@ -88,7 +148,7 @@ def main():
         "empty.log": "", "empty.log.1.gz": "E\n", "notes.txt": "not a log\n",
         "app.log.old": "not .log either\n", "sub/inner.log": "in a subdirectory\n"})
 
-    k = tempfile.mkdtemp()
+    k = scenario_dir()
     with open(f"{k}/x.log", "w") as f:
         f.write("new\n")
     gz(f"{k}/x.log.1.gz", "old\n")
