@@ -515,6 +515,8 @@ async def refresh(
     metrics.served = served_checkpoints(ctx, policy)
     metrics.decontamination = decontamination_status(ctx)
     metrics.heldout_configured = bool(ctx.heldout_dir)
+    if state.get("brief") is not None:
+        metrics.brief_evidence = state["brief"].evidence().model_dump()
     history = [m for m in load_history(run.reports) if m.round != round_] + [metrics]
     save_history(run.reports, history)
     embedded = ctx.policy_server == "embedded"

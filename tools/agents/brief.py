@@ -42,10 +42,21 @@ class TaskRate(BaseModel):
 
 class FailureNote(BaseModel):
     task_id: str
+    round: int | None = Field(default=None, description="The round of the failed attempt.")
+    attempt_id: str = ""
     category: str
     outcome: str
     reward: float | None
     error_output: str = Field(description="Tail of the attempt's last failing output or error.")
+
+
+class BriefEvidence(BaseModel):
+    """Where a brief's evidence comes from: does round N's brief cite round N-1's rollouts?"""
+
+    failures: int = 0
+    task_rates: int = 0
+    failure_rounds: list[int] = Field(default_factory=list)
+    cites_previous_round: bool = False
 
 
 class ExampleTask(BaseModel):
@@ -75,6 +86,17 @@ class ProposerBrief(BaseModel):
         default=None,
         description="This proposer's own aim (K proposers are spread over the targets).",
     )
+
+    def evidence(self) -> BriefEvidence:
+        """What the solver's experience in this brief is drawn from (the round report's)."""
+        rounds = sorted({f.round for f in self.failures if f.round is not None})
+        previous = self.round - 1  # round 1's previous round is the baseline, round 0
+        return BriefEvidence(
+            failures=len(self.failures),
+            task_rates=len(self.task_rates),
+            failure_rounds=rounds,
+            cites_previous_round=previous in rounds,
+        )
 
     def for_slot(self, slot: int, slots: int) -> ProposerBrief:
         """The brief for proposer `slot` of `slots`: each aims at a different weak category."""
@@ -212,6 +234,8 @@ def build_brief(
             failures.append(
                 FailureNote(
                     task_id=f.task_id,
+                    round=f.round,
+                    attempt_id=f.attempt_id,
                     category=f.category,
                     outcome=f.outcome,
                     reward=f.reward,

@@ -109,6 +109,11 @@ class RoundMetrics(BaseModel):
         default="", description="Whether and against what decontam checked."
     )
     heldout_configured: bool = Field(default=False, description="A held-out set was evaluated.")
+    brief_evidence: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The round's brief: failures and pass rates it cites, the rounds they come "
+        "from, and whether it cites the previous round's rollouts (tools/agents/brief.py)",
+    )
     notes: list[str] = Field(default_factory=list)
     agent_activity: list[RoleActivity] = Field(
         default_factory=list,

@@ -206,6 +206,56 @@ def _plots(history: list[RoundMetrics], out: Path) -> list[Path]:
     return made
 
 
+def _by_role(values: dict[str, str]) -> str:
+    return " / ".join(values.get(role, "-") for role in ("proposer", "solver"))
+
+
+def turn_table(history: list[RoundMetrics]) -> list[str]:
+    """Did the loop turn? Per round: what the proposers submitted and the gate made of it, the
+    GRPO groups that had reward variance (a gradient) per role, how far each role's update moved
+    the weights, the pool, and whether the round's brief cites the previous round's rollouts."""
+    lines = [
+        "## Did the loop turn?",
+        "",
+        "| round | submitted / proposals | admitted | rejected at | GRPO groups with reward "
+        "variance (proposer / solver) | weight change, L2 (proposer / solver) | pool active / "
+        "retired | brief cites round N-1 | round (s) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for m in history:
+        proposer = next((a for a in m.agent_activity if a.role == "proposer"), None)
+        submitted = "-" if proposer is None or proposer.submitted is None else proposer.submitted
+        rejected = ", ".join(f"{k}: {v}" for k, v in sorted(m.reject_reasons.items())) or "-"
+        groups = {
+            g.role: f"{g.groups - g.without_reward_variance} of {g.groups}" for g in m.grpo_groups
+        }
+        proposer_training = m.training.get("proposer")
+        changes = {
+            "solver": _fmt(_number(m.training.get("param_change_l2")), 4),
+            "proposer": _fmt(
+                _number(proposer_training.get("param_change_l2"))
+                if isinstance(proposer_training, dict)
+                else None,
+                4,
+            ),
+        }
+        evidence = m.brief_evidence
+        cites = (
+            "-"
+            if not evidence
+            else ("yes" if evidence.get("cites_previous_round") else "no")
+            + f" ({evidence.get('failures', 0)} failures from rounds "
+            + f"{evidence.get('failure_rounds') or '-'})"
+        )
+        total = m.stage_seconds.get("round_total")
+        lines.append(
+            f"| {m.round} | {submitted} / {m.candidates} | {m.admitted} | {rejected} "
+            f"| {_by_role(groups)} | {_by_role(changes)} | {m.pool_active} / {m.pool_retired} "
+            f"| {cites} | {'-' if total is None else f'{total:.0f}'} |"
+        )
+    return lines
+
+
 def write_run_report(run_dir: Path, *, embedded: bool = False) -> Path:
     reports = Path(run_dir) / "reports"
     history = load_history(reports)
@@ -232,6 +282,7 @@ def write_run_report(run_dir: Path, *, embedded: bool = False) -> Path:
             f"| {_fmt(m.solver_mean_reward_heldout) if m.heldout_configured else 'n/a'} "
             f"| {m.pool_active} | {trained} |"
         )
+    lines += ["", *turn_table(history)]
     total_admitted = sum(m.admitted for m in history)
     total_scored = sum(m.scored for m in history)
     lines += [
