@@ -4,7 +4,9 @@
   attempt, `OUT/<attempt_id>.trajectory.json`, for Harbor's viewer and trace tooling.
 - `jsonl`: chat messages, one attempt a line (`messages` in the OpenAI chat format with
   `tool_calls`, `tools`: the function schemas of the role's MCP tools, plus reward and ids) — what SFT trainers and
-  `tokenizer.apply_chat_template(messages, tools=tools)` read.
+  `tokenizer.apply_chat_template(messages, tools=tools)` read. Where the attempt has a transcript
+  (tools/rollouts/transcripts.py: every message it saw, system prompt and brief included, and the
+  tools as bound) the row is that conversation; otherwise it is rebuilt from the stored steps.
 - `hf`: the same rows as a Hugging Face dataset saved with `save_to_disk`.
 
 Filters (role, round, outcome, tag) are applied while streaming the store, so memory stays
@@ -23,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.rollouts.models import Outcome, Role, Trajectory
 from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.rollouts.transcripts import load_transcript
 
 Format = Literal["atif", "jsonl", "hf"]
 AGENT_NAME = "autoenvscaling"
@@ -92,6 +95,26 @@ def chat_messages(trajectory: Trajectory, instruction: str | None) -> list[dict[
         else:
             messages.append(message)
     return messages
+
+
+def wire_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Transcript (chat-template) messages in the wire form the other rows use: tool-call
+    arguments as JSON strings (training/chat_format.py `wire_to_template` reverses it)."""
+    out = []
+    for message in messages:
+        entry = dict(message)
+        if entry.get("tool_calls"):
+            entry["tool_calls"] = [
+                {**call, "function": {**call["function"], "arguments": _json_args(call)}}
+                for call in entry["tool_calls"]
+            ]
+        out.append(entry)
+    return out
+
+
+def _json_args(call: dict[str, Any]) -> str:
+    arguments = call["function"].get("arguments")
+    return arguments if isinstance(arguments, str) else json.dumps(arguments or {})
 
 
 def atif_trajectory(
@@ -191,6 +214,11 @@ def _rows(
             {"type": "function", "function": {"name": n, "description": "", "parameters": {}}}
             for n in sorted(used - known)  # a tool the role's servers no longer list
         ]
+        transcript = load_transcript(store.path, attempt.id)
+        if transcript is not None:
+            messages, schemas = wire_messages(transcript.messages), transcript.tools
+        else:
+            messages = chat_messages(trajectory, _instruction(task_dirs, attempt.task_id))
         yield {
             "id": attempt.id,
             "run_id": attempt.run_id,
@@ -201,7 +229,7 @@ def _rows(
             "model": attempt.metadata.get("model"),
             "reward": attempt.reward,
             "outcome": attempt.outcome,
-            "messages": chat_messages(trajectory, _instruction(task_dirs, attempt.task_id)),
+            "messages": messages,
             "tools": schemas,
         }
 

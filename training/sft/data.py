@@ -375,11 +375,33 @@ def write_jsonl(examples: Sequence[SFTExample], path: Path) -> Path:
 
 
 def read_jsonl(path: Path) -> list[SFTExample]:
-    return [
-        SFTExample.model_validate_json(line)
-        for line in Path(path).read_text(encoding="utf-8").splitlines()
-        if line.strip()
+    """Examples from `write_jsonl`'s file or from `export rollouts --format jsonl`'s (the
+    cold-start dataset is one: graphs/cold_start.py)."""
+    rows = [
+        json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line
     ]
+    return [
+        SFTExample.model_validate(row) if "attempt_id" in row else example_from_export(row)
+        for row in rows
+    ]
+
+
+def example_from_export(row: dict[str, Any], *, source: str = "export") -> SFTExample:
+    """A row of `export rollouts --format jsonl` (tools/export/rollouts.py) as an example: its
+    wire messages (arguments as JSON strings) in the form the chat template renders."""
+    from autoenvscaling.training.chat_format import wire_to_template
+
+    if row.get("reward") is None:
+        raise ValueError(f"attempt {row.get('id')} has no reward: not a verified trajectory")
+    return SFTExample(
+        messages=wire_to_template(row["messages"]),
+        tools=row["tools"],
+        role=row["role"],
+        task_id=row["task_id"],
+        source=row.get("source") or source,
+        reward=row["reward"],
+        attempt_id=row["id"],
+    )
 
 
 def to_hf_dataset(examples: Sequence[SFTExample]) -> Any:
