@@ -149,7 +149,6 @@ def run(
     rounds: int = values["rounds"]
     run_dir: Path | None = values["run_dir"]
     human_review: bool = values["human_review"]
-    cold_start: bool = values["cold_start"]
     if run_dir is None:
         if resume:
             raise typer.BadParameter("--resume needs the --run-dir of the run to continue")
@@ -208,7 +207,9 @@ def run(
                 for key, value in (await embedded_defaults(servers, console)).items():
                     if values.get(key) is None:  # the command line wins over the defaults
                         values[key] = value
-            if cold_start:
+            if values.get("cold_start") is None:  # default: on for the embedded policy
+                values["cold_start"] = embedded and not resume
+            if values["cold_start"] and not resume:
                 values.update(await _cold_start(values, run_dir, embedded, servers))
             ctx = FlywheelContext.from_values(values).with_servers(servers)
             async with _saver(graph_db) as saver:
@@ -244,10 +245,11 @@ def run(
 async def _cold_start(
     values: dict[str, Any], run_dir: Path, embedded: bool, servers: PolicyServers
 ) -> dict[str, Any]:
-    """Build (once) and serve the cold-start checkpoint; the values that name it for both roles."""
+    """Build (once per machine) and serve the cold-start checkpoint; the values that name it for
+    both roles. Its card (what it holds, what it cost) is copied into the run folder."""
+    from autoenvscaling.graphs.cold_start import CARD, adopt_cold_start, cold_start_checkpoint
     from autoenvscaling.graphs.flywheel import REPO_SEED
     from autoenvscaling.graphs.models import Policy
-    from autoenvscaling.graphs.role_training import adopt_cold_start, cold_start_checkpoint
 
     if not values.get("base_model"):
         raise typer.BadParameter("--cold-start needs the policy's HF weights (--base-model)")
@@ -260,24 +262,31 @@ async def _cold_start(
         cache = embedded_cache_dir() / "cold-start"
     else:
         cache = run_dir / "cold-start"
-    checkpoint = await cold_start_checkpoint(
+    tasks = values.get("cold_start_tasks") or values.get("seed_dir") or REPO_SEED
+    started = time.monotonic()
+    checkpoint, card = await cold_start_checkpoint(
         cache,
         base_model=values["base_model"],
-        seed_dir=Path(values.get("seed_dir") or REPO_SEED),
+        tasks_dir=Path(tasks),
         backend=values.get("backend"),
         progress=console.print,
     )
+    (run_dir / "cold-start-card.json").write_text(card.model_dump_json(indent=2))
     current = Policy(
         model=values.get("policy_model") or "openai:policy",
         base_url=values.get("policy_base_url"),
         tool_choice=values.get("policy_tool_choice"),
     )
     policy = await adopt_cold_start(checkpoint, run_dir / "checkpoints", server, current)
-    console.print(f"  cold start: serving {checkpoint.id} to both roles")
+    console.print(
+        f"  cold start: serving {checkpoint.id} to both roles "
+        f"({time.monotonic() - started:.0f} s here; card: {run_dir / 'cold-start-card.json'})"
+    )
     return {
         "policy_model": policy.model,
         "policy_base_url": policy.base_url,
         "policy_checkpoint_id": checkpoint.id,
+        "cold_start_tasks": str(tasks),
     }
 
 

@@ -18,6 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from autoenvscaling.graphs.policy_servers import PolicyServers
 from autoenvscaling.tools.agents.solver_interface import OUTPUT_CHARS
 
+#: The task folders shipped with the package (tasks/seed, tasks/starter).
+REPO_TASKS = Path(__file__).resolve().parents[1] / "tasks"
+
 
 @dataclass(frozen=True)
 class Cli:
@@ -158,10 +161,16 @@ class RunConfig(BaseModel):
     cold_start: Annotated[
         bool,
         Cli(
-            help="Start from a cold-start checkpoint: SFT on the seed pool's replayed reference "
-            "solutions, built once per machine (run mode; slow the first time)"
+            unset=True,
+            help="Start both roles from a cold-start checkpoint: SFT on verified solver and "
+            "proposer episodes replayed on --cold-start-tasks, built once per machine (default: "
+            "on for the embedded policy, off otherwise; graphs/cold_start.py)",
         ),
     ] = Field(default=False, description="The policy starts from a cold-start checkpoint")
+    cold_start_tasks: Annotated[
+        str | None,
+        Cli(type=Path, help="Tasks the cold start replays (default: the initial pool)"),
+    ] = Field(default=None, description="Tasks the cold start replays (default: the pool)")
     policy_checkpoint_id: str | None = Field(
         default=None, description="Registry id of the starting checkpoint"
     )
@@ -205,6 +214,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     "embedded": {
         "policy_server": "embedded",
         "policy_tool_choice": "auto",
+        # The starter pool: compact tasks a 135M policy can solve sometimes and author within
+        # its budgets (one-command solutions, files of a few lines; tasks/starter/README.md). The
+        # seed pool's tasks take a 135M model nowhere: no reward variance, nothing to learn.
+        "seed_dir": str(REPO_TASKS / "starter"),
         # The round's two proposals share one brief: one proposer GRPO group (a lone proposal
         # has nothing to compare with and trains nothing), at no extra proposing time. A flat
         # group (both rejected alike, the usual outcome at this size) trains nothing and costs
@@ -213,7 +226,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         # peak RSS (a SmolLM2-135M-shaped model; --no-proposer-training skips it).
         "proposals": 2,
         "proposer_group_size": 2,
-        "proposer_max_turns": 5,
+        # A starter task's authoring: five files, a check, a syntax check, submit.
+        "proposer_max_turns": 9,
         "solver_max_turns": 4,
         "max_tokens": 384,
         # Two samples per task, the fewest a retirement takes (graphs/flywheel.py:

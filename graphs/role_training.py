@@ -1,4 +1,5 @@
-"""Both roles learn: the proposer's update in the training node, the cold start, the run modes.
+"""Both roles learn: the proposer's update in the training node and the run modes (the cold
+start, which uses `adopt_checkpoint` too, is graphs/cold_start.py).
 
 `train_proposer` runs first in the flywheel's training node, from the checkpoint that sampled the
 round's proposer episodes (the state's policy), so its GRPO update is on-policy: it groups the
@@ -16,7 +17,6 @@ manifest and the round report show.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from autoenvscaling.graphs.models import Policy
@@ -190,71 +190,3 @@ async def serve_proposer_checkpoint(
         return {"reason": f"swap failed, the previous policy stays: {exc}"}, None
     CheckpointRegistry(run.checkpoints).set_current(checkpoint.id)
     return {"served_as": new.model}, new
-
-
-# -- cold start -----------------------------------------------------------------------------------
-
-
-async def cold_start_checkpoint(
-    cache: Path,
-    *,
-    base_model: str,
-    seed_dir: Path,
-    backend: str | None = None,
-    steps: int = 60,
-    progress: Any = None,
-) -> Checkpoint:
-    """The cold-start checkpoint in `cache` (a registry), built once: the seed pool's reference
-    solutions replayed through the served solver (kept at reward 1.0), then SFT on them."""
-    from autoenvscaling.graphs.sft_replay import replay_tasks
-    from autoenvscaling.training.backend import TrainHyperParams, TrainingError
-    from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.sft.data import deduplicate, to_hf_dataset, write_jsonl
-    from autoenvscaling.training.sft.trl_backend import SFTJob, TRLSFTBackend
-
-    registry = CheckpointRegistry(cache / "registry")
-    current = registry.current()
-    if current is not None and current.base_model == base_model:
-        return current
-    say = progress or (lambda _msg: None)
-    tasks = sorted(p for p in Path(seed_dir).iterdir() if (p / "task.toml").is_file())
-    say(f"cold start: replaying {len(tasks)} reference solutions (once per machine)")
-    _results, examples = await replay_tasks(
-        tasks, store_path=cache / "rollouts.db", backend=backend, trials_dir=cache / "trials"
-    )
-    examples, _dropped = deduplicate(examples)
-    if not examples:
-        raise TrainingError("cold start: no reference solution replayed with reward 1.0")
-    write_jsonl(examples, cache / "sft.jsonl")
-    to_hf_dataset(examples).save_to_disk(str(cache / "dataset"))
-    say(f"cold start: SFT on {len(examples)} verified trajectories ({steps} steps)")
-    job = SFTJob(
-        job_id=f"cold-start-{len(examples)}",
-        base_model=base_model,
-        dataset=cache / "dataset",
-        work_dir=cache / "job",
-        hyper=TrainHyperParams(steps=steps, learning_rate=2e-4),
-    )
-    result = await TRLSFTBackend(registry).train(job)
-    if result.checkpoint is None:
-        raise TrainingError(f"cold start published nothing: {result.reason}")
-    return result.checkpoint
-
-
-async def adopt_cold_start(
-    checkpoint: Checkpoint, run_checkpoints: Path, server: PolicyServer, current: Policy
-) -> Policy:
-    """Put the cold-start checkpoint in the run's registry (same id) and serve it to both roles."""
-    from autoenvscaling.training.checkpoints import CheckpointRegistry
-
-    registry = CheckpointRegistry(run_checkpoints)
-    if not registry.exists(checkpoint.id):
-        registry.publish(
-            checkpoint.path,
-            base_model=checkpoint.base_model,
-            kind=checkpoint.kind,
-            job_id=checkpoint.job_id,
-            metrics={**checkpoint.metrics, "cold_start": True},
-            checkpoint_id=checkpoint.id,
-        )
-    return await adopt_checkpoint(registry.get(checkpoint.id), server, current)

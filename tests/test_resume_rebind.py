@@ -117,7 +117,7 @@ async def main():
         print("SERVING", values["policy_base_url"], flush=True)
         if args.get("adopt"):  # swap the given checkpoint in for both roles, as --cold-start does
             from autoenvscaling.graphs.models import Policy
-            from autoenvscaling.graphs.role_training import adopt_cold_start
+            from autoenvscaling.graphs.cold_start import adopt_cold_start
             from autoenvscaling.training.checkpoints import CheckpointRegistry
 
             checkpoint = CheckpointRegistry(Path(args["adopt"])).current()

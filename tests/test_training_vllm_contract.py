@@ -43,6 +43,7 @@ class FakeVLLM:
         self.loras: dict[str, str] = {}
         self.weights: str | None = None
         self.rpc_calls: list[dict] = []
+        self.chat_requests: list[dict] = []  # every chat completion body, in order
         self.app = FastAPI()
         app = self.app
 
@@ -58,6 +59,7 @@ class FakeVLLM:
         @app.post("/v1/chat/completions")
         async def chat(request: Request) -> Response:
             body = await request.json()
+            self.chat_requests.append(body)
             model = body.get("model")
             if model != self.base and model not in self.loras:
                 return _error(f"The model `{model}` does not exist.", "NotFoundError", 404)

@@ -1,0 +1,319 @@
+"""The cold start: both roles start from verified trajectories, before round 1.
+
+The paper's recipe: the policy is first fine-tuned on high-quality proposer AND solver
+trajectories, then the loop begins. Ours, built from a folder of tasks the gate admits:
+- **solver episodes**: each task's reference `solve.sh` replayed through the served solver, one
+  terminal command per turn, kept when the task's verifier gives 1.0 (graphs/sft_replay.py);
+- **proposer episodes**: each task's authoring replayed through the served proposer (the round-1
+  brief, `write_file` per file, `check`, a syntax check in the terminal, `submit`), kept when the
+  gate admits what it submitted against a pool without that task (graphs/proposer/replay.py);
+- **run harvests** (optional): solved and admitted attempts of earlier runs.
+Only the model's replies are scripted; every tool result is real. The dataset is one JSONL file
+in the row format of `export rollouts --format jsonl`, with a card (`card.json`: how many of
+each, how many dropped and why, what it cost). SFT on it (TRL's SFTTrainer, LoRA) gives the
+checkpoint both roles are served from in round 1: round 0 of the run's policy lineage.
+
+Built once per cache folder and reused while its fingerprint (base model, tasks' content, SFT
+settings) holds — like the base image, the first run pays for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from autoenvscaling.graphs.models import Policy
+    from autoenvscaling.training.policy import Checkpoint, PolicyServer
+    from autoenvscaling.training.sft.data import SFTExample
+
+DATASET = "cold-start.jsonl"
+CARD = "card.json"
+#: Why no episode is calibrated: calibration measures the current solver, and a cold start is
+#: what makes the first one.
+NO_CALIBRATION = "calibrate not run: a cold start has no solver to calibrate against yet"
+
+
+class ColdStartSettings(BaseModel):
+    """What the cold start trains, and how hard (sized for the embedded CPU policy)."""
+
+    steps: int = Field(default=24, ge=1, description="SFT optimizer steps.")
+    batch_size: int = Field(default=2, ge=1)
+    learning_rate: float = Field(default=3e-4, gt=0)
+    lora_rank: int = Field(default=8, ge=1)
+    max_length: int = Field(
+        default=8192, ge=64, description="Token cap per example (the policy's context)."
+    )
+    roles: tuple[str, ...] = Field(
+        default=("solver", "proposer"), description="Whose episodes to build."
+    )
+
+
+class RoleCount(BaseModel):
+    attempted: int = 0
+    kept: int = 0
+    dropped: dict[str, str] = Field(default_factory=dict, description="task -> why")
+
+
+class ColdStartCard(BaseModel):
+    """What the dataset holds and what it cost (`card.json` next to it)."""
+
+    fingerprint: str
+    tasks_dir: str
+    base_model: str
+    solver: RoleCount = Field(default_factory=RoleCount)
+    proposer: RoleCount = Field(default_factory=RoleCount)
+    harvested: int = Field(default=0, description="Examples taken from earlier runs.")
+    duplicates_dropped: int = 0
+    examples: dict[str, int] = Field(default_factory=dict, description="role -> examples")
+    calibration: str = NO_CALIBRATION
+    settings: ColdStartSettings = Field(default_factory=ColdStartSettings)
+    seconds: dict[str, float] = Field(default_factory=dict, description="phase -> seconds")
+    sft: dict[str, Any] = Field(default_factory=dict, description="The SFT job's metrics.")
+    checkpoint: str | None = None
+
+
+def fingerprint(base_model: str, tasks_dir: Path, settings: ColdStartSettings) -> str:
+    """Changes when anything the checkpoint depends on changes."""
+    from autoenvscaling.tools.tasks.snapshot import content_hash
+
+    blob = json.dumps(
+        {
+            "base": base_model,
+            "tasks": content_hash(tasks_dir),
+            "settings": settings.model_dump(mode="json"),
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def export_row(example: SFTExample, *, run_id: str = "cold-start") -> dict[str, Any]:
+    """An example as a row of `export rollouts --format jsonl` (tools/export/rollouts.py),
+    plus its `source`; training/sft/data.py reads such rows back."""
+    from autoenvscaling.tools.export.rollouts import wire_messages
+
+    return {
+        "id": example.attempt_id,
+        "run_id": run_id,
+        "round": 0,
+        "role": example.role,
+        "task_id": example.task_id,
+        "policy_version": example.source,
+        "model": None,
+        "reward": example.reward,
+        "outcome": "solved",
+        "messages": wire_messages(example.messages),
+        "tools": example.tools,
+        "source": example.source,
+    }
+
+
+def task_folders(tasks_dir: Path) -> list[Path]:
+    return sorted(p for p in Path(tasks_dir).iterdir() if (p / "task.toml").is_file())
+
+
+async def build_dataset(
+    tasks_dir: Path,
+    cache: Path,
+    *,
+    base_model: str,
+    settings: ColdStartSettings | None = None,
+    backend: str = "podman",
+    runs: Sequence[Path] = (),
+    progress: Callable[[str], None] | None = None,
+) -> ColdStartCard:
+    """Replay both roles on `tasks_dir` (and harvest `runs`) into `cache/cold-start.jsonl`."""
+    from autoenvscaling.graphs.proposer.replay import replay_authorings
+    from autoenvscaling.graphs.sft_replay import replay_tasks, served_solver_interface
+    from autoenvscaling.tools.rollouts.store import RolloutStore
+    from autoenvscaling.tools.rollouts.transcripts import load_transcript
+    from autoenvscaling.training.sft.data import SFTExample, deduplicate, harvest_run
+
+    settings = settings or ColdStartSettings()
+    say = progress or (lambda _msg: None)
+    tasks = task_folders(tasks_dir)
+    card = ColdStartCard(
+        fingerprint=fingerprint(base_model, tasks_dir, settings),
+        tasks_dir=str(tasks_dir),
+        base_model=base_model,
+        settings=settings,
+    )
+    store_path = cache / "rollouts.db"
+    examples: list[SFTExample] = []
+    if "solver" in settings.roles:
+        started = time.monotonic()
+        say(f"cold start: replaying {len(tasks)} reference solutions through the served solver")
+        results, solved = await replay_tasks(
+            tasks, store_path=store_path, backend=backend, trials_dir=cache / "trials"
+        )
+        card.solver = RoleCount(
+            attempted=len(results),
+            kept=len(solved),
+            dropped={r.task_id: r.reason for r in results if not r.kept},
+        )
+        examples += solved
+        card.seconds["solver_replays"] = round(time.monotonic() - started, 1)
+    if "proposer" in settings.roles:
+        started = time.monotonic()
+        say(f"cold start: replaying the authoring of {len(tasks)} tasks through the proposer")
+        authored = await replay_authorings(
+            tasks,
+            pool_dir=tasks_dir,
+            store_path=store_path,
+            out_dir=cache / "candidates",
+            backend=backend,
+            on_done=lambda r: say(f"  {r.task_id}: {'kept' if r.kept else r.reason[:120]}"),
+        )
+        card.proposer = RoleCount(
+            attempted=len(authored),
+            kept=sum(1 for r in authored if r.kept),
+            dropped={r.task_id: r.reason for r in authored if not r.kept},
+        )
+        for result in authored:
+            transcript = load_transcript(store_path, result.attempt_id or "")
+            if not result.kept or transcript is None:
+                continue
+            last = max(i for i, m in enumerate(transcript.messages) if m["role"] == "assistant")
+            examples.append(
+                SFTExample(
+                    messages=transcript.messages[: last + 1],  # up to its own `submit` call
+                    tools=transcript.tools,
+                    role="proposer",
+                    task_id=result.task_id,
+                    source="authoring-replay",
+                    reward=1.0,
+                    attempt_id=result.attempt_id or "",
+                )
+            )
+        card.seconds["proposer_replays"] = round(time.monotonic() - started, 1)
+    if runs:
+        interface = await served_solver_interface()
+        for run_dir in runs:
+            harvest = harvest_run(
+                run_dir, first_messages=interface.first_messages, solver_tools=interface.tools
+            )
+            card.harvested += len(harvest.examples)
+            examples += harvest.examples
+    examples, card.duplicates_dropped = deduplicate(examples)
+    card.examples = {
+        role: sum(1 for e in examples if e.role == role) for role in ("solver", "proposer")
+    }
+    with RolloutStore(store_path):  # the store exists even when nothing was replayed
+        pass
+    with (cache / DATASET).open("w", encoding="utf-8") as out:
+        for example in examples:
+            out.write(json.dumps(export_row(example), ensure_ascii=False) + "\n")
+    (cache / CARD).write_text(card.model_dump_json(indent=2))
+    return card
+
+
+async def cold_start_checkpoint(
+    cache: Path,
+    *,
+    base_model: str,
+    tasks_dir: Path,
+    settings: ColdStartSettings | None = None,
+    backend: str | None = None,
+    runs: Sequence[Path] = (),
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Checkpoint, ColdStartCard]:
+    """The cold-start checkpoint in `cache` (a registry), built once per fingerprint: the
+    dataset (`build_dataset`), then SFT on it; the card records both."""
+    from autoenvscaling.training.backend import TrainHyperParams, TrainingError
+    from autoenvscaling.training.checkpoints import CheckpointRegistry
+    from autoenvscaling.training.sft.trl_backend import SFTJob, TRLSFTBackend
+
+    settings = settings or ColdStartSettings()
+    say = progress or (lambda _msg: None)
+    cache = Path(cache)
+    registry = CheckpointRegistry(cache / "registry")
+    card_path = cache / CARD
+    key = fingerprint(base_model, tasks_dir, settings)
+    current = registry.current()
+    if current is not None and card_path.is_file():
+        card = ColdStartCard.model_validate_json(card_path.read_text())
+        if card.fingerprint == key and card.checkpoint == current.id:
+            say(f"cold start: {current.id} (built before, {_cost(card)})")
+            return current, card
+    started = time.monotonic()
+    cache.mkdir(parents=True, exist_ok=True)
+    say("cold start: building it (once per machine; later runs reuse it)")
+    card = await build_dataset(
+        tasks_dir,
+        cache,
+        base_model=base_model,
+        settings=settings,
+        backend=backend or "podman",
+        runs=runs,
+        progress=say,
+    )
+    if not sum(card.examples.values()):
+        raise TrainingError(
+            f"cold start: no verified trajectory (solver dropped {card.solver.dropped}, "
+            f"proposer dropped {card.proposer.dropped})"
+        )
+    say(
+        f"cold start: SFT on {card.examples} verified trajectories "
+        f"({settings.steps} steps, LoRA rank {settings.lora_rank})"
+    )
+    sft_started = time.monotonic()
+    job = SFTJob(
+        job_id=f"cold-start-{key[:8]}",
+        base_model=base_model,
+        dataset=cache / DATASET,
+        work_dir=cache / "job",
+        batch_size=settings.batch_size,
+        max_length=settings.max_length,
+        hyper=TrainHyperParams(
+            steps=settings.steps,
+            learning_rate=settings.learning_rate,
+            lora_rank=settings.lora_rank,
+            lora_alpha=2 * settings.lora_rank,
+        ),
+    )
+    result = await TRLSFTBackend(registry).train(job)
+    if result.checkpoint is None:
+        raise TrainingError(f"cold start published nothing: {result.reason}")
+    card.seconds["sft"] = round(time.monotonic() - sft_started, 1)
+    card.seconds["total"] = round(time.monotonic() - started, 1)
+    card.sft = {
+        k: v
+        for k, v in result.metrics.items()
+        if k in ("first_loss", "last_loss", "param_change_l2", "examples", "by_role", "device")
+    }
+    card.checkpoint = result.checkpoint.id
+    card_path.write_text(card.model_dump_json(indent=2))
+    say(f"cold start: {result.checkpoint.id} built ({_cost(card)})")
+    return result.checkpoint, card
+
+
+def _cost(card: ColdStartCard) -> str:
+    seconds = ", ".join(f"{k} {v:.0f} s" for k, v in card.seconds.items())
+    return f"{card.examples} examples; {seconds}"
+
+
+async def adopt_cold_start(
+    checkpoint: Checkpoint, run_checkpoints: Path, server: PolicyServer, current: Policy
+) -> Policy:
+    """Put the cold-start checkpoint in the run's registry (same id) and serve it to both roles."""
+    from autoenvscaling.graphs.role_training import adopt_checkpoint
+    from autoenvscaling.training.checkpoints import CheckpointRegistry
+
+    registry = CheckpointRegistry(run_checkpoints)
+    if not registry.exists(checkpoint.id):
+        registry.publish(
+            checkpoint.path,
+            base_model=checkpoint.base_model,
+            kind=checkpoint.kind,
+            job_id=checkpoint.job_id,
+            metrics={**checkpoint.metrics, "cold_start": True},
+            checkpoint_id=checkpoint.id,
+        )
+    return await adopt_checkpoint(registry.get(checkpoint.id), server, current)

@@ -1,0 +1,2 @@
+#!/bin/bash
+jq -r .name /app/user.json > /app/name.txt
