@@ -122,3 +122,19 @@ def test_a_long_tool_result_is_cut_on_the_page(client, viewer_run):
     page = client.get("/rollouts/long-output").text
     assert page.count("x") < TOOL_RESULT_BYTES + 200
     assert "bytes truncated" in page and "cut:" in page
+
+
+def test_a_curve_spans_its_values_and_breaks_at_a_missing_one():
+    from autoenvscaling.tools.report.metrics import RoundMetrics
+    from autoenvscaling.viewer.curves import HEIGHT, PAD, charts
+
+    history = [
+        RoundMetrics(round=1, cost_per_valid_environment=0.02),
+        RoundMetrics(round=2),
+        RoundMetrics(round=3, cost_per_valid_environment=0.01),
+    ]
+    cost = next(c for c in charts(history) if c.title.startswith("cost"))
+    assert (cost.low, cost.high) == (0.0, 0.02)
+    runs = cost.lines[0]
+    assert [[p.round for p in run] for run in runs] == [[1], [3]]  # no line through round 2
+    assert runs[0][0].y == PAD and runs[1][0].y == (HEIGHT - PAD + PAD) / 2

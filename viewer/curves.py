@@ -76,7 +76,8 @@ def charts(history: list[RoundMetrics]) -> list[Chart]:
     def chart(title: str, series: dict[str, list[float | None]], fixed: bool = False) -> Chart:
         values = [v for vs in series.values() for v in vs if v is not None]
         low, high = (0.0, 1.0) if fixed else (min(values, default=0.0), max(values, default=1.0))
-        low, high = min(low, 0.0), high if high > low else low + 1.0
+        low = min(low, 0.0)  # from 0: a small value does not look like the floor
+        high = high if high > low else low + 1.0
         out = Chart(
             title=title,
             series=[Series(name=k, values=v) for k, v in series.items()],
