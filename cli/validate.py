@@ -164,6 +164,8 @@ def validate(
                 "timings": v.timings,
                 "skipped": v.skipped,
                 "calibration_model": answered,
+                "verifier_mode": v.verifier_mode,
+                "probes": _probes(v),
             }
             for v in verdicts
         ]
@@ -192,3 +194,14 @@ def validate(
         raise typer.Exit(2)
     if not all(v.admitted for v in verdicts):
         raise typer.Exit(1)
+
+
+def _probes(verdict: Any) -> dict[str, dict[str, Any]]:
+    """Each anti-cheat probe's result: ran or not, passed, reward, why (empty if not reached)."""
+    for stage in verdict.stages:
+        if stage.stage == "anti_cheat":
+            return {
+                name: {k: probe.get(k) for k in ("passed", "skipped", "reward", "reason")}
+                for name, probe in (stage.details.get("probes") or {}).items()
+            }
+    return {}

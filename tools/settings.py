@@ -46,6 +46,11 @@ class Settings(BaseSettings):
         'list, e.g. ["HF_HOME"]); any other template is refused by lint and at sandbox start, '
         "so no host value (an API key) enters a sandbox unless named here.",
     )
+    train_shared_verifier: bool = Field(
+        default=False,
+        description="Train on shared-verifier tasks whose agent runs as root (it can replace "
+        "what the tests run and forge 1.0): off, they are left out of GRPO jobs and named.",
+    )
     control_channel: bool = Field(
         default=False,
         description="Harbor trials serve root execs through one long-lived bash per container "

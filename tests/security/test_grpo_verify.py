@@ -43,7 +43,7 @@ def test_episode_reward_comes_from_the_separate_verifier(engine_ready, tmp_path)
     try:
         episode = TaskEpisode(loop, task_starter(BACKEND), EpisodeConfig())
 
-        def run(task_dir, commands) -> float:
+        def run(task_dir, commands) -> float | None:
             episode.reset(task_dir=str(task_dir))
             for command in commands:
                 assert episode.run(command).endswith("[exit code 0]"), command

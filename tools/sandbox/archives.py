@@ -18,7 +18,7 @@ import shutil
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import docker.errors
 
@@ -156,7 +156,8 @@ def _fetch_archive(
     written = 0
     cap_mb = cap // (1024 * 1024)
     try:
-        with tarfile.open(fileobj=reader, mode="r|") as tar:
+        # Stream mode only reads: the reader needs no seek, tell or write.
+        with tarfile.open(fileobj=cast("IO[bytes]", reader), mode="r|") as tar:
             for member in tar:
                 where = posixpath.join(parent, member.name)
                 try:

@@ -78,6 +78,33 @@ def verifier_mode(task_dir: Path | str) -> VerifierMode | None:
     return resolve_task_verifier_mode(config).value
 
 
+def shared_verifier_risk(task_dir: Path | str) -> str | None:
+    """Why a policy trained on this task could forge its reward, or None.
+
+    A shared verifier runs the tests in the agent's container: an agent running as root can
+    replace what they run (python3, pytest, a library) and score 1.0 with no work, by design.
+    Safe: a separate verifier, or a shared one whose agent runs as an unprivileged user
+    (`[agent] user`) while the tests run as root. Unreadable task.toml: a risk (fail closed).
+    """
+    from harbor.models.task.config import TaskConfig
+    from harbor.models.task.verifier_mode import resolve_task_verifier_mode
+
+    text = _small_toml_text(Path(task_dir) / "task.toml")
+    try:
+        config = TaskConfig.model_validate_toml(text or "")
+    except (ValueError, RecursionError):
+        return "its task.toml cannot be read"
+    if resolve_task_verifier_mode(config).value == "separate":
+        return None
+    agent, tests = config.agent.user, config.verifier.user
+    if agent not in (None, "", "root", 0, "0") and tests in (None, "", "root", 0, "0"):
+        return None
+    return (
+        "its verifier shares the agent's container and the agent runs as "
+        f"{agent or 'root'}, so the agent can replace what the tests run"
+    )
+
+
 def _small_toml_text(path: Path) -> str | None:
     """task.toml's text when it is a small regular UTF-8 file; None otherwise. A hostile task.toml
     may be a link, a FIFO (reading it would block), huge, or not text: lint reports those."""

@@ -58,8 +58,13 @@ class LiveHarborTask:
         return self.environment.sandbox
 
     async def open_shell(self) -> Any:
-        """A persistent shell in our sandbox; over `exec` for Harbor's own types."""
+        """A persistent shell in our sandbox, as the task's agent user (`[agent] user`, root
+        when unset, as a trial's agent); over `exec` for Harbor's own types."""
         if hasattr(self.environment, "sandbox"):
+            user = self.task.config.agent.user
+            if user not in (None, ""):
+                opener: Any = self.sandbox.open_shell  # ours take a user; the base has none
+                return await opener(user=user)
             return await self.sandbox.open_shell()
         return ExecShell(self.environment)
 

@@ -186,12 +186,33 @@ def step_plan(job: TrainJob) -> list[list[str]]:
 
     hyper = job.hyper
     return plan_steps(
-        [Path(p).resolve() for p in job.task_dirs],
-        [Path(p).resolve() for p in job.replay_task_dirs],
+        _trainable(job, job.task_dirs),
+        _trainable(job, job.replay_task_dirs),
         steps=hyper.steps,
         tasks_per_step=hyper.tasks_per_step,
         seed=hyper.seed,
     )
+
+
+def _trainable(job: TrainJob, paths: list[Path]) -> list[Path]:
+    """The tasks whose reward a policy cannot forge by design: a shared-verifier task with a
+    root agent enters a job only when the user opts in (Settings.train_shared_verifier)."""
+    from autoenvscaling.tools.settings import get_settings
+    from autoenvscaling.tools.trials.verifier import shared_verifier_risk
+
+    kept = []
+    for path in (Path(p).resolve() for p in paths):
+        risk = None if get_settings().train_shared_verifier else shared_verifier_risk(path)
+        if risk is None:
+            kept.append(path)
+            continue
+        emit(
+            "tasks",
+            job.job_id,
+            message=f"{path.name} left out of training: {risk} "
+            "(AUTOENVSCALING_TRAIN_SHARED_VERIFIER=1 trains on it anyway)",
+        )
+    return kept
 
 
 def dataset_rows(job: TrainJob) -> list[dict[str, Any]]:
