@@ -63,7 +63,9 @@ class NetworkNeed(BaseModel):
         uses = self.in_phase(*phases) if phases else self.uses
         if not uses:
             return ""
-        shown = "; ".join(str(u) for u in uses[:3]) + (f" (+{len(uses) - 3} more)" if len(uses) > 3 else "")
+        shown = "; ".join(str(u) for u in uses[:3]) + (
+            f" (+{len(uses) - 3} more)" if len(uses) > 3 else ""
+        )
         where = {"build": "its Dockerfile", "verifier": "its verifier", "solution": "its solution"}
         whose = " and ".join(where[p] for p in sorted({u.phase for u in uses}))
         if self.declared and not self.allowed_by_policy:
@@ -90,7 +92,9 @@ _FETCHES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b(?:curl|wget)\b[^|;&]*\bhttps?://"), "downloads a file"),
     (re.compile(r"\buvx\b(?![^|;&]*--offline)"), "fetches its Python tools with uvx"),
     (
-        re.compile(r"\buv\s+(?:pip\s+install|sync|add|tool\s+install|run\s+--with)\b(?![^|;&]*--offline)"),
+        re.compile(
+            r"\buv\s+(?:pip\s+install|sync|add|tool\s+install|run\s+--with)\b(?![^|;&]*--offline)"
+        ),
         "installs Python packages with uv",
     ),
     (
@@ -100,7 +104,12 @@ _FETCHES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b(?:apt-get|apt)\s+(?:-\S+\s+)*(?:install|update|source)\b"), "runs apt"),
     (re.compile(r"\b(?:apk\s+add|yum\s+install|dnf\s+install|zypper\s+in)"), "installs packages"),
     (re.compile(r"\bgit\s+clone\b[^|;&]*(?:https?://|git@|git://)"), "clones a repository"),
-    (re.compile(r"\b(?:npm\s+(?:install|i|ci)|npx|yarn\s+(?:add|install)|pnpm\s+(?:add|install))\b"), "installs npm packages"),
+    (
+        re.compile(
+            r"\b(?:npm\s+(?:install|i|ci)|npx|yarn\s+(?:add|install)|pnpm\s+(?:add|install))\b"
+        ),
+        "installs npm packages",
+    ),
     (re.compile(r"\bgo\s+(?:get|install|mod\s+download)\b"), "downloads Go modules"),
     (re.compile(r"\bcargo\s+(?:install|fetch)\b(?![^|;&]*--offline)"), "downloads Rust crates"),
     (re.compile(r"\b(?:gem\s+install|conda\s+install|mamba\s+install)\b"), "installs packages"),
@@ -137,7 +146,9 @@ def fetches(text: str) -> list[tuple[int, str, str]]:
             match = pattern.search(line)
             if match:
                 command = " ".join(line[match.start() :].split())
-                found.append((number, what, command[:117] + "..." if len(command) > 120 else command))
+                found.append(
+                    (number, what, command[:117] + "..." if len(command) > 120 else command)
+                )
                 break
     return found
 
@@ -153,11 +164,23 @@ def _dockerfile_uses(task: Path) -> list[NetworkUse]:
         if instruction.name == "RUN":
             for _line, what, command in fetches(instruction.value):
                 uses.append(
-                    NetworkUse(phase="build", file="environment/Dockerfile", line=instruction.line, what=what, command=command)
+                    NetworkUse(
+                        phase="build",
+                        file="environment/Dockerfile",
+                        line=instruction.line,
+                        what=what,
+                        command=command,
+                    )
                 )
         elif instruction.name == "ADD" and re.search(r"\bhttps?://", instruction.value):
             uses.append(
-                NetworkUse(phase="build", file="environment/Dockerfile", line=instruction.line, what="downloads a file", command=f"ADD {instruction.value}"[:120])
+                NetworkUse(
+                    phase="build",
+                    file="environment/Dockerfile",
+                    line=instruction.line,
+                    what="downloads a file",
+                    command=f"ADD {instruction.value}"[:120],
+                )
             )
     return uses
 
@@ -205,4 +228,6 @@ def network_need(task: Path, *, allow_internet: bool = False) -> NetworkNeed:
         + _script_uses(task, "tests", "verifier")
         + _script_uses(task, "solution", "solution")
     )
-    return NetworkNeed(uses=uses, declared=declares_internet(task), allowed_by_policy=allow_internet)
+    return NetworkNeed(
+        uses=uses, declared=declares_internet(task), allowed_by_policy=allow_internet
+    )

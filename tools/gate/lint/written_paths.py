@@ -23,7 +23,9 @@ _SHELL_WRITERS = {"touch", "rm", "rmdir", "tee", "truncate", "shred"}
 _SHELL_LAST_ARG = {"cp", "mv", "install", "ln", "rsync"}
 _TESTS = {"[", "[[", "test", "if", "elif", "while", "until"}
 _OUTPUT_FLAGS = {"-o", "-d", "--output", "--out", "-O", "--outdir", "--output-dir"}
-_PY_ASSIGN = re.compile(rf"""^\s*([A-Za-z_]\w*)\s*(?::[^=]+)?=\s*(?:\w+\()?\s*[rbuf]*["']({_ABS})["']""")
+_PY_ASSIGN = re.compile(
+    rf"""^\s*([A-Za-z_]\w*)\s*(?::[^=]+)?=\s*(?:\w+\()?\s*[rbuf]*["']({_ABS})["']"""
+)
 _PY_WRITE_CALL = re.compile(
     r"\.(?:write_text|write_bytes|mkdir|touch|unlink|rmdir|rename|replace|symlink_to)\("
 )
@@ -140,7 +142,6 @@ def is_written(path: str, written: set[str], workdir: str = "/") -> bool:
     path = posixpath.normpath(path)
     workdir = posixpath.normpath(workdir)
     return any(
-        path == w
-        or (path.startswith(w + "/") and w != workdir and w.count("/") > 1)
+        path == w or (path.startswith(w + "/") and w != workdir and w.count("/") > 1)
         for w in written
     )
