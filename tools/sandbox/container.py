@@ -42,6 +42,11 @@ EXEC_MARK = "AUTOENVSCALING_EXEC"
 SHELL_MARK = "AUTOENVSCALING_SHELL"
 # Shell builtins only, so it runs in any image with /bin/sh: it ends when stdin closes.
 KEEPALIVE = "while read -r _; do :; done"
+#: Who the container's init and keep-alive run as: not root and no user a task or an agent runs
+#: as, so a root agent (no CAP_SYS_PTRACE) can neither ptrace them nor write their memory
+#: through /proc/<pid>/mem (the kernel's ptrace check wants the same uid or that capability).
+#: They only wait and reap, which needs no privilege. Commands run as root unless told.
+KEEPER_USER = "2147483646:2147483646"
 
 
 class ContainerSandbox(Sandbox):
@@ -113,6 +118,8 @@ class ContainerSandbox(Sandbox):
             image,
             entrypoint=["/bin/sh", "-c", KEEPALIVE],
             command=[],
+            user=KEEPER_USER,
+            working_dir="/",  # the keeper may not enter the image's WORKDIR; commands cd there
             stdin_open=True,
             detach=not tie_to_owner,  # attached stdin + StdinOnce: closes with the owner
             environment=env or {},
@@ -207,7 +214,8 @@ class ContainerSandbox(Sandbox):
 
     def _user(self, user: str | int | None) -> str:
         chosen = user if user is not None else self.ref.user
-        return "" if chosen in (None, "") else str(chosen)
+        # Never the container's own user (the keeper): the image's USER, else root.
+        return "0" if chosen in (None, "") else str(chosen)
 
     async def exec(
         self,

@@ -2,8 +2,11 @@
 
 `--storage-opt size=` needs overlay on XFS with project quotas; on ext4 (this kind of host) it is
 refused. So one watcher thread per process measures the upper directory of every sandbox this
-process owns (allocated blocks, so a sparse file counts for what it really uses) every
-`INTERVAL_SEC` and kills a container that is over its `disk_mb`. `mechanism()` says which
+process owns (allocated blocks, so a sparse file counts for what it really uses, and entries)
+every `INTERVAL_SEC` and kills a container that is over its `disk_mb` or over one file per
+`BYTES_PER_INODE` of it. The window is what a sandbox writes in one interval: fallocate (which
+reserves any size at once) is refused in sandboxes (profile.py), so bytes grow only as fast as
+they are written. /logs is a size-capped tmpfs (profile.py), outside this measure. `mechanism()` says which
 applies here (for `doctor`).
 """
 
@@ -28,9 +31,17 @@ _LOCK = threading.Lock()
 _THREAD: threading.Thread | None = None
 
 
-def allocated_bytes(root: Path, stop_at: int | None = None) -> int:
-    """Bytes allocated under `root` (st_blocks), without following links; stops past `stop_at`."""
-    total = 0
+#: A layer of `disk_mb` may hold one file per this many bytes (ext4's default inode ratio):
+#: 300,000 empty files in a 64 MB layer are as much a flood as 64 MB of data.
+BYTES_PER_INODE = 16_384
+
+
+def usage(
+    root: Path, stop_bytes: int | None = None, stop_inodes: int | None = None
+) -> tuple[int, int]:
+    """(bytes allocated (st_blocks), entries) under `root`, without following links; stops as
+    soon as either passes its stop."""
+    total = inodes = 0
     stack = [str(root)]
     while stack:
         folder = stack.pop()
@@ -45,11 +56,19 @@ def allocated_bytes(root: Path, stop_at: int | None = None) -> int:
                 except OSError:
                     continue
                 total += st.st_blocks * 512
+                inodes += 1
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(entry.path)
-        if stop_at is not None and total > stop_at:
-            return total
-    return total
+        if (stop_bytes is not None and total > stop_bytes) or (
+            stop_inodes is not None and inodes > stop_inodes
+        ):
+            break
+    return total, inodes
+
+
+def allocated_bytes(root: Path, stop_at: int | None = None) -> int:
+    """Bytes allocated under `root` (st_blocks), without following links; stops past `stop_at`."""
+    return usage(root, stop_bytes=stop_at)[0]
 
 
 def upper_dir(api: Any, container_id: str) -> Path | None:
@@ -113,11 +132,15 @@ def check(box: ContainerSandbox, uppers: dict[str, Path | None] | None = None) -
     cap = (box.ref.limits.disk_mb or 0) * 1024 * 1024
     if upper is None or not cap:
         return False
-    used = allocated_bytes(upper, stop_at=cap)
-    if used <= cap:
+    files = cap // BYTES_PER_INODE
+    used, inodes = usage(upper, stop_bytes=cap, stop_inodes=files)
+    if used <= cap and inodes <= files:
         return False
     box.ref.handle["killed"] = (
         f"the writable layer went over its {box.ref.limits.disk_mb} MB cap (disk_mb)"
+        if used > cap
+        else f"the writable layer went over its {files} files cap (one per "
+        f"{BYTES_PER_INODE // 1024} KB of disk_mb={box.ref.limits.disk_mb})"
     )
     try:
         box._api.kill(cid)

@@ -87,9 +87,17 @@ def _no_setid(profile: dict[str, Any]) -> None:
         )
 
 
-def seccomp_profile(*, bound: bool = False) -> Path:
+#: fallocate reserves any size at once, faster than a measured cap can see: a sandbox gets
+#: EOPNOTSUPP (libc's posix_fallocate then writes the bytes, at the speed the cap measures).
+#: Builds keep it (package installs, measured by nothing).
+RESERVING_CALLS = ("fallocate",)
+EOPNOTSUPP = 95
+
+
+def seccomp_profile(*, run: bool = False, bound: bool = False) -> Path:
     """Our seccomp profile (json, in our config folder): the engine's default minus the keyring;
-    `bound` (a host folder is bound in): no setuid/setgid bit can be set either."""
+    `run` (a sandbox, not a build): no fallocate; `bound` (a host folder is bound in): no
+    setuid/setgid bit can be set either."""
     from autoenvscaling.tools.sandbox.engine import config_dir
 
     try:
@@ -106,10 +114,24 @@ def seccomp_profile(*, bound: bool = False) -> Path:
     base["syscalls"].append(
         {"names": list(KEYRING_CALLS), "action": "SCMP_ACT_ERRNO", "errnoRet": EPERM, "args": []}
     )
+    if run or bound:
+        for rule in base["syscalls"]:
+            if rule.get("action") == "SCMP_ACT_ALLOW":
+                rule["names"] = [n for n in rule["names"] if n not in RESERVING_CALLS]
+        base["syscalls"] = [r for r in base["syscalls"] if r.get("names")]
+        base["syscalls"].append(
+            {
+                "names": list(RESERVING_CALLS),
+                "action": "SCMP_ACT_ERRNO",
+                "errnoRet": EOPNOTSUPP,
+                "args": [],
+            }
+        )
     if bound:
         _no_setid(base)
+    name = "seccomp-bound.json" if bound else "seccomp-run.json" if run else "seccomp.json"
     text = json.dumps(base, indent=1, sort_keys=True)
-    path = config_dir() / ("seccomp-bound.json" if bound else "seccomp.json")
+    path = config_dir() / name
     if not path.exists() or path.read_text() != text:
         tmp = path.with_suffix(f".tmp-{os.getpid()}")
         tmp.write_text(text)
@@ -125,7 +147,7 @@ def cap_mask() -> int:
 def security_opt(backend: Backend, *, bound: bool = False) -> list[str]:
     """`--security-opt` values for containers: docker's API wants the profile's json, podman's
     a path to it."""
-    path = seccomp_profile(bound=bound)
+    path = seccomp_profile(run=True, bound=bound)
     return ["no-new-privileges", f"seccomp={path if backend == 'podman' else path.read_text()}"]
 
 
@@ -185,5 +207,19 @@ def host_config(
         binds={
             str(Path(h).resolve()): {"bind": c, "mode": _bind_mode(backend)} for h, c in binds or []
         },
+        tmpfs={LOGS: logs_tmpfs()},
         ulimits=None,
     )
+
+
+#: Harbor's log folder (agent and verifier logs, the reward, artifacts).
+LOGS = "/logs"
+
+
+def logs_tmpfs() -> str:
+    """/logs is a tmpfs of `max_download_mb` (no more can be downloaded from it anyway): its
+    bytes stop at the size, its files and pages count against the sandbox's memory limit, and
+    nothing written there reaches the host's disk."""
+    from autoenvscaling.tools.settings import get_settings
+
+    return f"rw,nosuid,nodev,size={get_settings().max_download_mb}m,mode=0755"
