@@ -81,7 +81,7 @@ async def test_layer_reservation_and_file_flood_are_stopped(engine_ready):
         await box.exec("rm -f /tmp/reserve")
         try:  # the cap may stop the container under this very command
             await box.exec(
-                "mkdir -p /tmp/flood && python3 -c \"\n"
+                'mkdir -p /tmp/flood && python3 -c "\n'
                 "for i in range(5000): open(f'/tmp/flood/{i}', 'w').close()\n\"",
                 timeout_sec=120,
             )

@@ -69,7 +69,9 @@ def _task(root: Path) -> Path:
 
 def _everything_under(folder: Path) -> str:
     return "\n".join(
-        p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file() and not p.is_symlink()
+        p.read_text(errors="replace")
+        for p in folder.rglob("*")
+        if p.is_file() and not p.is_symlink()
     )
 
 
