@@ -50,11 +50,12 @@ class _ChunkReader:
         self._chunks = iter(chunks)
         self._close = getattr(chunks, "close", None)
         self._buffer = b""
+        self._offset = 0  # read position in _buffer: no copy of the rest on every small read
         self._cap = cap
         self.read_bytes = 0
 
     def read(self, size: int = -1) -> bytes:
-        while size < 0 or len(self._buffer) < size:
+        while size < 0 or len(self._buffer) - self._offset < size:
             try:
                 chunk = next(self._chunks)
             except StopIteration:
@@ -62,10 +63,11 @@ class _ChunkReader:
             self.read_bytes += len(chunk)
             if self.read_bytes > self._cap:
                 raise _StreamCapError
-            self._buffer += chunk
-        if size < 0:
-            size = len(self._buffer)
-        out, self._buffer = self._buffer[:size], self._buffer[size:]
+            self._buffer = self._buffer[self._offset :] + chunk
+            self._offset = 0
+        end = len(self._buffer) if size < 0 else self._offset + size
+        out = self._buffer[self._offset : end]
+        self._offset = min(end, len(self._buffer))
         return out
 
     def close(self) -> None:
