@@ -28,13 +28,19 @@ def peak_rss_mb() -> float:
 async def test_a_sparse_2gb_log_is_refused_without_growing_the_host(
     eworkspace, small_download_cap, tmp_path
 ):
+    """The file past the cap is skipped and named (a folder's copy degrades: the rest arrives);
+    asked for alone, it is refused; nothing of it is held in memory or half-written."""
     await eworkspace.exec("mkdir -p /logs/agent && truncate -s 2G /logs/agent/huge.log")
+    await eworkspace.exec("echo kept > /logs/agent/a.txt")
     await eworkspace.exec("echo fine > /logs/small.txt")
     before = peak_rss_mb()
+    skipped = await eworkspace.download("/logs/agent", tmp_path / "agent")
+    assert skipped and any("huge.log" in s and "cap" in s for s in skipped), skipped
+    assert [p.name for p in (tmp_path / "agent").iterdir()] == ["a.txt"]  # nothing half-written
     with pytest.raises(DownloadTooLargeError, match="cap"):
-        await eworkspace.download("/logs/agent", tmp_path / "agent")
-    assert peak_rss_mb() - before < 64  # streamed to disk and stopped at the cap
-    assert not any((tmp_path / "agent").glob("*"))  # nothing half-written
+        await eworkspace.download("/logs/agent/huge.log", tmp_path / "huge.log")
+    assert not (tmp_path / "huge.log").exists()
+    assert peak_rss_mb() - before < 64  # streamed and stopped at the cap
     await eworkspace.download("/logs/small.txt", tmp_path / "small.txt")  # small ones still work
     assert (tmp_path / "small.txt").read_text() == "fine\n"
 
