@@ -174,7 +174,7 @@ def test_a_candidates_verdict_its_evidence_and_revisions(watched, url, viewer_ru
     assert "calibration pass rate\t0.50" in calibrate and "rewards\t0, 1, 0, 1" in calibrate
     assert "nearest pool task\tword-count" in page.inner_text("#dedup")
     assert page.locator("#repeat table.facts").inner_text() == "rewards\t1, 1, 1"
-    assert page.locator("#calibrate a").all_inner_texts() == viewer_run.calibration
+    assert page.locator("#calibrate p.rollouts a").all_inner_texts() == viewer_run.calibration
     # The proposer's revision: a diff of what its edit_file changed, shown as text.
     assert page.locator("section.revision").count() == 2
     diff = page.inner_text("#revision-1 pre.diff")
@@ -189,7 +189,7 @@ def test_a_candidates_verdict_its_evidence_and_revisions(watched, url, viewer_ru
     assert page.inner_text("#file-text") == "one two three\n"
     watched.assert_inert(SCRIPT_FILE)
     page.go_back()
-    page.click("#oracle a:has-text('oracle1')")
+    page.click("#oracle p.trials a:has-text('oracle1')")
     assert page.inner_text("#reward") == "1"
     assert "solve.sh ran" in page.inner_text("body")
     watched.assert_inert(SCRIPT_OUTPUT)
