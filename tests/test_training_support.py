@@ -11,12 +11,16 @@ from pathlib import Path
 
 TASK_TOML = textwrap.dedent("""\
     schema_version = "1.4"
+    # The separate verifier, as every task the gate admits: a shared one with a root agent is
+    # left out of training (its reward can be forged by design).
+    artifacts = ["/app"]
 
     [metadata]
     difficulty = "easy"
     category = "training-test"
 
     [verifier]
+    environment_mode = "separate"
     timeout_sec = 60
 
     [environment]
