@@ -241,7 +241,7 @@ def test_curves_show_a_missing_value_as_missing(watched, url):
     assert valid.locator("circle").count() == 2 and valid.locator("polyline").count() == 0
     grpo = charts.filter(has_text="GRPO reward variance").locator("table.values tr")
     assert grpo.all_inner_texts()[1:] == [
-        "1\t0.25\t1",
+        "1\t0.188\t1",  # the 4 scored episodes: 0, 1, 1, 1; the proposers: 1, -1
         "2\tmissing\tmissing",
         "3\tmissing\tmissing",
     ]

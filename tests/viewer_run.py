@@ -287,6 +287,26 @@ def _stages(run: RunDir, name: str, calibration: list[str]) -> list[StageResult]
     ]
 
 
+def _grpo_result(run: RunDir, round_: int, rewards: list[float | None]) -> None:
+    """The solver's GRPO worker result for a round, as the worker leaves it (one episode a
+    reward; None: not scored)."""
+    from autoenvscaling.training.grpo.episode_env import EpisodeRecord
+    from autoenvscaling.training.worker_protocol import RESULT_FILE, WorkerResult
+
+    work = run.root / "train" / f"r{round_:02d}"
+    work.mkdir(parents=True)
+    episodes = [
+        EpisodeRecord(
+            task_dir=str(run.pool / "word-count"),
+            reward=r,
+            fault=None if r is not None else "infrastructure",
+        ).model_dump(mode="json")
+        for r in rewards
+    ]
+    result = WorkerResult(job_id=f"r{round_:02d}", episodes=episodes, metrics={"reward_mean": 0.75})
+    (work / RESULT_FILE).write_text(result.model_dump_json(indent=2))
+
+
 def history(rounds: int) -> list[RoundMetrics]:
     """Finished rounds; round 2 scored no candidate and ran no GRPO update (values missing),
     round 3 has numbers again."""
@@ -300,7 +320,7 @@ def history(rounds: int) -> list[RoundMetrics]:
             cost_per_valid_environment=0.02,
             solver_mean_reward_pool=0.5,
             pool_active=2,
-            training={"reward_mean": 0.25, "reward_std": 0.5, "proposer": {"rewards": [1.0, -1.0]}},
+            training={"reward_mean": 0.75, "proposer": {"rewards": [[1.0, -1.0]]}},
             agent_activity=[RoleActivity(role="proposer", attempts=2, submitted=2, admitted=1)],
             warnings=["the solver never called a tool in 2 of 4 attempts"],
             served={"proposer": "base", "solver": "ck-0001"},
@@ -374,6 +394,7 @@ async def build_run(root: Path, tmp: Path) -> ViewerRun:
             ),
             _trial(run, "word-count__refresh1", run.pool / "word-count", 0.0, SCRIPT_OUTPUT),
         ]
+    _grpo_result(run, 1, [0.0, 1.0, 1.0, 1.0, None])  # one episode lost to infrastructure
     metrics = history(3)
     save_history(run.reports, metrics)
     (run.reports / "round-01.md").write_text(round_markdown(metrics[0]))

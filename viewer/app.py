@@ -122,7 +122,9 @@ def create_app(
         return render(request, "_live.html", live=live_status(run))
 
     def curves(request: Request) -> Response:
-        return render(request, "curves.html", charts=charts(run.history()), history=run.history())
+        history = run.history()
+        episodes = {m.round: run.grpo_episode_rewards(m.round) for m in history}
+        return render(request, "curves.html", charts=charts(history, episodes), history=history)
 
     def candidates(request: Request) -> Response:
         round_ = _int(request.query_params.get("round"))

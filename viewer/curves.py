@@ -65,12 +65,19 @@ def _variance(values: list[float]) -> float | None:
     return statistics.pvariance(values) if len(values) >= 2 else None
 
 
-def _solver_variance(m: RoundMetrics) -> float | None:
+def _solver_variance(m: RoundMetrics, episodes: list[float] | None) -> float | None:
+    """Over the GRPO episodes' rewards (the worker's result); else a reported `reward_std`."""
+    if episodes:
+        return _variance(episodes)
     std = _number(m.training.get("reward_std"))
     return None if std is None else std * std
 
 
-def charts(history: list[RoundMetrics]) -> list[Chart]:
+def charts(
+    history: list[RoundMetrics], episodes: dict[int, list[float] | None] | None = None
+) -> list[Chart]:
+    """The curves of the finished rounds; `episodes`: the solver's GRPO episode rewards by round."""
+    episodes = episodes or {}
     rounds = [m.round for m in history]
 
     def chart(title: str, series: dict[str, list[float | None]], fixed: bool = False) -> Chart:
@@ -130,7 +137,7 @@ def charts(history: list[RoundMetrics]) -> list[Chart]:
         chart(
             "GRPO reward variance",
             {
-                "solver": [_solver_variance(m) for m in history],
+                "solver": [_solver_variance(m, episodes.get(m.round)) for m in history],
                 "proposer": [_variance(_proposer_rewards(m)) for m in history],
             },
         ),

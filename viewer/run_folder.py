@@ -79,6 +79,19 @@ class RunFolder:
         except (OSError, ValidationError, ValueError):
             return PoolIndex()
 
+    def grpo_episode_rewards(self, round_: int) -> list[float] | None:
+        """The scored rewards of the solver's GRPO episodes in a round (the training worker's
+        result, train/rNN/result.json); None when the round trained no solver."""
+        result = read_json(self.root / "train" / f"r{round_:02d}" / "result.json")
+        episodes = result.get("episodes") if isinstance(result, dict) else None
+        if not isinstance(episodes, list):
+            return None
+        return [
+            float(e["reward"])
+            for e in episodes
+            if isinstance(e, dict) and isinstance(e.get("reward"), int | float)
+        ]
+
     def candidate_rounds(self) -> list[int]:
         """Rounds with a candidates/rNN folder, in order."""
         folder = self.root / "candidates"
