@@ -62,8 +62,10 @@ typecheck: $(VENV)/.installed-$(EXTRAS)
 architecture: $(VENV)/.installed-$(EXTRAS)
 	$(VENV)/bin/python -m tests.architecture_doc
 
+# `make run ROUNDS=3`: more rounds. The first run also builds the cold start (once per machine).
+ROUNDS ?= 1
 run: setup
-	$(VENV)/bin/autoenvscaling run
+	$(VENV)/bin/autoenvscaling run --rounds $(ROUNDS)
 
 bench: setup
 	$(VENV)/bin/python benchmarks/run_all.py

@@ -200,6 +200,7 @@ def run(
     async def main() -> None:
         from autoenvscaling.graphs.flywheel_roles import embedded_defaults
         from autoenvscaling.graphs.policy_servers import PolicyServers
+        from autoenvscaling.training.backend import TrainingError
 
         # The run owns its policy servers: they stop when it ends, crash or Ctrl-C included.
         async with PolicyServers() as servers:
@@ -207,10 +208,17 @@ def run(
                 for key, value in (await embedded_defaults(servers, console)).items():
                     if values.get(key) is None:  # the command line wins over the defaults
                         values[key] = value
-            if values.get("cold_start") is None:  # default: on for the embedded policy
-                values["cold_start"] = embedded and not resume
+            asked = values.get("cold_start")
+            if asked is None:  # default: on for the embedded policy when the run trains
+                values["cold_start"] = embedded and values.get("train") is not False and not resume
             if values["cold_start"] and not resume:
-                values.update(await _cold_start(values, run_dir, embedded, servers))
+                try:
+                    values.update(await _cold_start(values, run_dir, embedded, servers))
+                except TrainingError as exc:
+                    if asked:  # asked for on the command line: no silent fallback
+                        raise
+                    console.print(f"[yellow]cold start: not built ({exc}); the base policy runs[/]")
+                    values["cold_start"] = False
             ctx = FlywheelContext.from_values(values).with_servers(servers)
             async with _saver(graph_db) as saver:
                 graph = build_flywheel(checkpointer=saver)
@@ -247,9 +255,14 @@ async def _cold_start(
 ) -> dict[str, Any]:
     """Build (once per machine) and serve the cold-start checkpoint; the values that name it for
     both roles. Its card (what it holds, what it cost) is copied into the run folder."""
-    from autoenvscaling.graphs.cold_start import CARD, adopt_cold_start, cold_start_checkpoint
+    from autoenvscaling.graphs.cold_start import (
+        ColdStartSettings,
+        adopt_cold_start,
+        cold_start_checkpoint,
+    )
     from autoenvscaling.graphs.flywheel import REPO_SEED
     from autoenvscaling.graphs.models import Policy
+    from autoenvscaling.graphs.proposer.replay import ServedProposer
 
     if not values.get("base_model"):
         raise typer.BadParameter("--cold-start needs the policy's HF weights (--base-model)")
@@ -264,10 +277,19 @@ async def _cold_start(
         cache = run_dir / "cold-start"
     tasks = values.get("cold_start_tasks") or values.get("seed_dir") or REPO_SEED
     started = time.monotonic()
+    config = RunConfig.from_values(values)
+    # The replayed proposer episodes read as this run serves its proposer.
+    served = ServedProposer(
+        compact_prompt=config.proposer_compact_prompt,
+        brief_examples=config.brief_examples,
+        brief_file_chars=config.brief_file_chars,
+        band=(config.band_low, config.band_high),
+    )
     checkpoint, card = await cold_start_checkpoint(
         cache,
         base_model=values["base_model"],
         tasks_dir=Path(tasks),
+        settings=ColdStartSettings(proposer=served),
         backend=values.get("backend"),
         progress=console.print,
     )

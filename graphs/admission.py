@@ -62,6 +62,7 @@ async def run_proposer(
         solver_feedback=ctx.solver_feedback,
         budget=LoopBudget(max_turns=ctx.proposer_max_turns, time_budget_sec=900),
         max_revisions=ctx.max_revisions,
+        compact_prompt=ctx.proposer_compact_prompt,
         gate=_gate(ctx, run, None),
         store_path=str(run.rollouts),
         run_id=task.run_id,

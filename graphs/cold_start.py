@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from autoenvscaling.graphs.proposer.replay import ServedProposer
+
 if TYPE_CHECKING:
     from autoenvscaling.graphs.models import Policy
     from autoenvscaling.training.policy import Checkpoint, PolicyServer
@@ -43,7 +45,7 @@ NO_CALIBRATION = "calibrate not run: a cold start has no solver to calibrate aga
 class ColdStartSettings(BaseModel):
     """What the cold start trains, and how hard (sized for the embedded CPU policy)."""
 
-    steps: int = Field(default=24, ge=1, description="SFT optimizer steps.")
+    steps: int = Field(default=12, ge=1, description="SFT optimizer steps.")
     batch_size: int = Field(default=2, ge=1)
     learning_rate: float = Field(default=3e-4, gt=0)
     lora_rank: int = Field(default=8, ge=1)
@@ -52,6 +54,9 @@ class ColdStartSettings(BaseModel):
     )
     roles: tuple[str, ...] = Field(
         default=("solver", "proposer"), description="Whose episodes to build."
+    )
+    proposer: ServedProposer = Field(
+        default_factory=ServedProposer, description="How the run serves its proposer."
     )
 
 
@@ -169,6 +174,7 @@ async def build_dataset(
             store_path=store_path,
             out_dir=cache / "candidates",
             backend=backend,
+            served=settings.proposer,
             on_done=lambda r: say(f"  {r.task_id}: {'kept' if r.kept else r.reason[:120]}"),
         )
         card.proposer = RoleCount(
@@ -226,7 +232,7 @@ async def cold_start_checkpoint(
 ) -> tuple[Checkpoint, ColdStartCard]:
     """The cold-start checkpoint in `cache` (a registry), built once per fingerprint: the
     dataset (`build_dataset`), then SFT on it; the card records both."""
-    from autoenvscaling.training.backend import TrainHyperParams, TrainingError
+    from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainProgress
     from autoenvscaling.training.checkpoints import CheckpointRegistry
     from autoenvscaling.training.sft.trl_backend import SFTJob, TRLSFTBackend
 
@@ -278,7 +284,14 @@ async def cold_start_checkpoint(
             lora_alpha=2 * settings.lora_rank,
         ),
     )
-    result = await TRLSFTBackend(registry).train(job)
+
+    def step(event: TrainProgress) -> None:
+        if event.stage == "step":
+            loss = event.metrics.get("loss")
+            shown = f", loss {loss:.3f}" if isinstance(loss, int | float) else ""
+            say(f"  SFT step {event.step}/{event.total_steps}{shown}")
+
+    result = await TRLSFTBackend(registry).train(job, progress=step)
     if result.checkpoint is None:
         raise TrainingError(f"cold start published nothing: {result.reason}")
     card.seconds["sft"] = round(time.monotonic() - sft_started, 1)

@@ -97,6 +97,9 @@ class RunConfig(BaseModel):
         default=True, description="Give proposers the solver's rollouts"
     )
     max_revisions: int = Field(default=2, description="Revisions after a rejection")
+    proposer_compact_prompt: bool = Field(
+        default=False, description="The proposer's compact system prompt (small policies)"
+    )
     train: Annotated[bool, Cli()] = Field(default=True, description="Run the training node")
     base_model: Annotated[str | None, Cli(help="HF weights of the policy (training)")] = Field(
         default=None, description="HF weights of the policy, for training"
@@ -228,6 +231,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "proposer_group_size": 2,
         # A starter task's authoring: five files, a check, a syntax check, submit.
         "proposer_max_turns": 9,
+        # ~0.4k instead of ~1.8k tokens: every proposer turn and its cold-start SFT read it.
+        "proposer_compact_prompt": True,
         "solver_max_turns": 4,
         "max_tokens": 384,
         # Two samples per task, the fewest a retirement takes (graphs/flywheel.py:

@@ -72,20 +72,28 @@ def fit_first_prompt(
     band: tuple[float, float],
     model: ModelConfig,
     tools: list[dict[str, Any]] | None = None,
+    *,
+    compact: bool = False,
 ) -> FittedPrompt:
     """The system prompt and brief, fitted into `model.context_window`, a quarter of it left free.
 
     Unknown window: both untouched. Known: the brief's evidence is trimmed level by level
     (fewer failures, shorter excerpts, fewer examples), then the same with the compact system
-    prompt; raises ContextWindowError when even the smallest does not fit."""
+    prompt; raises ContextWindowError when even the smallest does not fit. `compact`: the
+    compact system prompt from the start (a small policy's; the embedded preset's)."""
+    compact = compact and arm in COMPACT_ARMS
     window = model.context_window
     if window is None:
         return FittedPrompt(
-            system=system_prompt(arm, band), brief=brief_prompt(brief), max_tokens=model.max_tokens
+            system=system_prompt(arm, band, compact=compact),
+            brief=brief_prompt(brief),
+            compact_system=compact,
+            max_tokens=model.max_tokens,
         )
     reserve = reply_reserve(window)
     smallest = 0
-    for compact in (False, True) if arm in COMPACT_ARMS else (False,):
+    choices = (True,) if compact else (False, True) if arm in COMPACT_ARMS else (False,)
+    for compact in choices:
         system = system_prompt(arm, band, compact=compact)
         for level in range(len(TRIM_LEVELS)):
             text = brief_prompt(brief.trimmed(level))

@@ -138,7 +138,14 @@ async def _run(
 ) -> ProposalResult:
     """Fit the first prompt (the tool schemas count: they are sent with every call; raises
     ContextWindowError before any call), then run the attempt graph from it."""
-    fitted = fit_first_prompt(brief, settings.arm, settings.gate.band, settings.model, schemas)
+    fitted = fit_first_prompt(
+        brief,
+        settings.arm,
+        settings.gate.band,
+        settings.model,
+        schemas,
+        compact=settings.compact_prompt,
+    )
     conversation.messages = [SystemMessage(fitted.system), HumanMessage(fitted.brief)]
     conversation.fitted = fitted
     settings = _fitted(settings, fitted)

@@ -44,6 +44,16 @@ class NotAuthorableError(ValueError):
     """The task cannot be written through `write_file` (a binary or oversized file)."""
 
 
+class ServedProposer(BaseModel):
+    """How the run serves its proposer: the replayed episode must read as a served one does
+    (RunConfig's fields of the same names; the embedded preset's values by default)."""
+
+    compact_prompt: bool = True
+    brief_examples: int = Field(default=1, ge=0)
+    brief_file_chars: int = Field(default=1200, ge=1)
+    band: tuple[float, float] = (0.25, 0.75)
+
+
 class AuthoringResult(BaseModel):
     task_id: str
     kept: bool = False
@@ -122,6 +132,7 @@ async def replay_authoring(
     backend: str = "podman",
     run_id: str = "cold-start",
     round_: int = 1,
+    served: ServedProposer | None = None,
 ) -> AuthoringResult:
     """One task's authoring as a proposer attempt; kept when the gate admits it."""
     started = time.monotonic()
@@ -135,13 +146,22 @@ async def replay_authoring(
     result.files = sum(1 for r in script if r.tool_calls[0]["name"] == "write_file")
     with tempfile.TemporaryDirectory(prefix="authoring-pool-") as scratch:
         pool = _pool_without(pool_dir, task_dir.name, Path(scratch))
-        brief = build_brief(store_path, pool, round=round_, n_examples=1, max_file_chars=1200)
+        served = served or ServedProposer()
+        brief = build_brief(
+            store_path,
+            pool,
+            round=round_,
+            band=served.band,
+            n_examples=served.brief_examples,
+            max_file_chars=served.brief_file_chars,
+        )
         name = register(f"author-{task_dir.name}-{secrets.token_hex(4)}", script)
         settings = ProposerSettings(
             model=ModelConfig(model=name),
             budget=LoopBudget(max_turns=len(script) + 1, time_budget_sec=1800),
             max_revisions=0,
-            gate=gate_config(backend=backend, pool_dir=pool),
+            compact_prompt=served.compact_prompt,
+            gate=gate_config(backend=backend, pool_dir=pool, band=served.band),
             store_path=str(store_path),
             run_id=run_id,
             round=round_,
@@ -170,6 +190,7 @@ async def replay_authorings(
     store_path: Path,
     out_dir: Path,
     backend: str = "podman",
+    served: ServedProposer | None = None,
     concurrency: int = 1,
     on_done: Callable[[AuthoringResult], None] | None = None,
 ) -> list[AuthoringResult]:

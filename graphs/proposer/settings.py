@@ -38,6 +38,9 @@ class ProposerSettings(BaseModel):
         description="Per episode (the first submission and each revision).",
     )
     max_revisions: int = Field(default=2, ge=0, description="Revisions after a rejection.")
+    compact_prompt: bool = Field(
+        default=False, description="The compact system prompt (terminal arm) from the start."
+    )
     gate: GateConfig = Field(
         default_factory=GateConfig,
         description="The full gate after submit; `check` runs the same minus calibrate. "
