@@ -4,8 +4,9 @@ Debian bookworm's podman 4.3 / buildah 1.28 has CVE-2024-1753: `RUN --mount=type
 from=<stage>,source=<link to />,rw` binds the host's `/` read-write into the build step. Each
 Dockerfile below is a real build on the default engine that, if the builder ran it, creates a
 file in a folder this test owns (a pytest temp folder, mode 0700, nothing else). The defence:
-the builder is never handed such a Dockerfile (tools/sandbox/images.py `refuse_hazards`), and
-lint says why before any build (`dockerfile-parser-directive`, `dockerfile-flags`).
+the builder is never handed such a Dockerfile (tools/sandbox/images.py `refuse_hazards`), lint
+says why before any build (`dockerfile-parser-directive`, `dockerfile-flags`), and should one
+reach the builder anyway, the build runs where the host is read-only (tools/sandbox/buildjail.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from autoenvscaling.tools.gate.lint import lint_task
+from autoenvscaling.tools.sandbox import images
 from autoenvscaling.tools.sandbox.base import BuildError
 from autoenvscaling.tools.sandbox.images import build_image
 from tests.security.conftest import BACKEND, write_task
@@ -109,3 +111,32 @@ def test_build_cannot_write_the_host(engine_ready, tmp_path: Path, attack: str):
     if attack == "directives":
         assert "dockerfile-parser-directive" in rules
     shutil.rmtree(task, ignore_errors=True)
+
+
+def test_a_build_that_reaches_the_host_finds_it_read_only(
+    engine_ready, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Defence in depth: with the text check switched off, the CVE's bind of / reaches the
+    builder, and the write still fails."""
+    monkeypatch.setattr(images, "refuse_hazards", lambda *_args: None)
+    owned = tmp_path / "owned"
+    owned.mkdir(mode=0o700)
+    target = owned / "escaped-past-the-reader"
+    context = tmp_path / "environment"
+    context.mkdir()
+    (context / "Dockerfile").write_text(_plain(target))
+    built = None
+    try:
+        built = asyncio.run(
+            build_image(context, backend=BACKEND, task_name="security-build-jail", force=True)
+        )
+    except BuildError as exc:
+        assert "Read-only file system" in str(exc), exc
+    finally:
+        if built is not None:
+            from autoenvscaling.tools.sandbox.engine import client
+
+            client(BACKEND).api.remove_image(built.tag, force=True)
+    wrote = target.exists()
+    target.unlink(missing_ok=True)
+    assert not wrote, f"the build wrote {target} on the host"

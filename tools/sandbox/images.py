@@ -9,11 +9,15 @@ asked); docker builds through the SDK. Both with `--network none` and the harden
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
+import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -22,7 +26,7 @@ from typing import Any
 import docker.errors
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.sandbox import cleanup, profile
+from autoenvscaling.tools.sandbox import buildjail, cleanup, profile
 from autoenvscaling.tools.sandbox.base import Backend, BuildError
 from autoenvscaling.tools.sandbox.cleanup import (
     BASE_REPO,
@@ -138,6 +142,34 @@ def _lost_a_cache_race(output: str) -> bool:
     return bool(lines) and lines[-1].startswith(CACHE_LOOKUP_RACE)
 
 
+@functools.lru_cache(maxsize=1)
+def _store_paths() -> tuple[str, ...]:
+    """podman's image store and run folder (what a build must write)."""
+    argv, env = cli_argv("podman")
+    out = subprocess.run(
+        [*argv, "info", "--format", "{{.Store.GraphRoot}}\n{{.Store.RunRoot}}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    ).stdout
+    return tuple(line.strip() for line in out.splitlines() if line.strip())
+
+
+def _jailed(cmd: list[str], env: dict[str, str], tmp: Path) -> list[str]:
+    """`cmd` run by buildjail.py: the host read-only but for the store, /run, shared memory,
+    cgroups and `tmp` (the build's TMPDIR). Rootless podman builds in a user namespace already
+    and cannot make mounts: unchanged there."""
+    if os.geteuid() != 0:
+        return cmd
+    env["TMPDIR"] = str(tmp)
+    # /var/cache/containers: the short-name alias cache a FROM debian:... writes
+    writable = [*_store_paths(), "/run", "/dev/shm", "/sys/fs/cgroup", "/var/cache/containers"]
+    writable.append(str(tmp))
+    return [sys.executable, "-I", "-S", buildjail.__file__, ":".join(writable), "--", *cmd]
+
+
 def _build_podman(
     environment_dir: Path, tag: str, task_name: str, force: bool, timeout_sec: float, say: Log
 ) -> None:
@@ -149,6 +181,22 @@ def _build_podman(
     if force:
         cmd.append("--no-cache")
     cmd += ["-f", str(environment_dir / "Dockerfile"), str(environment_dir)]
+    tmp = cleanup.scratch_dir("build")
+    try:
+        cmd = _jailed(cmd, env, tmp)
+        _build_attempts(cmd, env, environment_dir, task_name, timeout_sec, say)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _build_attempts(
+    cmd: list[str],
+    env: dict[str, str],
+    environment_dir: Path,
+    task_name: str,
+    timeout_sec: float,
+    say: Log,
+) -> None:
     deadline = time.monotonic() + timeout_sec
     attempt = 1
     while True:
