@@ -15,10 +15,12 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXA
 .PHONY: setup system bases test test-slow typecheck architecture run bench
 
 # The engine (podman, rootful, with runc and catatonit for --init), debootstrap for the offline
-# base image, and Chromium for the viewer's browser tests. Each package is checked by the file it
-# provides, so a set-up machine starts at once.
+# base image, Chromium for the viewer's browser tests, and slirp4netns for a task granted the
+# internet (a user-mode network without the host's loopback). Each package is checked by the file
+# it provides, so a set-up machine starts at once.
 SYSTEM_PACKAGES = /usr/bin/podman:podman /usr/sbin/runc:runc /usr/bin/newuidmap:uidmap \
-	/usr/bin/catatonit:catatonit /usr/sbin/debootstrap:debootstrap /usr/bin/chromium:chromium
+	/usr/bin/catatonit:catatonit /usr/sbin/debootstrap:debootstrap /usr/bin/chromium:chromium \
+	/usr/bin/slirp4netns:slirp4netns
 
 system:
 	@missing=""; for pair in $(SYSTEM_PACKAGES); do \

@@ -133,7 +133,7 @@ def git_cost(commits: list[int]) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("corpus", type=Path)
     parser.add_argument("--backend", default="podman", help="'none' for the backend-free rules")
     parser.add_argument("--json", type=Path, help="write every number (and each task's) here")

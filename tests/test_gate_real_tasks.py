@@ -112,9 +112,7 @@ def test_what_the_backend_cannot_honour_is_named(tmp_path: Path):
     task = _copy(REAL / "tb21_schema", tmp_path)
     toml = task / "task.toml"
     toml.write_text(toml.read_text().replace("gpus = 0", "gpus = 1"))
-    (task / "environment" / "docker-compose.yaml").write_text(
-        "services:\n  main:\n    build: .\n"
-    )
+    (task / "environment" / "docker-compose.yaml").write_text("services:\n  main:\n    build: .\n")
     errors = [f for f in lint_task(task, backend="podman").errors if f.rule == "cannot-honour"]
     messages = " ".join(f.message for f in errors)
     assert "gpus = 1" in messages and "harbor:<type>" in messages
@@ -189,6 +187,19 @@ async def test_a_build_that_installs_from_the_internet_is_named(engine_ready):
     assert not verdict.admitted and verdict.stage == "build", verdict.summary()
     assert "its Dockerfile needs the internet" in verdict.reason
     assert "environment/Dockerfile:3" in verdict.reason
-    granted = await validate_task(REAL / "installs_in_build", GateConfig(allow_internet=True))
-    assert granted.stage == "build" and "granted by the policy" in granted.reason
-    assert granted.network is not None and granted.network["granted"]
+
+
+@pytest.mark.slow
+async def test_a_granted_task_has_a_network_in_build_agent_and_verifier(engine_ready):
+    # Its build, solution and tests all need a network device; none ever leaves loopback.
+    config = GateConfig(allow_internet=True, repeat=1, verifier_reruns=2)
+    verdict = await validate_task(
+        REAL / "granted_network", config, skip=("anti_cheat", "calibrate")
+    )
+    assert verdict.admitted, verdict.summary()
+    assert verdict.network is not None and verdict.network["granted"]
+    refused = await validate_task(REAL / "granted_network", GateConfig(), skip=("calibrate",))
+    # No grant: no network at all (the image, when the granted run built it already, is the
+    # same content and comes from the cache; the solution then finds no network device).
+    assert refused.stage in ("build", "oracle") and not refused.admitted, refused.summary()
+    assert refused.network is not None and not refused.network["allowed_by_policy"]

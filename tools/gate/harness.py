@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from autoenvscaling.tools.gate.config import GateConfig
+from autoenvscaling.tools.gate.network import declares_internet
 from autoenvscaling.tools.gate.results import excerpt
 from autoenvscaling.tools.scratch import make_scratch
 from autoenvscaling.tools.trials.trial import TrialOutcome, run_trial
@@ -39,6 +40,15 @@ def failure_excerpt(outcome: TrialOutcome) -> str:
     return excerpt("\n".join(parts))
 
 
+def environment_options(task: Path, config: GateConfig) -> dict[str, Any]:
+    """The trial's Harbor EnvironmentConfig options: the user's, plus the network grant on our
+    backends (a task that declares the internet, under a policy that allows it)."""
+    options = dict(config.environment_options)
+    if config.backend in ("podman", "docker") and config.allow_internet and declares_internet(task):
+        options["kwargs"] = {**options.get("kwargs", {}), "network": True}
+    return options
+
+
 async def gate_trial(
     task: Path,
     config: GateConfig,
@@ -62,7 +72,7 @@ async def gate_trial(
                 task,
                 agent=agent,
                 backend=config.backend,
-                environment_options=config.environment_options,
+                environment_options=environment_options(task, config),
                 trials_dir=trials_dir,
                 agent_kwargs=agent_kwargs,
                 agent_env=agent_env,

@@ -82,7 +82,11 @@ class NetworkNeed(BaseModel):
                 "run the gate with --allow-internet"
             )
         else:
-            fix = "the network was granted, so the fetch itself failed: check the URL or host"
+            fix = (
+                "the task was granted the internet (a user-mode network without the host's "
+                "loopback, podman backend), so the fetch itself failed: check the URL and that "
+                "the host reaches it"
+            )
         return f"{whose} needs the internet — {shown}; {fix}"
 
 

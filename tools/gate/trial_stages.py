@@ -9,11 +9,10 @@ from pathlib import Path
 
 from autoenvscaling.tools.gate.config import GateConfig, StageName
 from autoenvscaling.tools.gate.flake import RERUN_AGENT, caught_flake_rate
-from autoenvscaling.tools.gate.harness import failure_excerpt, gate_trial
-from autoenvscaling.tools.gate.lint.harbor_compat import OUR_BACKENDS
+from autoenvscaling.tools.gate.harness import environment_options, failure_excerpt, gate_trial
 from autoenvscaling.tools.gate.network import Phase, network_need
 from autoenvscaling.tools.gate.results import StageResult, excerpt
-from autoenvscaling.tools.sandbox.base import BuildError
+from autoenvscaling.tools.sandbox.base import BuildError, SandboxError
 from autoenvscaling.tools.tasks.format import load_task
 from autoenvscaling.tools.trials.faults import TrialFailure, trial_failure
 from autoenvscaling.tools.trials.trial import TrialOutcome
@@ -56,18 +55,10 @@ def _failed_trial(stage: StageName, what: str, outcome: TrialOutcome) -> StageRe
 
 
 def network_blame(task: Path, config: GateConfig, *phases: Phase) -> str:
-    """Why a failed trial is the network's doing, when the task fetches in `phases` and got no
-    network here; "" otherwise (the usual reason stands)."""
+    """Why a failed trial is the network's doing, when the task fetches in `phases`; "" when it
+    fetches nothing there (the usual reason stands)."""
     need = network_need(task, allow_internet=config.allow_internet)
-    if not need.in_phase(*phases):
-        return ""
-    if need.granted and config.backend in OUR_BACKENDS:
-        return (
-            f"{need.advice(*phases).split(' — ')[0]} — granted by the policy, but the "
-            f"{config.backend} backend runs every build and sandbox without a network; run "
-            "the gate with --backend harbor-docker to give it one"
-        )
-    return need.advice(*phases)
+    return need.advice(*phases) if need.in_phase(*phases) else ""
 
 
 # --------------------------------------------------------------------------- build
@@ -92,8 +83,9 @@ async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
                 task_name=_harbor_name(task),  # the name Harbor's trials build under: one cache
                 docker_image=env.docker_image,
                 timeout_sec=env.build_timeout_sec,
+                network=environment_options(task, config).get("kwargs", {}).get("network", False),
             )
-        except BuildError as exc:
+        except (BuildError, SandboxError) as exc:  # SandboxError: no network to be had here
             blame = network_blame(task, config, "build")
             return StageResult(
                 stage="build",

@@ -34,6 +34,7 @@ from autoenvscaling.tools.sandbox.cleanup import labels as our_labels
 from autoenvscaling.tools.sandbox.cleanup import remove_container, sweep_once
 from autoenvscaling.tools.sandbox.control import ControlChannel
 from autoenvscaling.tools.sandbox.engine import call, cli_argv, client, engine_url, inspect_image
+from autoenvscaling.tools.sandbox.netns import SANDBOX_NETWORK, check_network
 from autoenvscaling.tools.sandbox.proctree import KILL_TREE, exec_quiet, kill_tree_host
 from autoenvscaling.tools.sandbox.shell import PersistentShell, _Pending
 from autoenvscaling.tools.settings import get_settings
@@ -88,7 +89,8 @@ class ContainerSandbox(Sandbox):
         labels: dict[str, str] | None = None,
         binds: list[tuple[Path, str]] | None = None,
     ) -> ContainerSandbox:
-        """Start a container of `image` with the hardened profile and no network.
+        """Start a container of `image` with the hardened profile and no network (`network`:
+        slirp4netns without the host's loopback, for a task granted the internet; netns.py).
 
         `tie_to_owner` (default): the container is removed when this process exits, however it
         exits. Without it, the container lives until `close()` or `cleanup_stale()`.
@@ -96,11 +98,8 @@ class ContainerSandbox(Sandbox):
         host is visible.
         """
         backend = backend or get_settings().engine
-        if network:
-            raise SandboxError(
-                "sandboxes never join a network (bridge addresses are off-limits here); "
-                "install packages in the image build"
-            )
+        if network:  # only a task the gate granted the internet (netns.py: no host loopback)
+            check_network(backend)
         for host, _inside in binds or []:
             if not Path(host).is_dir():
                 raise SandboxError(f"bind: {host} is not a folder on the host")
@@ -112,6 +111,8 @@ class ContainerSandbox(Sandbox):
         except Exception as exc:
             raise SandboxError(f"image {image} is not available in the engine: {exc}") from exc
         host_config = await call(profile.host_config, api, backend, limits, binds=binds)
+        if network:
+            host_config["NetworkMode"] = SANDBOX_NETWORK
         name = f"aes-{uuid.uuid4().hex[:12]}"
         created = await call(
             api.create_container,
@@ -152,7 +153,7 @@ class ContainerSandbox(Sandbox):
             env=dict(env or {}),
             user=user or config.get("User") or None,
             limits=limits,
-            network=False,
+            network=network,
             handle={
                 "container_id": container_id,
                 "image": image,

@@ -193,7 +193,8 @@ class SandboxEnvironment(BaseEnvironment, abc.ABC):
 
 
 class EngineEnvironment(SandboxEnvironment):
-    """A container engine through the `docker` SDK: no compose, no registry, never a network.
+    """A container engine through the `docker` SDK: no compose, no registry, no network unless
+    the gate grants the task the internet (`network`, podman's slirp4netns only: netns.py).
 
     Cleanup: `stop()` removes the container; if the trial's process dies first (even by SIGKILL)
     the engine removes it, because the container's main process ends when its owner's attach
@@ -203,10 +204,14 @@ class EngineEnvironment(SandboxEnvironment):
 
     engine: ClassVar[Backend] = "podman"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, network: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.image_tag: str | None = None
         self.build_notes: list[str] = []
+        # The gate's grant (EnvironmentConfig kwargs): this task declared the internet and the
+        # user's policy allows it. Build, agent and verifier containers then share one kind of
+        # network, slirp4netns without the host's loopback (netns.py); otherwise none.
+        self.network = network
 
     @classmethod
     @override
@@ -238,6 +243,7 @@ class EngineEnvironment(SandboxEnvironment):
             force=force_build,
             timeout_sec=self.task_env_config.build_timeout_sec,
             log=self.logger.debug,
+            network=self.network,
         )
         self.image_tag = image.tag
         sandbox = await ContainerSandbox.start(
@@ -246,6 +252,7 @@ class EngineEnvironment(SandboxEnvironment):
             limits=self._limits(),
             env=dict(self._startup_env()),
             workdir=self.task_env_config.workdir,
+            network=self.network,
         )
         # Harbor's root execs (set-up, verifier) then skip the per-call engine round trip.
         if get_settings().control_channel and not await sandbox.open_control():

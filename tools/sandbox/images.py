@@ -3,7 +3,8 @@
 A task image is `autoenvscaling/<task>:<hash>`, the hash covering the environment's files and the
 ids of its FROM images, so an unchanged task is never rebuilt. podman builds go through the
 `podman build` CLI (podman 4.3's API service runs build steps in the host network whatever it is
-asked); docker builds through the SDK. Both with `--network none` and the hardened profile.
+asked); docker builds through the SDK. Both with `--network none` and the hardened profile;
+a task the gate granted the internet builds in a slirp4netns namespace (netns.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import docker.errors
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.sandbox import buildjail, cleanup, profile
-from autoenvscaling.tools.sandbox.base import Backend, BuildError
+from autoenvscaling.tools.sandbox.base import Backend, BuildError, SandboxError
 from autoenvscaling.tools.sandbox.cleanup import (
     BASE_REPO,
     IMAGE_REPO,
@@ -46,6 +47,7 @@ from autoenvscaling.tools.sandbox.engine import (
     config_dir,
     inspect_image,
 )
+from autoenvscaling.tools.sandbox.netns import build_namespace, check_network
 from autoenvscaling.tools.tasks.dockerfile import (
     MAX_DOCKERFILE_BYTES,
     Dockerfile,
@@ -171,10 +173,33 @@ def _jailed(cmd: list[str], env: dict[str, str], tmp: Path) -> list[str]:
 
 
 def _build_podman(
-    environment_dir: Path, tag: str, task_name: str, force: bool, timeout_sec: float, say: Log
+    environment_dir: Path,
+    tag: str,
+    task_name: str,
+    force: bool,
+    timeout_sec: float,
+    say: Log,
+    network: bool = False,
+) -> None:
+    if network:  # a task granted the internet: RUN steps join a slirp4netns namespace
+        with build_namespace("podman") as namespace:
+            return _build_podman_in(
+                environment_dir, tag, task_name, force, timeout_sec, say, namespace
+            )
+    return _build_podman_in(environment_dir, tag, task_name, force, timeout_sec, say, "none")
+
+
+def _build_podman_in(
+    environment_dir: Path,
+    tag: str,
+    task_name: str,
+    force: bool,
+    timeout_sec: float,
+    say: Log,
+    network: str,
 ) -> None:
     argv, env = cli_argv("podman")
-    cmd = [*argv, "build", "--network", "none", "--layers", "--rm", "--force-rm", "-t", tag]
+    cmd = [*argv, "build", "--network", network, "--layers", "--rm", "--force-rm", "-t", tag]
     for key, value in labels(**{TASK_LABEL: task_name}).items():
         cmd += ["--label", f"{key}={value}"]
     cmd += profile.build_flags()
@@ -249,8 +274,19 @@ def _run_build(
 
 
 def _build_docker(
-    environment_dir: Path, tag: str, task_name: str, force: bool, timeout_sec: float, say: Log
+    environment_dir: Path,
+    tag: str,
+    task_name: str,
+    force: bool,
+    timeout_sec: float,
+    say: Log,
+    network: bool = False,
 ) -> None:
+    if network:
+        try:
+            check_network("docker")
+        except SandboxError as exc:
+            raise BuildError(str(exc)) from None
     api = client("docker").api
     deadline = time.monotonic() + timeout_sec
     log: list[str] = []
@@ -319,6 +355,7 @@ def _build_locked(
     force: bool,
     timeout_sec: float,
     say: Log,
+    network: bool = False,
 ) -> ContainerImage:
     refuse_hazards(environment_dir / "Dockerfile", task_name)
     api = client(backend).api
@@ -329,7 +366,7 @@ def _build_locked(
         if previous and not force:
             return ContainerImage(tag=tag, id=previous)
         build = _build_podman if backend == "podman" else _build_docker
-        build(environment_dir, tag, task_name, force, timeout_sec, say)
+        build(environment_dir, tag, task_name, force, timeout_sec, say, network)
         image_id = _image_id(api, tag)
         if image_id is None:
             raise BuildError(f"the build of {task_name} reported success but made no image")
@@ -350,8 +387,11 @@ async def build_image(
     force: bool = False,
     timeout_sec: float = 600,
     log: Log | None = None,
+    network: bool = False,
 ) -> ContainerImage:
-    """Build `environment/Dockerfile` (cached by content hash), or use `docker_image` as is."""
+    """Build `environment/Dockerfile` (cached by content hash), or use `docker_image` as is.
+    `network`: RUN steps may reach the internet (a task granted it; netns.py), never the
+    host's loopback."""
     say = log or (lambda _msg: None)
     environment_dir = Path(environment_dir).resolve()
     task_name = task_name or environment_dir.parent.name
@@ -376,7 +416,7 @@ async def build_image(
         return ContainerImage(tag=docker_image, id=found)
     tag = await call(image_tag, task_name, environment_dir, backend)
     return await call(
-        _build_locked, backend, environment_dir, tag, task_name, force, timeout_sec, say
+        _build_locked, backend, environment_dir, tag, task_name, force, timeout_sec, say, network
     )
 
 
