@@ -11,7 +11,7 @@ elsewhere cannot reach the local server through DNS rebinding.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.applications import Starlette
@@ -25,7 +25,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from autoenvscaling.tools.rollouts.models import Role
+from autoenvscaling.tools.rollouts.models import Outcome, Role
 from autoenvscaling.tools.rollouts.transcripts import load_transcript
 from autoenvscaling.viewer.candidates import candidate_detail, list_candidates
 from autoenvscaling.viewer.conversation import conversation
@@ -37,8 +37,14 @@ from autoenvscaling.viewer.trials import list_trials, trial_detail
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 100
-ROLES: tuple[Role, ...] = ("solver", "proposer")
-OUTCOMES: tuple[str, ...] = ("solved", "failed", "timeout", "error", "running")
+ROLES: dict[str, Role] = {"solver": "solver", "proposer": "proposer"}
+OUTCOMES: dict[str, Outcome | Literal["running"]] = {
+    "solved": "solved",
+    "failed": "failed",
+    "timeout": "timeout",
+    "error": "error",
+    "running": "running",
+}
 HEADERS = {
     b"content-security-policy": b"default-src 'none'; script-src 'self'; style-src 'self'; "
     b"img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; "
@@ -158,15 +164,14 @@ def create_app(
 
     def rollouts(request: Request) -> Response:
         q = request.query_params
-        role = q.get("role") if q.get("role") in ROLES else None
-        outcome = q.get("outcome") if q.get("outcome") in OUTCOMES else None
+        role, outcome = ROLES.get(q.get("role", "")), OUTCOMES.get(q.get("outcome", ""))
         round_, offset = _int(q.get("round")), max(_int(q.get("offset")) or 0, 0)
         task = q.get("task") or None
         store = run.store()
         attempts = (
             store.list_attempts(
-                role=role,  # pyright: ignore[reportArgumentType] - checked against ROLES
-                outcome=outcome,  # pyright: ignore[reportArgumentType] - checked against OUTCOMES
+                role=role,
+                outcome=outcome,
                 task_id=task,
                 round=round_,
                 limit=PAGE_SIZE + 1,
@@ -189,8 +194,8 @@ def create_app(
             offset=offset,
             page=PAGE_SIZE,
             filters=filters,
-            roles=ROLES,
-            outcomes=OUTCOMES,
+            roles=list(ROLES),
+            outcomes=list(OUTCOMES),
         )
 
     def rollout(request: Request) -> Response:

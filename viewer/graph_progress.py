@@ -13,6 +13,7 @@ writer, immutable): a run in progress is never blocked or changed, a finished on
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -137,8 +138,6 @@ def _progress(state: dict[str, Any], metadata: Any, writes: list[tuple[str, str]
     step = -1
     if isinstance(metadata, bytes | str):
         try:
-            import json
-
             step = int(json.loads(metadata).get("step", -1))
         except (ValueError, TypeError, AttributeError):
             step = -1

@@ -130,19 +130,12 @@ def trial_detail(run: RunFolder, relative: str, harbor_url: str | None) -> Trial
     def texts(paths: list[Path]) -> list[FileText]:
         return [run.read_text(p.relative_to(run.root), LOG_BYTES) for p in paths if p.is_file()]
 
-    agent = (
-        sorted(p for p in (folder / "agent").rglob("*") if p.is_file())
-        if (folder / "agent").is_dir()
-        else []
-    )
-    verifier = (
-        sorted(p for p in (folder / "verifier").rglob("*") if p.is_file())
-        if (folder / "verifier").is_dir()
-        else []
-    )
+    def under(name: str) -> list[Path]:
+        return sorted(p for p in (folder / name).rglob("*") if p.is_file())
+
     return TrialDetail(
         **_summary(run, folder).model_dump(),
-        logs=texts([*agent, folder / "trial.log"]),
-        verifier=texts(verifier),
+        logs=texts([*under("agent"), folder / "trial.log"]),
+        verifier=texts(under("verifier")),
         harbor=harbor_link(run, run.root / rel, harbor_url) if harbor_viewer_installed() else None,
     )
