@@ -15,16 +15,17 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXA
 .PHONY: setup system bases test test-slow typecheck architecture run bench
 
 # The engine (podman, rootful, with runc and catatonit for --init), debootstrap for the offline
-# base image, Chromium for the viewer's browser tests, and slirp4netns for a task granted the
+# base image, Chromium and a font for the viewer's browser tests, and slirp4netns for a task granted the
 # internet (a user-mode network without the host's loopback). Each package is checked by the file
 # it provides, so a set-up machine starts at once.
 SYSTEM_PACKAGES = /usr/bin/podman:podman /usr/sbin/runc:runc /usr/bin/newuidmap:uidmap \
 	/usr/bin/catatonit:catatonit /usr/sbin/debootstrap:debootstrap /usr/bin/chromium:chromium \
+	/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core \
 	/usr/bin/slirp4netns:slirp4netns
 
 system:
 	@missing=""; for pair in $(SYSTEM_PACKAGES); do \
-	  [ -x "$${pair%%:*}" ] || missing="$$missing $${pair##*:}"; done; \
+	  [ -e "$${pair%%:*}" ] || missing="$$missing $${pair##*:}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing with apt-get"; \
 	  (apt-get install -y --no-install-recommends $$missing || \
