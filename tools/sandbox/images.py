@@ -9,6 +9,7 @@ a task the gate granted the internet builds in a slirp4netns namespace (netns.py
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -47,7 +48,7 @@ from autoenvscaling.tools.sandbox.engine import (
     config_dir,
     inspect_image,
 )
-from autoenvscaling.tools.sandbox.netns import build_namespace, check_network
+from autoenvscaling.tools.sandbox.netns import build_namespace
 from autoenvscaling.tools.tasks.dockerfile import (
     MAX_DOCKERFILE_BYTES,
     Dockerfile,
@@ -179,24 +180,7 @@ def _build_podman(
     force: bool,
     timeout_sec: float,
     say: Log,
-    network: bool = False,
-) -> None:
-    if network:  # a task granted the internet: RUN steps join a slirp4netns namespace
-        with build_namespace("podman") as namespace:
-            return _build_podman_in(
-                environment_dir, tag, task_name, force, timeout_sec, say, namespace
-            )
-    return _build_podman_in(environment_dir, tag, task_name, force, timeout_sec, say, "none")
-
-
-def _build_podman_in(
-    environment_dir: Path,
-    tag: str,
-    task_name: str,
-    force: bool,
-    timeout_sec: float,
-    say: Log,
-    network: str,
+    network: str = "none",
 ) -> None:
     argv, env = cli_argv("podman")
     cmd = [*argv, "build", "--network", network, "--layers", "--rm", "--force-rm", "-t", tag]
@@ -280,13 +264,8 @@ def _build_docker(
     force: bool,
     timeout_sec: float,
     say: Log,
-    network: bool = False,
+    network: str = "none",  # always: netns.check_network refuses docker a network
 ) -> None:
-    if network:
-        try:
-            check_network("docker")
-        except SandboxError as exc:
-            raise BuildError(str(exc)) from None
     api = client("docker").api
     deadline = time.monotonic() + timeout_sec
     log: list[str] = []
@@ -366,7 +345,11 @@ def _build_locked(
         if previous and not force:
             return ContainerImage(tag=tag, id=previous)
         build = _build_podman if backend == "podman" else _build_docker
-        build(environment_dir, tag, task_name, force, timeout_sec, say, network)
+        try:  # a task granted the internet: RUN steps join a slirp4netns namespace (netns.py)
+            with build_namespace(backend) if network else contextlib.nullcontext("none") as net:
+                build(environment_dir, tag, task_name, force, timeout_sec, say, net)
+        except SandboxError as exc:
+            raise BuildError(str(exc)) from None
         image_id = _image_id(api, tag)
         if image_id is None:
             raise BuildError(f"the build of {task_name} reported success but made no image")
