@@ -51,6 +51,12 @@ class Settings(BaseSettings):
         description="Train on shared-verifier tasks whose agent runs as root (it can replace "
         "what the tests run and forge 1.0): off, they are left out of GRPO jobs and named.",
     )
+    build_jail: bool = Field(
+        default=True,
+        description="podman builds run in a private mount namespace where the host is read-only "
+        "but for the image store (tools/sandbox/buildjail.py; root, Linux 5.12+). Off only where "
+        "the kernel lacks mount_setattr: builds then rely on the Dockerfile text check alone.",
+    )
     control_channel: bool = Field(
         default=False,
         description="Harbor trials serve root execs through one long-lived bash per container "

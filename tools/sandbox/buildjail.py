@@ -93,7 +93,11 @@ def main(argv: list[str]) -> int:
     try:
         jail([p for p in argv[1].split(":") if p])
     except OSError as exc:
-        print(f"buildjail: cannot make the read-only build namespace: {exc}", file=sys.stderr)
+        print(
+            f"buildjail: cannot make the read-only build namespace: {exc} (needs root and "
+            "Linux 5.12+; AUTOENVSCALING_BUILD_JAIL=false builds without it)",
+            file=sys.stderr,
+        )
         return 125
     os.execv(argv[3], argv[3:])
     return 125  # not reached

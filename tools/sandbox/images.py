@@ -49,6 +49,7 @@ from autoenvscaling.tools.sandbox.engine import (
     inspect_image,
 )
 from autoenvscaling.tools.sandbox.netns import build_namespace
+from autoenvscaling.tools.settings import get_settings
 from autoenvscaling.tools.tasks.dockerfile import (
     MAX_DOCKERFILE_BYTES,
     Dockerfile,
@@ -164,7 +165,7 @@ def _jailed(cmd: list[str], env: dict[str, str], tmp: Path) -> list[str]:
     """`cmd` run by buildjail.py: the host read-only but for the store, /run, shared memory,
     cgroups and `tmp` (the build's TMPDIR). Rootless podman builds in a user namespace already
     and cannot make mounts: unchanged there."""
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 or not get_settings().build_jail:
         return cmd
     env["TMPDIR"] = str(tmp)
     # /var/cache/containers: the short-name alias cache a FROM debian:... writes
