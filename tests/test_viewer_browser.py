@@ -31,7 +31,9 @@ from .viewer_run import (
     SCRIPT_TITLE,
     ViewerRun,
     build_run_sync,
+    finish_trial,
     history,
+    start_trial,
 )
 from .viewer_server import serve
 
@@ -299,6 +301,30 @@ def test_the_overview_follows_a_run_while_it_writes(browser, tmp_path):
             assert page.evaluate("window.__loaded_once") is True
             assert int(page.get_attribute("#live", "data-updates") or 0) >= 3
             w.assert_inert()
+
+            # A trial shows its log while it runs, and its reward once Harbor writes it.
+            from autoenvscaling.tools.run_dir import RunDir
+
+            layout = RunDir(run.root)
+            task = layout.pool / "word-count"
+            trial = start_trial(layout, "word-count__live1", task, "step 1\n")
+            page = w.goto(base + "/trials/word-count__live1")
+            page.evaluate("window.__loaded_once = true")
+            assert page.inner_text("#reward") == "missing" and "running" in page.inner_text(
+                "#trial"
+            )
+            with (trial / "agent" / "agent.log").open("a") as log:
+                log.write(f"step 2 {SCRIPT_OUTPUT}\n")
+            page.wait_for_function(
+                "() => document.querySelector('#trial').innerText.includes('step 2')",
+                timeout=10_000,
+            )
+            finish_trial(trial, task, 1.0)
+            page.wait_for_function(
+                "() => document.querySelector('#reward').innerText === '1'", timeout=10_000
+            )
+            assert page.evaluate("window.__loaded_once") is True
+            w.assert_inert(SCRIPT_OUTPUT)
     finally:
         w.close()
 

@@ -166,34 +166,45 @@ def _solver(
     return _record(store, attempt, messages, run)
 
 
-def _trial(run: RunDir, relative: str, task: Path, reward: float, log: str) -> Path:
-    """A Harbor trial folder, its result.json written by Harbor's own model."""
+def start_trial(run: RunDir, relative: str, task: Path, log: str) -> Path:
+    """A Harbor trial folder as it is while the agent runs: its config, logs, no result yet."""
+    from harbor.models.trial.config import TrialConfig
+
+    folder = run.trials / relative
+    (folder / "agent").mkdir(parents=True)
+    config = TrialConfig(task={"path": str(task)}, trial_name=folder.name, trials_dir=folder.parent)
+    (folder / "config.json").write_text(config.model_dump_json(indent=2))
+    (folder / "agent" / "agent.log").write_text(log)
+    (folder / "trial.log").write_text("trial started\n")
+    return folder
+
+
+def finish_trial(folder: Path, task: Path, reward: float) -> Path:
+    """The verifier's files and result.json, written by Harbor's own model."""
     from harbor.models.task.id import LocalTaskId
     from harbor.models.trial.config import TrialConfig
     from harbor.models.trial.result import AgentInfo, TrialResult
     from harbor.models.verifier.result import VerifierResult
 
-    folder = run.trials / relative
-    (folder / "verifier").mkdir(parents=True)
-    (folder / "agent").mkdir()
-    config = TrialConfig(task={"path": str(task)}, trial_name=folder.name, trials_dir=folder.parent)
+    (folder / "verifier").mkdir()
+    (folder / "verifier" / "reward.txt").write_text(f"{reward}\n")
+    (folder / "verifier" / "test-stdout.txt").write_text(f"1 passed\n{SCRIPT_OUTPUT}\n")
     result = TrialResult(
         task_name=task.name,
         trial_name=folder.name,
         trial_uri=folder.as_uri(),
         task_id=LocalTaskId(path=task),
         task_checksum="0" * 64,
-        config=config,
+        config=TrialConfig.model_validate_json((folder / "config.json").read_text()),
         agent_info=AgentInfo(name="autoenvscaling-solver", version="1"),
         verifier_result=VerifierResult(rewards={"reward": reward}),
     )
     (folder / "result.json").write_text(result.model_dump_json(indent=2))
-    (folder / "config.json").write_text(config.model_dump_json(indent=2))
-    (folder / "verifier" / "reward.txt").write_text(f"{reward}\n")
-    (folder / "verifier" / "test-stdout.txt").write_text(f"1 passed\n{SCRIPT_OUTPUT}\n")
-    (folder / "agent" / "agent.log").write_text(log)
-    (folder / "trial.log").write_text("trial started\n")
     return folder
+
+
+def _trial(run: RunDir, relative: str, task: Path, reward: float, log: str) -> Path:
+    return finish_trial(start_trial(run, relative, task, log), task, reward)
 
 
 def _candidate(run: RunDir, name: str) -> Path:

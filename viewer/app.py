@@ -202,7 +202,8 @@ def create_app(
         found = conversation(run, request.path_params["attempt_id"])
         if found is None:
             raise HTTPException(404, "no such attempt in the rollout store")
-        return render(request, "rollout.html", conv=found)
+        part = "part" in request.query_params  # the live part alone (static/live.js)
+        return render(request, "_rollout.html" if part else "rollout.html", conv=found)
 
     def trials(request: Request) -> Response:
         return render(request, "trials.html", trials=list_trials(run))
@@ -214,7 +215,8 @@ def create_app(
             found = None
         if found is None:
             raise HTTPException(404, "no such trial folder")
-        return render(request, "trial.html", t=found)
+        part = "part" in request.query_params
+        return render(request, "_trial.html" if part else "trial.html", t=found)
 
     def files(request: Request) -> Response:
         relative = request.path_params["path"] or "."

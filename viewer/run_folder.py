@@ -136,10 +136,15 @@ class RunFolder:
                 return resolved.relative_to(self.root).as_posix() or "."
         return None
 
-    def read_text(self, relative: str | Path, limit: int = FILE_BYTES) -> FileText:
+    def read_text(
+        self, relative: str | Path, limit: int = FILE_BYTES, *, tail: bool = False
+    ) -> FileText:
+        """The file's first `limit` bytes, or its last with `tail` (a log that grows)."""
         path = self.resolve(relative)
         size = path.stat().st_size
         with path.open("rb") as handle:
+            if tail and size > limit:
+                handle.seek(size - limit)
             data = handle.read(limit)
         binary = b"\0" in data[:8192]
         return FileText(

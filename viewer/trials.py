@@ -127,15 +127,19 @@ def trial_detail(run: RunFolder, relative: str, harbor_url: str | None) -> Trial
         return None
     rel = folder.relative_to(run.root)
 
-    def texts(paths: list[Path]) -> list[FileText]:
-        return [run.read_text(p.relative_to(run.root), LOG_BYTES) for p in paths if p.is_file()]
+    def texts(paths: list[Path], tail: bool = False) -> list[FileText]:
+        return [
+            run.read_text(p.relative_to(run.root), LOG_BYTES, tail=tail)
+            for p in paths
+            if p.is_file()
+        ]
 
     def under(name: str) -> list[Path]:
         return sorted(p for p in (folder / name).rglob("*") if p.is_file())
 
     return TrialDetail(
         **_summary(run, folder).model_dump(),
-        logs=texts([*under("agent"), folder / "trial.log"]),
+        logs=texts([*under("agent"), folder / "trial.log"], tail=True),  # where a log is now
         verifier=texts(under("verifier")),
         harbor=harbor_link(run, run.root / rel, harbor_url) if harbor_viewer_installed() else None,
     )
