@@ -203,3 +203,13 @@ async def test_a_granted_task_has_a_network_in_build_agent_and_verifier(engine_r
     # same content and comes from the cache; the solution then finds no network device).
     assert refused.stage in ("build", "oracle") and not refused.admitted, refused.summary()
     assert refused.network is not None and not refused.network["allowed_by_policy"]
+
+
+def test_prose_and_programs_are_not_outputs(tmp_path: Path):
+    task = _copy(REAL / "tb21_schema", tmp_path)
+    with (task / "tests" / "test_outputs.py").open("a") as f:
+        f.write('\n\ndef test_doc():\n    """The top path is /index.html, not /about.html."""\n')
+    with (task / "tests" / "test.sh").open("a") as f:
+        f.write("/opt/venv/bin/python -c 'print(1)'\n")
+    report = lint_task(task)
+    assert "output-not-in-instruction" not in {f.rule for f in report.findings}, report.summary()

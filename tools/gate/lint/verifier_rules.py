@@ -109,8 +109,12 @@ def _path_candidates(path: Path, text: str) -> list[tuple[int, str]]:
     are too often files of a scratch repo or temp dir the script builds for itself.
     """
     out: list[tuple[int, str]] = []
+    in_docstring = False
     for number, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("#"):  # shebangs and comments say, they do not check
+        if path.suffix == ".py" and (line.count('"""') + line.count("'''")) % 2:
+            in_docstring = not in_docstring  # a docstring's first or last line
+            continue
+        if in_docstring or line.lstrip().startswith("#"):  # prose and comments do not check
             continue
         absolute = [m.group(1).rstrip(".") for m in _ABS_PATH.finditer(line)]
         anchors = [p for p in absolute if not _is_system(p) and "." not in PurePosixPath(p).name]
@@ -159,6 +163,7 @@ def check_outputs_named(ctx: LintContext, task: TaskView, sources: list[tuple[Pa
                 or not parts
                 or _is_system(full)
                 or ".git" in parts  # VCS internals: the instruction speaks of the repo state
+                or "bin" in parts[:-1]  # a program the tests run (/opt/venv/bin/python)
                 or (len(parts) == 1 and "." not in name)
                 or full == workdir
                 or workdir.startswith(full + "/")
