@@ -45,9 +45,9 @@ NO_CALIBRATION = "calibrate not run: a cold start has no solver to calibrate aga
 class ColdStartSettings(BaseModel):
     """What the cold start trains, and how hard (sized for the embedded CPU policy)."""
 
-    steps: int = Field(default=12, ge=1, description="SFT optimizer steps.")
-    batch_size: int = Field(default=2, ge=1)
-    learning_rate: float = Field(default=3e-4, gt=0)
+    steps: int = Field(default=8, ge=1, description="SFT optimizer steps.")
+    batch_size: int = Field(default=1, ge=1)
+    learning_rate: float = Field(default=1e-3, gt=0)
     lora_rank: int = Field(default=8, ge=1)
     max_length: int = Field(
         default=8192, ge=64, description="Token cap per example (the policy's context)."
@@ -70,6 +70,7 @@ class ColdStartCard(BaseModel):
     """What the dataset holds and what it cost (`card.json` next to it)."""
 
     fingerprint: str
+    dataset_fingerprint: str = ""
     tasks_dir: str
     base_model: str
     solver: RoleCount = Field(default_factory=RoleCount)
@@ -84,15 +85,23 @@ class ColdStartCard(BaseModel):
     checkpoint: str | None = None
 
 
-def fingerprint(base_model: str, tasks_dir: Path, settings: ColdStartSettings) -> str:
-    """Changes when anything the checkpoint depends on changes."""
+#: The settings the dataset depends on; the others only change the SFT on it.
+_DATASET_FIELDS = {"roles", "proposer"}
+
+
+def fingerprint(
+    base_model: str, tasks_dir: Path, settings: ColdStartSettings, *, dataset: bool = False
+) -> str:
+    """Changes when anything the checkpoint depends on changes (`dataset`: the dataset only —
+    the replays are scripted, so the policy's weights do not enter it)."""
     from autoenvscaling.tools.tasks.snapshot import content_hash
 
+    fields = _DATASET_FIELDS if dataset else None
     blob = json.dumps(
         {
-            "base": base_model,
+            "base": None if dataset else base_model,
             "tasks": content_hash(tasks_dir),
-            "settings": settings.model_dump(mode="json"),
+            "settings": settings.model_dump(mode="json", include=fields),
         },
         sort_keys=True,
     )
@@ -146,6 +155,7 @@ async def build_dataset(
     tasks = task_folders(tasks_dir)
     card = ColdStartCard(
         fingerprint=fingerprint(base_model, tasks_dir, settings),
+        dataset_fingerprint=fingerprint(base_model, tasks_dir, settings, dataset=True),
         tasks_dir=str(tasks_dir),
         base_model=base_model,
         settings=settings,
@@ -243,23 +253,39 @@ async def cold_start_checkpoint(
     card_path = cache / CARD
     key = fingerprint(base_model, tasks_dir, settings)
     current = registry.current()
-    if current is not None and card_path.is_file():
-        card = ColdStartCard.model_validate_json(card_path.read_text())
-        if card.fingerprint == key and card.checkpoint == current.id:
-            say(f"cold start: {current.id} (built before, {_cost(card)})")
-            return current, card
+    before = (
+        ColdStartCard.model_validate_json(card_path.read_text()) if card_path.is_file() else None
+    )
+    if before is not None and current is not None:
+        if before.fingerprint == key and before.checkpoint == current.id:
+            say(f"cold start: {current.id} (built before, {_cost(before)})")
+            return current, before
     started = time.monotonic()
     cache.mkdir(parents=True, exist_ok=True)
-    say("cold start: building it (once per machine; later runs reuse it)")
-    card = await build_dataset(
-        tasks_dir,
-        cache,
-        base_model=base_model,
-        settings=settings,
-        backend=backend or "podman",
-        runs=runs,
-        progress=say,
-    )
+    data_key = fingerprint(base_model, tasks_dir, settings, dataset=True)
+    if (
+        before is not None
+        and before.dataset_fingerprint == data_key
+        and not runs
+        and (cache / DATASET).is_file()
+    ):
+        # Only the SFT changed (steps, rank, base weights): the replays stand.
+        say("cold start: the replayed dataset stands; training on it again")
+        card = before.model_copy(
+            update={"fingerprint": key, "settings": settings, "sft": {}, "checkpoint": None}
+        )
+        card.seconds = {k: v for k, v in card.seconds.items() if k.endswith("_replays")}
+    else:
+        say("cold start: building it (once per machine; later runs reuse it)")
+        card = await build_dataset(
+            tasks_dir,
+            cache,
+            base_model=base_model,
+            settings=settings,
+            backend=backend or "podman",
+            runs=runs,
+            progress=say,
+        )
     if not sum(card.examples.values()):
         raise TrainingError(
             f"cold start: no verified trajectory (solver dropped {card.solver.dropped}, "
