@@ -324,6 +324,11 @@ def test_the_overview_follows_a_run_while_it_writes(browser, tmp_path):
                 "() => document.querySelector('#reward').innerText === '1'", timeout=10_000
             )
             assert page.evaluate("window.__loaded_once") is True
+            # Finished: the page stops asking.
+            asked: list[str] = []
+            page.on("request", lambda r: asked.append(r.url) if "part=1" in r.url else None)
+            page.wait_for_timeout(1000)  # 5 refresh intervals
+            assert asked == []
             w.assert_inert(SCRIPT_OUTPUT)
     finally:
         w.close()
