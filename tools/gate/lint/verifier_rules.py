@@ -111,9 +111,12 @@ def _path_candidates(path: Path, text: str) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     in_docstring = False
     for number, line in enumerate(text.splitlines(), 1):
-        if path.suffix == ".py" and (line.count('"""') + line.count("'''")) % 2:
+        quotes = line.count('"""') + line.count("'''") if path.suffix == ".py" else 0
+        if quotes % 2:
             in_docstring = not in_docstring  # a docstring's first or last line
             continue
+        if quotes and line.lstrip().startswith(('"""', "'''")):
+            continue  # a one-line docstring
         if in_docstring or line.lstrip().startswith("#"):  # prose and comments do not check
             continue
         absolute = [m.group(1).rstrip(".") for m in _ABS_PATH.finditer(line)]
