@@ -15,7 +15,7 @@ import shlex
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import docker.errors
@@ -47,7 +47,29 @@ KEEPALIVE = "while read -r _; do :; done"
 #: as, so a root agent (no CAP_SYS_PTRACE) can neither ptrace them nor write their memory
 #: through /proc/<pid>/mem (the kernel's ptrace check wants the same uid or that capability).
 #: They only wait and reap, which needs no privilege. Commands run as root unless told.
-KEEPER_USER = "2147483646:2147483646"
+KEEPER_USER = "2147483646:2147483646"  # KEEPER_UID below
+
+
+KEEPER_UID = 2147483646
+
+
+def _workdir_to_root(inspected: dict[str, Any], workdir: str) -> None:
+    """The engine creates a WORKDIR the image lacks owned by the container's user, the keeper:
+    give it (and the parents it made) to root, as it was before the keeper. Host side, through
+    the running container's merged root; nothing but the keeper's own folders is touched."""
+    merged = (inspected.get("GraphDriver", {}).get("Data") or {}).get("MergedDir")
+    if not merged or not workdir.startswith("/") or not os.path.isdir(merged):
+        return  # a remote engine or another storage driver: left as the engine made it
+    path = PurePosixPath(workdir)
+    while path != path.parent:
+        host = os.path.join(merged, str(path).lstrip("/"))
+        try:
+            if os.lstat(host).st_uid != KEEPER_UID:
+                return
+            os.lchown(host, 0, 0)
+        except OSError:
+            return
+        path = path.parent
 
 
 class ContainerSandbox(Sandbox):
@@ -120,7 +142,6 @@ class ContainerSandbox(Sandbox):
             entrypoint=["/bin/sh", "-c", KEEPALIVE],
             command=[],
             user=KEEPER_USER,
-            working_dir="/",  # the keeper may not enter the image's WORKDIR; commands cd there
             stdin_open=True,
             detach=not tie_to_owner,  # attached stdin + StdinOnce: closes with the owner
             environment=env or {},
@@ -136,10 +157,12 @@ class ContainerSandbox(Sandbox):
             if tie_to_owner:
                 tie = await call(api.attach_socket, container_id, {"stdin": 1, "stream": 1})
             await call(api.start, container_id)
-            state = (await call(api.inspect_container, container_id))["State"]
+            inspected = await call(api.inspect_container, container_id)
+            state = inspected["State"]
         except Exception as exc:
             await call(remove_container, api, container_id)
             raise SandboxError(f"container for {image} did not start: {exc}") from exc
+        _workdir_to_root(inspected, config.get("WorkingDir") or "")
         pidns = None
         if state.get("Pid"):
             try:

@@ -168,9 +168,10 @@ def _jailed(cmd: list[str], env: dict[str, str], tmp: Path) -> list[str]:
     if os.geteuid() != 0 or not get_settings().build_jail:
         return cmd
     env["TMPDIR"] = str(tmp)
-    # /var/cache/containers: the short-name alias cache a FROM debian:... writes
+    # /var/cache/containers: the short-name alias cache a FROM debian:... writes; /var/tmp:
+    # where the layer-cache lookup converts image configs, whatever TMPDIR says (world-writable)
     writable = [*_store_paths(), "/run", "/dev/shm", "/sys/fs/cgroup", "/var/cache/containers"]
-    writable.append(str(tmp))
+    writable += ["/var/tmp", str(tmp)]
     return [sys.executable, "-I", "-S", buildjail.__file__, ":".join(writable), "--", *cmd]
 
 
