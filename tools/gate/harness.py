@@ -44,7 +44,7 @@ def environment_options(task: Path, config: GateConfig) -> dict[str, Any]:
     """The trial's Harbor EnvironmentConfig options: the user's, plus the network grant on our
     backends (a task that declares the internet, under a policy that allows it)."""
     options = dict(config.environment_options)
-    if config.backend in ("podman", "docker") and config.allow_internet and declares_internet(task):
+    if config.backend == "podman" and config.allow_internet and declares_internet(task):
         options["kwargs"] = {**options.get("kwargs", {}), "network": True}
     return options
 

@@ -58,8 +58,8 @@ class NetworkNeed(BaseModel):
     def in_phase(self, *phases: Phase) -> list[NetworkUse]:
         return [u for u in self.uses if u.phase in phases]
 
-    def advice(self, *phases: Phase) -> str:
-        """A sentence for a verdict: what the task fetches and how to make it run here."""
+    def fetched(self, *phases: Phase) -> str:
+        """What the task fetches in `phases` (all when none given), with file, line, command."""
         uses = self.in_phase(*phases) if phases else self.uses
         if not uses:
             return ""
@@ -68,6 +68,13 @@ class NetworkNeed(BaseModel):
         )
         where = {"build": "its Dockerfile", "verifier": "its verifier", "solution": "its solution"}
         whose = " and ".join(where[p] for p in sorted({u.phase for u in uses}))
+        return f"{whose} needs the internet — {shown}"
+
+    def advice(self, *phases: Phase) -> str:
+        """A sentence for a verdict: what the task fetches and how to make it run here."""
+        fetched = self.fetched(*phases)
+        if not fetched:
+            return ""
         if self.declared and not self.allowed_by_policy:
             fix = (
                 "the task declares the internet, but this gate's policy does not allow it: run "
@@ -87,7 +94,7 @@ class NetworkNeed(BaseModel):
                 "loopback, podman backend), so the fetch itself failed: check the URL and that "
                 "the host reaches it"
             )
-        return f"{whose} needs the internet — {shown}; {fix}"
+        return f"{fetched}; {fix}"
 
 
 # One pattern per kind of fetch: (regex over one command, what it does). First match wins.

@@ -58,7 +58,15 @@ def network_blame(task: Path, config: GateConfig, *phases: Phase) -> str:
     """Why a failed trial is the network's doing, when the task fetches in `phases`; "" when it
     fetches nothing there (the usual reason stands)."""
     need = network_need(task, allow_internet=config.allow_internet)
-    return need.advice(*phases) if need.in_phase(*phases) else ""
+    if not need.in_phase(*phases):
+        return ""
+    if need.granted and config.backend == "docker":  # netns.py: docker is never given one
+        return (
+            f"{need.fetched(*phases)}; the policy grants it, but the docker "
+            "backend gives no sandbox a network (its bridge reaches the host's services): run "
+            "the gate with --backend podman"
+        )
+    return need.advice(*phases)
 
 
 # --------------------------------------------------------------------------- build
