@@ -3,11 +3,13 @@ its command, and the checkpoint reader on a run that has not started or has ende
 
 from __future__ import annotations
 
+import operator
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from starlette.testclient import TestClient
@@ -138,3 +140,63 @@ def test_a_curve_spans_its_values_and_breaks_at_a_missing_one():
     runs = cost.lines[0]
     assert [[p.round for p in run] for run in runs] == [[1], [3]]  # no line through round 2
     assert runs[0][0].y == PAD and runs[1][0].y == (HEIGHT - PAD + PAD) / 2
+
+
+class _State(TypedDict, total=False):
+    round: int
+    done: Annotated[list[int], operator.add]
+
+
+def _work(arg: dict[str, Any]) -> dict[str, Any]:
+    if arg["slot"] != 1:
+        raise RuntimeError("killed")  # the run dies with slots 0 and 2 unfinished
+    return {"done": [arg["slot"]]}
+
+
+def _review(state: _State) -> dict[str, Any]:
+    from langgraph.types import interrupt
+
+    return {"done": [interrupt("veto?")]}
+
+
+def test_the_checkpoint_says_which_fan_out_branches_finished_and_who_waits(tmp_path):
+    """LangGraph's own SQLite checkpoints, read without the graph: a fan-out of three `Send`s of
+    which one finished and two raised (the run stopped), then a node waiting on `interrupt`."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Send
+
+    builder = StateGraph(_State)
+    builder.add_node("work", _work)
+    builder.add_node("review", _review)
+    builder.add_conditional_edges(START, lambda s: [Send("work", {"slot": i}) for i in range(3)])
+    builder.add_edge("work", "review")
+    builder.add_edge("review", END)
+    db = tmp_path / "graph.sqlite"
+    config = {"configurable": {"thread_id": "flywheel"}}
+    with sqlite3.connect(db, check_same_thread=False) as conn:
+        graph = builder.compile(checkpointer=SqliteSaver(conn))
+        with pytest.raises(RuntimeError):
+            graph.invoke({"round": 3}, config)
+    progress = read_progress(db)
+    assert progress is not None and progress.round == 3 and not progress.interrupted
+    assert [(n.node, n.slot, n.state) for n in progress.next] == [
+        ("work", 0, "failed"),
+        ("work", 1, "done"),
+        ("work", 2, "failed"),
+    ]
+    assert progress.running == []
+
+    # A node waiting on a person (the flywheel's review) is shown as waiting.
+    waiting = StateGraph(_State)
+    waiting.add_node("review", _review)
+    waiting.add_edge(START, "review")
+    waiting.add_edge("review", END)
+    db.unlink()
+    with sqlite3.connect(db, check_same_thread=False) as conn:
+        waiting.compile(checkpointer=SqliteSaver(conn)).invoke({"round": 4}, config)
+    progress = read_progress(db)
+    assert progress is not None and progress.interrupted and progress.round == 4
+    assert [(n.node, n.state) for n in progress.next] == [("review", "waiting")]

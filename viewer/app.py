@@ -118,7 +118,7 @@ def create_app(
     pages = templates()
 
     def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        context.update(run_name=run.root.name, refresh_ms=refresh_ms)
+        context.update(run_name=run.root.name, run_root=str(run.root), refresh_ms=refresh_ms)
         return pages.TemplateResponse(request, name, context, status_code=status)
 
     def home(request: Request) -> Response:

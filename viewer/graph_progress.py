@@ -17,20 +17,31 @@ import json
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import ormsgpack
 from pydantic import BaseModel, Field
 
 THREAD = "flywheel"
+TaskState = Literal["running", "done", "failed", "waiting"]
+#: What a task's write on these channels says about it (any other write: it finished).
+_ENDED: dict[str, TaskState] = {"__error__": "failed", "__interrupt__": "waiting"}
 
 
 class NodeRun(BaseModel):
-    """A node of the flywheel the newest checkpoint triggered, and whether it has finished."""
+    """A node of the flywheel the newest checkpoint triggered, and how far it got."""
 
     node: str
     slot: int | None = Field(default=None, description="A fan-out's slot (propose_one, admit_one).")
-    done: bool = False
+    state: TaskState = Field(
+        default="running",
+        description="done: its writes are stored; failed: it raised (the run stopped there); "
+        "waiting: on a person (`interrupt`)",
+    )
+
+    @property
+    def done(self) -> bool:
+        return self.state == "done"
 
 
 class GraphProgress(BaseModel):
@@ -49,8 +60,13 @@ class GraphProgress(BaseModel):
         return not self.next
 
     @property
+    def stopped(self) -> bool:
+        """A node raised: the run is not going on by itself (`run --resume` continues it)."""
+        return any(n.state == "failed" for n in self.next)
+
+    @property
     def running(self) -> list[NodeRun]:
-        return [n for n in self.next if not n.done]
+        return [n for n in self.next if n.state == "running"]
 
 
 def _ext(code: int, data: bytes) -> Any:
@@ -73,11 +89,11 @@ def _sends(tasks: Any) -> list[tuple[str, int | None]]:
         if len(payload) < 3 or payload[1] != "Send" or not isinstance(payload[2], list):
             continue
         node, arg = payload[2][0], payload[2][1] if len(payload[2]) > 1 else None
-        slot = None
+        fields = arg  # a plain dict, or a model: ("ext", code, [module, name, fields])
         if isinstance(arg, tuple) and len(arg) == 3 and isinstance(arg[2], list):
             fields = arg[2][2] if len(arg[2]) > 2 else None
-            if isinstance(fields, dict) and isinstance(fields.get("slot"), int):
-                slot = fields["slot"]
+        slot = fields.get("slot") if isinstance(fields, dict) else None
+        slot = slot if isinstance(slot, int) else None
         out.append((str(node), slot))
     return out
 
@@ -118,21 +134,27 @@ def read_progress(graph_db: Path) -> GraphProgress | None:
 
 def _progress(state: dict[str, Any], metadata: Any, writes: list[tuple[str, str]]) -> GraphProgress:
     values: dict[str, Any] = state.get("channel_values") or {}
-    finished_pulls = {
-        path.split(", ", 1)[1] for path, _ in writes if path.startswith("~__pregel_pull")
-    }
-    finished_pushes = {
-        int(path.split(", ")[1])
-        for path, _ in writes
-        if path.startswith("~__pregel_push") and path.split(", ")[1].isdigit()
-    }
+    # A task's writes against the newest checkpoint say how it ended: LangGraph stores a task's
+    # exception as an `__error__` write and a pending `interrupt` as `__interrupt__`.
+    states: dict[str, TaskState] = {}
+    for path, channel in writes:
+        kind, _, rest = path.partition(", ")
+        if kind == "~__pregel_pull":
+            key = rest
+        elif kind == "~__pregel_push" and rest.split(", ")[0].isdigit():
+            key = f"push:{int(rest.split(', ')[0])}"
+        else:
+            continue
+        ended = _ENDED.get(channel, "done")
+        if states.get(key) in (None, "done"):  # an error or an interrupt outranks its writes
+            states[key] = ended
     nodes = [
-        NodeRun(node=name, done=name in finished_pulls)
+        NodeRun(node=name, state=states.get(name, "running"))
         for key in sorted(values)
         if key.startswith("branch:to:") and (name := key.removeprefix("branch:to:"))
     ]
     nodes += [
-        NodeRun(node=node, slot=slot, done=index in finished_pushes)
+        NodeRun(node=node, slot=slot, state=states.get(f"push:{index}", "running"))
         for index, (node, slot) in enumerate(_sends(values.get("__pregel_tasks")))
     ]
     step = -1
@@ -151,5 +173,5 @@ def _progress(state: dict[str, Any], metadata: Any, writes: list[tuple[str, str]
         else None,
         checkpoint_at=datetime.fromisoformat(state["ts"]),
         next=nodes,
-        interrupted=any(channel == "__interrupt__" for _, channel in writes),
+        interrupted=any(n.state == "waiting" for n in nodes),
     )
