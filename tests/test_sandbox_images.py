@@ -9,6 +9,7 @@ from autoenvscaling.tools.sandbox import BuildError, profile
 from autoenvscaling.tools.sandbox.bases import base_image_tag
 from autoenvscaling.tools.sandbox.cleanup import LABEL, TASK_LABEL
 from autoenvscaling.tools.sandbox.images import build_image, gc_images, remove_task_image
+from autoenvscaling.tools.settings import get_settings
 
 
 def short(name: str) -> str:
@@ -174,7 +175,7 @@ exec /usr/bin/podman "$@"
 
 @pytest.mark.timeout(180)
 async def test_a_build_that_meets_a_removed_layer_is_tried_again(
-    engine_ready, tmp_path, monkeypatch
+    engine_ready, tmp_path, monkeypatch, request
 ):
     from autoenvscaling.tools.sandbox import engine
 
@@ -182,6 +183,10 @@ async def test_a_build_that_meets_a_removed_layer_is_tried_again(
     fake.write_text(RACING_PODMAN.format(log=log, raced=raced))
     fake.chmod(0o755)
     monkeypatch.setattr(engine, "PODMAN", str(fake))
+    # The fake podman writes its log here: outside the read-only build namespace (buildjail.py).
+    monkeypatch.setenv("AUTOENVSCALING_BUILD_JAIL", "false")
+    get_settings.cache_clear()
+    request.addfinalizer(get_settings.cache_clear)
 
     image = await build_image(
         make_task(tmp_path, f"FROM debian:bookworm-slim\nRUN echo {uuid.uuid4().hex} > /r\n")
