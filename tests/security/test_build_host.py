@@ -64,7 +64,25 @@ def _split_flag(target: Path) -> str:
     )
 
 
-ATTACKS = {"plain": _plain, "directives": _directives, "split-flag": _split_flag}
+def _heredoc(target: Path) -> str:
+    # buildah 1.28 reads a heredoc's body as instructions; a reader that skips bodies sees none.
+    return (
+        f"FROM {BASE} AS links\n"
+        "RUN ln -s / /tmp/hostroot\n"
+        "RUN cat <<NOTES\n"
+        f"FROM {BASE}\n"
+        "RUN --mount=type=bind,from=links,source=/tmp/hostroot,target=/h,rw "
+        f"touch /h{target}\n"
+        "NOTES\n"
+    )
+
+
+ATTACKS = {
+    "plain": _plain,
+    "directives": _directives,
+    "split-flag": _split_flag,
+    "heredoc": _heredoc,
+}
 
 
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
@@ -105,7 +123,7 @@ def test_build_cannot_write_the_host(engine_ready, tmp_path: Path, attack: str):
         f"{attack}: the builder was handed the Dockerfile ({refused or 'it built'})"
     )
     rules = {f.rule for f in lint_task(task).errors}
-    assert rules & {"dockerfile-flags", "dockerfile-parser-directive"}, (
+    assert rules & {"dockerfile-flags", "dockerfile-parser-directive", "dockerfile-heredoc"}, (
         f"{attack}: lint passed the Dockerfile ({sorted(rules)})"
     )
     if attack == "directives":

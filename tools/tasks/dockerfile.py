@@ -40,6 +40,9 @@ _MOUNT = re.compile(r"--[ \t]*mount\b", re.IGNORECASE)
 # reach past the build step.
 _INSTRUCTION_FLAGS = re.compile(r"^[ \t]*(?:RUN|COPY|ADD)((?:[ \t]+--\S+)+)", re.I | re.M)
 _REACHING = re.compile(r"--(network|security|from|mount)\b", re.IGNORECASE)
+# A heredoc opener (`<<EOF`, `<<-'EOF'`): buildah 1.28 reads its body lines as instructions, our
+# reader skips them. A terminator starts with a letter, so `$((1<<3))` is no heredoc.
+_HEREDOC_OPENER = re.compile(r"<<-?[ \t]*(['\"]?)[A-Za-z_]\w*\1")
 
 
 class Hazard(BaseModel):
@@ -72,6 +75,17 @@ def build_hazards(text: str) -> list[Hazard]:
                     "each instruction ends; remove the line",
                 )
             )
+    for number, line in enumerate(lines, 1):
+        if not line.lstrip().startswith("#") and _HEREDOC_OPENER.search(line):
+            found.append(
+                Hazard(
+                    rule="dockerfile-heredoc",
+                    line=number,
+                    message="a heredoc (<<): this builder reads its body lines as instructions; "
+                    "put the script in a file of environment/, COPY it and RUN it",
+                )
+            )
+            break
     kept = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
     joined = [re.sub(rf"{esc}[ \t]*\n(?:[ \t]*\n)*", "", kept) for esc in (r"\\", "`")]
     flags = {m[0].lower() for v in (text, *joined) for m in _MOUNT.finditer(v)}
