@@ -172,9 +172,10 @@ def test_every_probe_is_named_once():
 
 def test_the_work_probes_aim_at_the_tasks_pythonpath_and_artifacts(tmp_path):
     """`customize` plants sitecustomize on every PYTHONPATH folder the task sets; `git` looks
-    for repositories in every artifact folder; `program` never shares `stub`'s trial."""
+    for repositories in every artifact folder; `program` comes after `stub` (its programs
+    also exit 0, so sharing a trial hides neither)."""
     from autoenvscaling.tools.gate.anti_cheat.exploits import python_dirs, work_dirs
-    from autoenvscaling.tools.gate.anti_cheat.stage import OWN_TRIAL
+    from autoenvscaling.tools.gate.anti_cheat.stage import EXPLOIT_MODES
 
     (tmp_path / "environment").mkdir()
     (tmp_path / "environment" / "Dockerfile").write_text(
@@ -183,7 +184,7 @@ def test_the_work_probes_aim_at_the_tasks_pythonpath_and_artifacts(tmp_path):
     (tmp_path / "task.toml").write_text('[verifier.env]\nPYTHONPATH = "/srv/py"\n')
     assert python_dirs(tmp_path) == ["/app/lib", "/opt/tool", "/srv/py"]
     assert work_dirs(["/app", "/data", "/"], "/work") == ["/app", "/data", "/work"]
-    assert "program" in OWN_TRIAL
+    assert EXPLOIT_MODES.index("program") > EXPLOIT_MODES.index("stub")
 
 
 # --------------------------------------------------------------------------- cheat judge

@@ -14,8 +14,8 @@ Each probe is a real Harbor trial with a probe agent; they run concurrently:
   run one by one, to name the weakness. The probes of the agent's work (real programs that write
   the reward: `program` in place of the programs the tests run, `git` config in the work's
   repositories, `customize` modules on the tests' python path) run on every verifier mode: the
-  verifier gets the work either way. `program` rewrites the files `stub` does, so it has a
-  trial of its own.
+  verifier gets the work either way. `program` runs after `stub` and rewrites the same files
+  with programs that also exit 0, so the combined trial still meets what `stub` aims at.
 - the `cheat_agent` (a model told to get the reward without doing the task; off unless
   configured).
 
@@ -91,8 +91,7 @@ EXPLOIT_MODES = (
     "git",
     "customize",
 )
-#: Probes that aim at the same files as another and so never share its trial.
-OWN_TRIAL = ("program",)
+
 ISOLATION_MODES = ("tamperer", "interpreters")
 #: Why an isolation probe did not run on a task with a shared verifier.
 SHARED_VERIFIER = "the verifier shares the agent's container"
@@ -123,11 +122,7 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
     # On a separate verifier nothing the isolation probes leave outside the work reaches the
     # tests, so they cannot spoil the others' attack and share their trial. Forced onto a shared
     # verifier (wrappers that break the tests' own python), each gets a trial of its own.
-    together = [
-        m
-        for m in modes
-        if (verifier == "separate" or m not in ISOLATION_MODES) and m not in OWN_TRIAL
-    ]
+    together = [m for m in modes if verifier == "separate" or m not in ISOLATION_MODES]
 
     def tamper(label: str, *chosen: str) -> Coroutine[Any, Any, TrialOutcome]:
         return gate_trial(
