@@ -22,6 +22,7 @@ from autoenvscaling.tools.gate.lint.written_paths import is_written, written_by_
 from autoenvscaling.tools.gate.network import declares_internet, fetches, network_need
 from autoenvscaling.tools.gate.pipeline import run_stage, validate_task
 from autoenvscaling.tools.tasks.format import load_task
+from autoenvscaling.tools.tasks.limits import TaskLimits
 
 from .conftest import FIXTURES
 
@@ -113,12 +114,17 @@ def test_what_the_backend_cannot_honour_is_named(tmp_path: Path):
     toml = task / "task.toml"
     toml.write_text(toml.read_text().replace("gpus = 0", "gpus = 1"))
     (task / "environment" / "docker-compose.yaml").write_text("services:\n  main:\n    build: .\n")
-    errors = [f for f in lint_task(task, backend="podman").errors if f.rule == "cannot-honour"]
+    gpu_limits = TaskLimits(max_gpus=2)  # the default (0) rejects any GPU task as a limit
+    report = lint_task(task, gpu_limits, backend="podman")
+    errors = [f for f in report.errors if f.rule == "cannot-honour"]
     messages = " ".join(f.message for f in errors)
     assert "gpus = 1" in messages and "harbor:<type>" in messages
     assert "compose" in messages and "--backend harbor-docker" in messages
     # on a backend that can, or with no backend named, nothing to honour is missing
-    assert not [f for f in lint_task(task).errors if f.rule == "cannot-honour"]
+    assert not [f for f in lint_task(task, gpu_limits).errors if f.rule == "cannot-honour"]
+    # under the default limits the GPU is a limit, reported once
+    default = lint_task(task, backend="podman").errors
+    assert [f.rule for f in default if "gpus" in f.message] == ["task-limits"]
 
 
 def test_a_multi_step_task_is_one_error_naming_its_steps(tmp_path: Path):
