@@ -52,6 +52,10 @@ class ColdStartSettings(BaseModel):
     max_length: int = Field(
         default=8192, ge=64, description="Token cap per example (the policy's context)."
     )
+    gradient_checkpointing: bool = Field(
+        default=False,
+        description="Off: a 135M policy's activations fit; recomputing them costs a third more.",
+    )
     roles: tuple[str, ...] = Field(
         default=("solver", "proposer"), description="Whose episodes to build."
     )
@@ -308,6 +312,7 @@ async def cold_start_checkpoint(
             learning_rate=settings.learning_rate,
             lora_rank=settings.lora_rank,
             lora_alpha=2 * settings.lora_rank,
+            gradient_checkpointing=settings.gradient_checkpointing,
         ),
     )
 
