@@ -116,3 +116,25 @@ def test_a_policy_that_kills_its_own_sandbox_scores_0(engine_ready, tmp_path):
         assert run(honest, HONEST).reward == 1.0  # the episode after it is unaffected
     finally:
         loop.stop()
+
+
+def test_an_oversize_agent_log_does_not_cost_an_episode_its_reward(engine_ready, tmp_path):
+    """A 2 GB sparse file in /logs/agent (Harbor fetches that folder when the agent's phase ends)
+    is skipped and named; the episode is verified and scored as a trial would be, not dropped."""
+    image = build_image("forgery", DOCKERFILE)
+    honest = write_task(
+        tmp_path,
+        "sum",
+        solve="#!/bin/bash\ntrue\n",
+        test_sh=TEST_SH,
+        tests={"check.py": CHECK_PY},
+        image=image,
+    )
+    loop = EventLoop()
+    try:
+        record = _episode_runner(loop)(
+            honest, [*HONEST, "mkdir -p /logs/agent && truncate -s 2G /logs/agent/huge.log"]
+        )
+        assert (record.reward, record.fault) == (1.0, None), record
+    finally:
+        loop.stop()
