@@ -101,8 +101,8 @@ def _python_written(line: str, names: dict[str, str]) -> set[str]:
         target = args[-1] if args else ""
         if (path := resolve(target)) is not None:
             out.add(path)
-    if _PY_WRITE_CALL.search(line):
-        receiver = line[: _PY_WRITE_CALL.search(line).start()]  # type: ignore[union-attr]
+    if call := _PY_WRITE_CALL.search(line):
+        receiver = line[: call.start()]
         literal = _PATH_IN_TEXT.findall(receiver)
         if literal:
             out.add(literal[-1])
