@@ -12,7 +12,7 @@ export LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=1 HARBOR_TELEMETR
 # llama-cpp-python (the embedded extra) compiles llama.cpp: skip its tools (~6 min instead of ~12).
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: setup system bases test test-slow typecheck architecture run bench
+.PHONY: setup system bases test test-slow typecheck architecture run bench coldstart
 
 # The engine (podman, rootful, with runc and catatonit for --init), debootstrap for the offline
 # base image, Chromium and a font for the viewer's browser tests, and slirp4netns for a task granted the
@@ -65,9 +65,14 @@ typecheck: $(VENV)/.installed-$(EXTRAS)
 architecture: $(VENV)/.installed-$(EXTRAS)
 	$(VENV)/bin/python -m tests.architecture_doc
 
-# `make run ROUNDS=3`: more rounds. The first run also builds the cold start (once per machine).
+# The embedded policy's cold start (graphs/cold_start.py): both roles' verified episodes replayed
+# and an SFT on them, built once per machine (tens of minutes on 2 cores; then found at once).
+coldstart: setup
+	$(VENV)/bin/autoenvscaling cold-start
+
+# `make run ROUNDS=3`: more rounds, each starting where the last one left the policy.
 ROUNDS ?= 1
-run: setup
+run: setup coldstart
 	$(VENV)/bin/autoenvscaling run --rounds $(ROUNDS)
 
 bench: setup

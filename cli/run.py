@@ -256,13 +256,12 @@ async def _cold_start(
     """Build (once per machine) and serve the cold-start checkpoint; the values that name it for
     both roles. Its card (what it holds, what it cost) is copied into the run folder."""
     from autoenvscaling.graphs.cold_start import (
-        ColdStartSettings,
         adopt_cold_start,
         cold_start_checkpoint,
+        settings_for,
     )
     from autoenvscaling.graphs.flywheel import REPO_SEED
     from autoenvscaling.graphs.models import Policy
-    from autoenvscaling.graphs.proposer.replay import ServedProposer
 
     if not values.get("base_model"):
         raise typer.BadParameter("--cold-start needs the policy's HF weights (--base-model)")
@@ -277,19 +276,11 @@ async def _cold_start(
         cache = run_dir / "cold-start"
     tasks = values.get("cold_start_tasks") or values.get("seed_dir") or REPO_SEED
     started = time.monotonic()
-    config = RunConfig.from_values(values)
-    # The replayed proposer episodes read as this run serves its proposer.
-    served = ServedProposer(
-        compact_prompt=config.proposer_compact_prompt,
-        brief_examples=config.brief_examples,
-        brief_file_chars=config.brief_file_chars,
-        band=(config.band_low, config.band_high),
-    )
     checkpoint, card = await cold_start_checkpoint(
         cache,
         base_model=values["base_model"],
         tasks_dir=Path(tasks),
-        settings=ColdStartSettings(proposer=served),
+        settings=settings_for(RunConfig.from_values(values)),
         backend=values.get("backend"),
         progress=console.print,
     )

@@ -114,3 +114,39 @@ def sft_data(
         f"[green]{len(kept)} examples[/] ({duplicates} duplicates dropped) -> "
         f"{out / 'sft.jsonl'} and {out / 'dataset'} in {report['seconds']} s"
     )
+
+
+@sft_app.command("cold-start")
+def cold_start(
+    tasks: Annotated[
+        Path | None,
+        typer.Option("--tasks", exists=True, help="Tasks to replay (default: the embedded pool)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the card as JSON.")] = False,
+) -> None:
+    """Build the embedded policy's cold start once per machine (what `autoenvscaling run` then
+    serves to both roles); later calls find it and return at once. `make run` calls this first."""
+    from autoenvscaling.graphs.cold_start import cold_start_checkpoint, settings_for
+    from autoenvscaling.graphs.config import RunConfig, preset
+    from autoenvscaling.training.serving.embedded_setup import (
+        embedded_cache_dir,
+        ensure_embedded_assets,
+        ensure_hf_base_model,
+    )
+
+    config = RunConfig(**preset("embedded"))
+    base = ensure_hf_base_model(ensure_embedded_assets())
+    started = time.monotonic()
+    _checkpoint, card = asyncio.run(
+        cold_start_checkpoint(
+            embedded_cache_dir() / "cold-start",
+            base_model=str(base),
+            tasks_dir=tasks or Path(config.seed_dir or ""),
+            settings=settings_for(config),
+            backend=config.backend,
+            progress=console.print,
+        )
+    )
+    if as_json:
+        typer.echo(card.model_dump_json(indent=2))
+    console.print(f"cold start ready in {time.monotonic() - started:.0f} s: {card.checkpoint}")

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 from autoenvscaling.graphs.proposer.replay import ServedProposer
 
 if TYPE_CHECKING:
+    from autoenvscaling.graphs.config import RunConfig
     from autoenvscaling.graphs.models import Policy
     from autoenvscaling.training.policy import Checkpoint, PolicyServer
     from autoenvscaling.training.sft.data import SFTExample
@@ -61,6 +62,18 @@ class ColdStartSettings(BaseModel):
     )
     proposer: ServedProposer = Field(
         default_factory=ServedProposer, description="How the run serves its proposer."
+    )
+
+
+def settings_for(config: RunConfig) -> ColdStartSettings:
+    """The cold start a run needs: its proposer episodes read as the run serves its proposer."""
+    return ColdStartSettings(
+        proposer=ServedProposer(
+            compact_prompt=config.proposer_compact_prompt,
+            brief_examples=config.brief_examples,
+            brief_file_chars=config.brief_file_chars,
+            band=(config.band_low, config.band_high),
+        )
     )
 
 
