@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import shutil
 
 import pytest
 
@@ -68,3 +69,15 @@ async def test_a_half_flaky_verifier_is_rejected_in_20_gate_runs_of_20(engine_re
     for verdict in repeats:
         details = next(r for r in verdict.stages if r.stage == "repeat").details
         assert len(details["verifier_only_rewards"]) == 8, details
+
+
+@pytest.mark.slow
+async def test_a_task_working_in_the_root_is_never_emptied(engine_ready, tmp_path):
+    # Restoring the saved work means emptying the workdir first: never for "/".
+    task = tmp_path / "root_workdir"
+    shutil.copytree(GOOD, task)
+    dockerfile = task / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace("WORKDIR /app\n", "WORKDIR /\n"))
+    result = await run_stage("repeat", task, GateConfig(repeat=1, trial_concurrency=2))
+    assert result.passed, result.reason
+    assert result.details["verifier_only_rewards"] == [] and result.details["verifier_runs"] == 2

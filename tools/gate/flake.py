@@ -32,6 +32,8 @@ from autoenvscaling.tools.tasks.format import load_task
 #: Import path of the agent, as `gate_trial` takes it.
 RERUN_AGENT = "autoenvscaling.tools.gate.flake:VerifierRerunAgent"
 _SNAPSHOT = "/tmp/.aes-flake-work.tar"
+#: Workdirs whose contents are the system itself: never emptied and restored.
+_NOT_RESTORABLE = {"", "/usr", "/etc", "/var", "/opt", "/root", "/home", "/tmp", "/bin", "/lib"}
 
 
 def caught_flake_rate(runs: int, confidence: float = 0.95) -> float:
@@ -93,6 +95,13 @@ class VerifierRerunAgent(OracleAgent):
         verifier = load_task(self.task_path).config.verifier
         rewards: list[float | None] = []
         outputs: list[str] = []
+        if workdir.rstrip("/") in _NOT_RESTORABLE:  # restoring it would empty the system
+            context.metadata = {
+                **(context.metadata or {}),
+                "verifier_reruns": [],
+                "verifier_rerun_note": f"no verifier-only reruns: the workdir is {workdir}",
+            }
+            return
         await self._sh(env, f"tar -C {workdir} -cf {_SNAPSHOT} . 2>/dev/null; true")
         await env.upload_dir(self.task_path / "tests", "/tests")
         try:
