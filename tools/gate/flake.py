@@ -18,6 +18,7 @@ verifier-only reruns: 11 runs) that is 24%; a 50% flake slips through once in 20
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any, override
 
@@ -68,13 +69,22 @@ class VerifierRerunAgent(OracleAgent):
     """Harbor's oracle, then `reruns` verifier-only runs on its saved work (see module doc)."""
 
     def __init__(
-        self, logs_dir: Path, *args: Any, task_dir: str, reruns: int = 8, **kwargs: Any
+        self,
+        logs_dir: Path,
+        *args: Any,
+        task_dir: str,
+        reruns: int = 8,
+        budget_sec: float = 600.0,
+        **kwargs: Any,
     ) -> None:
         super().__init__(
             logs_dir, Path(task_dir), TrialPaths(Path(logs_dir).parent), *args, **kwargs
         )
         self.task_path = Path(task_dir)
         self.reruns = reruns
+        # A slow verifier must not push the trial past the gate's wall cap (blamed on the
+        # task): reruns stop when the next one would not fit; the bound counts those that ran.
+        self.budget_sec = budget_sec
 
     @staticmethod
     @override
@@ -104,8 +114,13 @@ class VerifierRerunAgent(OracleAgent):
             return
         await self._sh(env, f"tar -C {workdir} -cf {_SNAPSHOT} . 2>/dev/null; true")
         await env.upload_dir(self.task_path / "tests", "/tests")
+        started = time.monotonic()
+        longest = 0.0
         try:
             for _ in range(self.reruns):
+                if time.monotonic() - started + longest > self.budget_sec:
+                    break
+                begun = time.monotonic()
                 await self._sh(
                     env,
                     f"find {workdir} -mindepth 1 -delete 2>/dev/null; tar -C {workdir} -xf "
@@ -116,7 +131,7 @@ class VerifierRerunAgent(OracleAgent):
                     "2>&1; tail -c 600 /tmp/.aes-flake-out",
                     env=resolve_env_vars(dict(verifier.env)) if verifier.env else None,
                     user=verifier.user,
-                    timeout_sec=int(verifier.timeout_sec),
+                    timeout_sec=int(min(verifier.timeout_sec, self.budget_sec)),
                 )
                 text = await self._sh(
                     env,
@@ -125,6 +140,7 @@ class VerifierRerunAgent(OracleAgent):
                 )
                 rewards.append(_reward(text))
                 outputs.append(result.stdout or "")
+                longest = max(longest, time.monotonic() - begun)
         finally:
             # Harbor's own verifier then judges the oracle's work, as in any oracle trial.
             await self._sh(

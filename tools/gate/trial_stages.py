@@ -243,7 +243,11 @@ async def repeat(task: Path, config: GateConfig, prior: Prior) -> StageResult:
         return StageResult.skip("repeat", "repeat = 0: no reruns requested")
     expected = 1.0  # the oracle stage admitted only an exact 1.0
     # The first rerun also re-runs only the verifier on the oracle's saved work (flake.py).
-    rechecked = {"task_dir": str(task), "reruns": config.verifier_reruns}
+    rechecked = {
+        "task_dir": str(task),
+        "reruns": config.verifier_reruns,
+        "budget_sec": config.max_trial_sec / 3,  # the oracle and Harbor's verifier get the rest
+    }
     outcomes = await asyncio.gather(
         *(
             gate_trial(task, config, agent=RERUN_AGENT, label="repeat-0", agent_kwargs=rechecked)
