@@ -97,8 +97,9 @@ async def test_cold_start_trains_both_roles_and_serves_round_one(
     assert [r["bytes_written"] > 0 for r in results[:5]] == [True] * 5
     assert results[5]["passed"] is True and results[5]["stages"][0]["stage"] == "lint"
     assert results[6]["output"] == "syntax ok\n"  # the workspace's bash read the scripts
-    assert results[7]["submitted"] is True
     assert proposer["messages"][-1]["role"] == "assistant"  # ends on its own submit call
+    whole = _tool_results(by_id[proposer["id"]])  # the attempt as exported: submit's receipt too
+    assert json.loads(whole[-1])["submitted"] is True
     # The brief the model read is round 1's, over a pool without the task it writes.
     brief = proposer["messages"][1]["content"]
     assert "round 1" in brief.lower() or "Round 1" in brief
