@@ -209,9 +209,10 @@ class FlywheelContext(RunConfig):
 
 #: Presets: settings that differ from the defaults (the defaults are sized for a GPU policy
 #: server). "embedded" is sized for one round of about 10 min on 2 CPU cores (SmolLM2-135M at
-#: ~50 tokens/s; measured 631 s since GRPO episodes have the served budgets, README); the proposer
-#: gets 5 turns (with 6 the older round measured 603 s); the command line wins over a preset, and
-#: every value shows in the manifest.
+#: ~50 tokens/s; measured 631 s since GRPO episodes have the served budgets, README), over the
+#: starter pool its cold start was built on; the proposer gets the 9 turns a starter task's
+#: authoring takes, with the compact system prompt; the command line wins over a preset, and every
+#: value shows in the manifest.
 PRESETS: dict[str, dict[str, Any]] = {
     "gpu": {},
     "embedded": {
