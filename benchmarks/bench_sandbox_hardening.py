@@ -35,6 +35,7 @@ os.environ.setdefault("HARBOR_TELEMETRY", "0")
 
 from autoenvscaling.tools.sandbox import (  # noqa: E402
     SandboxLimits,
+    builders,
     container,
     images,
     layercap,
@@ -141,12 +142,12 @@ async def build_costs(rounds: int) -> dict[str, float]:
         jailed, plain = [], []
         for _ in range(rounds):
             jailed.append(await _build(context))
-            original = images._jailed
-            images._jailed = lambda cmd, env, tmp: cmd
+            original = builders._jailed
+            builders._jailed = lambda cmd, env, tmp: cmd
             try:
                 plain.append(await _build(context))
             finally:
-                images._jailed = original
+                builders._jailed = original
     return {
         "build_s_jailed_median": round(statistics.median(jailed), 3),
         "build_s_plain_median": round(statistics.median(plain), 3),

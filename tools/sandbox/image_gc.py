@@ -1,0 +1,91 @@
+"""Removal of the task images we built: all but those to keep, or one rejected task's.
+
+Only images labelled `autoenvscaling=1` whose every tag is `autoenvscaling/...` (base images
+never) are ours to remove; an image a container uses is kept and reported, and one another live
+run built is left to that run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+
+from autoenvscaling.tools.sandbox import cleanup
+from autoenvscaling.tools.sandbox.base import Backend
+from autoenvscaling.tools.sandbox.cleanup import (
+    BASE_REPO,
+    IMAGE_REPO,
+    LABEL,
+    OWNER_LABEL,
+    RUN_LABEL,
+    CleanupReport,
+)
+from autoenvscaling.tools.sandbox.engine import client
+from autoenvscaling.tools.sandbox.image_tags import image_tag
+
+
+def _ours(image: dict[str, Any]) -> bool:
+    tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
+    names = [t.removeprefix("localhost/") for t in tags]
+    return all(t.startswith(f"{IMAGE_REPO}/") and not t.startswith(BASE_REPO) for t in names)
+
+
+def gc_images(keep: Iterable[str], *, backend: Backend = "podman") -> CleanupReport:
+    """Remove the task images we built, except those named in `keep` (tags or image ids).
+
+    Only images labelled `autoenvscaling=1` whose every tag is `autoenvscaling/...` (or that
+    have no tag left) are candidates; images in use by a container are skipped and reported.
+    """
+    api = client(backend).api
+    keep = {k.removeprefix("localhost/") for k in keep}
+    report = CleanupReport()
+    for image in api.images(filters={"label": f"{LABEL}=1"}):
+        if not _ours(image):
+            continue
+        tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
+        if keep & {image["Id"], *(t.removeprefix("localhost/") for t in tags)}:
+            continue
+        try:
+            for tag in tags or [image["Id"]]:
+                api.remove_image(tag, force=False, noprune=False)
+            report.images.extend([t.removeprefix("localhost/") for t in tags] or [image["Id"]])
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            report.kept.append(f"{tags or image['Id']}: {exc.explanation or exc}")
+    return report
+
+
+def remove_task_image(task_dir: Path, *, backend: Backend = "podman") -> bool:
+    """Remove the image built for one task folder (a rejected candidate). False if none.
+
+    Not an image another live run built: the tag is a content hash, so that run may be about to
+    start a container from the same image. (A killed run's images go: its resume rejects them.)
+    """
+    api = client(backend).api
+    task_dir = Path(task_dir).resolve()
+    tag = image_tag(task_dir.name, task_dir / "environment", backend)
+    try:
+        image_labels = api.inspect_image(tag).get("Config", {}).get("Labels") or {}
+    except docker.errors.APIError:  # gone (podman answers "no such image" with several codes)
+        return False
+    ours = image_labels.get(RUN_LABEL) == cleanup.RUN_ID
+    if not ours and cleanup.owner_alive(image_labels.get(OWNER_LABEL, "")) is not False:
+        return False
+    try:
+        api.remove_image(tag, force=False, noprune=False)
+    except docker.errors.NotFound:
+        return False
+    return True
+
+
+def pool_image_tags(task_dirs: Iterable[Path], *, backend: Backend = "podman") -> set[str]:
+    """The tags the images of these task folders have (what `gc_images` should keep)."""
+    return {
+        image_tag(Path(d).resolve().name, Path(d).resolve() / "environment", backend)
+        for d in task_dirs
+        if (Path(d) / "environment" / "Dockerfile").exists()
+    }
