@@ -32,8 +32,8 @@ from autoenvscaling.tools.sandbox.base import (
     SandboxRef,
 )
 from autoenvscaling.tools.settings import get_settings
-from autoenvscaling.tools.trials.verifier import MAX_SKIPPED, WORK_SKIPPED_FILE, work_skipped
 from autoenvscaling.tools.tasks.host_env import host_templates, refusal
+from autoenvscaling.tools.trials.verifier import MAX_SKIPPED, WORK_SKIPPED_FILE, work_skipped
 
 DEFAULT_MEMORY_MB = 2048
 
