@@ -1,12 +1,79 @@
 """Build two fresh copies of the broken tree: one for reference, one that the agent's
-/app/fix_perms.sh must fix; then check the fixed copy against the policy."""
+/app/fix_perms.sh must fix; then check the fixed copy against the policy.
+
+The agent's script runs as `nobody` with a clean environment, on a copy that user owns (modes
+kept, special bits included), with /logs/verifier not writable by it (test.sh), and every
+process it leaves is killed before the copy is checked: the program under test cannot write the
+reward or outlive its run.
+"""
 import os
+import pwd
+import signal
 import stat
 import subprocess
 import tempfile
+import time
 
 SCRIPT = "/app/fix_perms.sh"
 SITE = os.path.join(tempfile.mkdtemp(), "site")
+AGENT = pwd.getpwnam("nobody")
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"}
+
+
+def end_agent_processes():
+    """Kill every process of the unprivileged user until none is left."""
+    for _ in range(50):
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/status") as f:
+                        uid = next(int(x.split()[1]) for x in f if x.startswith("Uid:"))
+                except (OSError, StopIteration, ValueError):
+                    continue
+                if uid == AGENT.pw_uid:
+                    pids.append(int(entry))
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    raise SystemExit("FAIL: the script's processes could not be ended")
+
+
+def hand_over(root):
+    """Give the tree to the unprivileged user; chown clears setuid/setgid, so every mode is
+    set again as it was (symlinks stay as they are)."""
+    entries = [root]
+    for d, subdirs, names in os.walk(root):
+        entries += [os.path.join(d, n) for n in subdirs + names]
+    modes = {p: os.lstat(p).st_mode for p in entries}
+    for p in entries:
+        os.lchown(p, AGENT.pw_uid, AGENT.pw_gid)
+    for p, m in modes.items():
+        if not stat.S_ISLNK(m):
+            os.chmod(p, stat.S_IMODE(m))
+    os.chmod(os.path.dirname(root), 0o755)  # root's: the user can enter, not replace ROOT
+
+
+def run_script():
+    """Run the agent's script as `nobody` on SITE; its processes are ended afterwards."""
+    if os.path.isfile(SCRIPT) and not os.path.islink(SCRIPT):
+        os.chmod(SCRIPT, os.stat(SCRIPT).st_mode | 0o444)  # readable by `nobody`
+    os.chmod(os.path.dirname(SCRIPT), 0o755)
+    try:
+        run = subprocess.run(
+            ["bash", SCRIPT, SITE], timeout=60, cwd=SITE, env=ENV, stdin=subprocess.DEVNULL,
+            user=AGENT.pw_uid, group=AGENT.pw_gid, extra_groups=[], process_group=0,
+        )
+        print(f"{SCRIPT} {SITE}: exit code {run.returncode}")
+    except subprocess.TimeoutExpired:
+        print(f"FAIL: {SCRIPT} did not finish within 60 s")
+    finally:
+        end_agent_processes()
 
 
 def is_leftover(name):
@@ -63,14 +130,11 @@ def main():
     ref = os.path.join(tempfile.mkdtemp(), "site")
     subprocess.run(["bash", "/tests/make_site.sh", ref], check=True)
     subprocess.run(["bash", "/tests/make_site.sh", SITE], check=True)
+    hand_over(SITE)
     if not os.path.isfile(SCRIPT):
         print(f"FAIL: {SCRIPT} does not exist")
     else:
-        try:
-            run = subprocess.run(["bash", SCRIPT, SITE], timeout=60)
-            print(f"{SCRIPT} {SITE}: exit code {run.returncode}")
-        except subprocess.TimeoutExpired:
-            print(f"FAIL: {SCRIPT} did not finish within 60 s")
+        run_script()
     dirs, files, links = walk(ref)
     keep = {p: c for p, c in files.items() if not is_leftover(os.path.basename(p))}
     special = [p for p in keep if p.startswith("private/") or os.path.dirname(p) == "bin"]
