@@ -1,14 +1,69 @@
-"""Reference implementation + generated cases for /app/tools/buildorder.py."""
+"""Reference implementation + generated cases for /app/tools/buildorder.py.
+
+The agent's tool runs as `nobody` with a clean environment, in a folder that user owns, on case
+files it can read but not change, with /logs/verifier not writable by it (test.sh), and every
+process it leaves is killed after each case: the program under test cannot write the reward or
+outlive its run.
+"""
 import heapq
 import json
 import os
+import pwd
 import random
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 TOOL = "/app/tools/buildorder.py"
-WORK = tempfile.mkdtemp()
+AGENT = pwd.getpwnam("nobody")
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"}
+WORK = tempfile.mkdtemp()  # the case files: the verifier's, readable by `nobody`
+os.chmod(WORK, 0o755)
+RUN_DIR = os.path.join(WORK, "run")  # the tool's working folder: the user's
+os.mkdir(RUN_DIR)
+os.chown(RUN_DIR, AGENT.pw_uid, AGENT.pw_gid)
+
+
+def end_agent_processes():
+    """Kill every process of the unprivileged user until none is left."""
+    for _ in range(50):
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/status") as f:
+                        uid = next(int(x.split()[1]) for x in f if x.startswith("Uid:"))
+                except (OSError, StopIteration, ValueError):
+                    continue
+                if uid == AGENT.pw_uid:
+                    pids.append(int(entry))
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    raise SystemExit("FAIL: the tool's processes could not be ended")
+
+
+def make_readable(top):
+    """The agent's tool (and any module beside it) readable by `nobody`; links not followed."""
+    for d in ("/app", top):
+        if os.path.isdir(d) and not os.path.islink(d):
+            os.chmod(d, os.stat(d).st_mode | 0o555)
+    for root, dirs, names in os.walk(top):
+        for n in dirs + names:
+            path = os.path.join(root, n)
+            st = os.lstat(path)
+            if stat.S_ISDIR(st.st_mode):
+                os.chmod(path, stat.S_IMODE(st.st_mode) | 0o555)
+            elif stat.S_ISREG(st.st_mode):
+                os.chmod(path, stat.S_IMODE(st.st_mode) | 0o444)
 
 
 def reference(pkgs, targets):
@@ -75,11 +130,18 @@ def run(pkgs, targets, label):
     with open(path, "w") as f:
         json.dump(pkgs, f)
     want = reference(pkgs, targets)
+    os.chmod(path, 0o644)
     try:
-        p = subprocess.run(["python3", TOOL, path, *targets], capture_output=True, text=True, timeout=30)
+        p = subprocess.run(
+            ["python3", "-E", "-s", TOOL, path, *targets], capture_output=True, text=True,
+            timeout=30, cwd=RUN_DIR, env=ENV, stdin=subprocess.DEVNULL, user=AGENT.pw_uid,
+            group=AGENT.pw_gid, extra_groups=[], process_group=0,
+        )
         got = (p.returncode, p.stdout, p.stderr.strip())
     except subprocess.TimeoutExpired:
         got = ("timeout", "", "")
+    finally:
+        end_agent_processes()
     if got != want:
         print(f"FAIL [{label}] targets={targets[:5]}\n  got  exit={got[0]} stdout={got[1][:200]!r} stderr={got[2][-300:]!r}\n"
               f"  want exit={want[0]} stdout={want[1][:200]!r} stderr={want[2]!r}")
@@ -89,6 +151,7 @@ def run(pkgs, targets, label):
 
 
 def main():
+    make_readable(os.path.dirname(TOOL))
     example = json.load(open("/tests/packages.json"))
     cases = [(example, [], "example"), (example, ["web"], "example-web"),
              (example, ["docs", "tls"], "example-two-targets"), (example, ["nope"], "unknown-target")]
