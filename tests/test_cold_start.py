@@ -104,9 +104,7 @@ async def test_cold_start_trains_both_roles_and_serves_round_one(
     brief = proposer["messages"][1]["content"]
     assert "round 1" in brief.lower() or "Round 1" in brief
     with RolloutStore(cache / "rollouts.db") as store:
-        admitted = [
-            t.attempt for t in store.iter_trajectories(role="proposer") if t.attempt.reward
-        ]
+        admitted = [t.attempt for t in store.iter_trajectories(role="proposer") if t.attempt.reward]
     assert {a.metadata["stage"] for a in admitted} == {None}  # admitted: no stage failed
     # SFT reads the file as it is.
     assert {e.role for e in read_jsonl(cache / DATASET)} == {"solver", "proposer"}

@@ -83,7 +83,9 @@ def _episode_runner(loop):
 def test_an_episode_reward_is_range_checked_like_a_trials(engine_ready, tmp_path):
     """A reward a trial refuses (no 'reward' key, 1e30) is the task's fault, never a reward."""
     image = build_image("forgery", DOCKERFILE)
-    huge = write_task(tmp_path, "huge", solve="#!/bin/bash\ntrue\n", test_sh=HUGE_TEST_SH, image=image)
+    huge = write_task(
+        tmp_path, "huge", solve="#!/bin/bash\ntrue\n", test_sh=HUGE_TEST_SH, image=image
+    )
     loop = EventLoop()
     try:
         record = _episode_runner(loop)(huge, [])

@@ -51,7 +51,7 @@ RUN git init -q -b main /app/repo && cd /app/repo && git config user.name t \\
 """
 CUSTOMIZE_DOCKERFILE = SUM_DOCKERFILE + "ENV PYTHONPATH=/app\n"
 
-FORGE = 'mkdir -p /logs/verifier; echo \'{"reward": 1.0}\' > /logs/verifier/reward.json'
+FORGE = "mkdir -p /logs/verifier; echo '{\"reward\": 1.0}' > /logs/verifier/reward.json"
 Q_FORGE = shlex.quote(FORGE)
 
 NAIVE = {
