@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
+from autoenvscaling.tools.report.links import trial_dirs
+
 from . import flywheel_policy
 from .conftest import FIXTURES
 from .test_viewer_browser import Watched, browser  # noqa: F401 - the browser fixture
@@ -142,7 +144,9 @@ def check_pages(chromium: object, root: Path, hostile_attempt: str) -> None:
                     assert links == [i[:12] for i in ids]
                 oracle = next((r for r in verdict.stages if r.stage == "oracle"), None)
                 if oracle is not None and oracle.details.get("trial_dir"):
-                    assert page.locator("#oracle p.trials a").count() == 1  # its trial folder
+                    # Its trial folder, and its reruns' when the first run did not score 1.0.
+                    folders = trial_dirs([oracle.model_dump(mode="json")])
+                    assert page.locator("#oracle p.trials a").count() == len(folders) >= 1
                 w.assert_inert(TITLE)
 
             page = w.goto(f"{base}/rollouts/{hostile_attempt}")
