@@ -207,7 +207,9 @@ def host_config(
         binds={
             str(Path(h).resolve()): {"bind": c, "mode": _bind_mode(backend)} for h, c in binds or []
         },
-        tmpfs={LOGS: logs_tmpfs()},
+        # docker's archive API (upload/download) cannot reach into a tmpfs mount (moby#22020):
+        # there /logs stays in the writable layer, under that layer's cap.
+        tmpfs={LOGS: logs_tmpfs()} if backend == "podman" else None,
         ulimits=None,
     )
 
