@@ -71,7 +71,8 @@ def main() -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from autoenvscaling.training.tiny_model import TinyModelSpec, build_tiny_model
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/
+    from tests.tiny_model import TinyModelSpec, build_tiny_model
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device: run with --device cpu for a smoke run", file=sys.stderr)

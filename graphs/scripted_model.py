@@ -94,14 +94,8 @@ class ScriptedChatModel(BaseChatModel):
 
 
 def load_scripted(spec: str) -> ScriptedChatModel:
-    """`name` (registered in this process), `py:module:attr` (a factory returning a responder or a
-    reply list, for other processes such as the CLI or `langgraph dev`), or a JSON file path."""
+    """`name` (registered in this process) or a JSON file path."""
     model = ScriptedChatModel(name_=spec)
-    if spec.startswith("py:") and spec not in _REGISTRY:
-        import importlib
-
-        module, _, attr = spec.removeprefix("py:").rpartition(":")
-        register(spec, getattr(importlib.import_module(module), attr)())
     if spec in _REGISTRY:
         script = _REGISTRY[spec]
         if callable(script):

@@ -1,5 +1,6 @@
-"""A scripted shared policy for flywheel tests, importable by other processes (the CLI, a
-`langgraph dev` server) as `scripted:py:tests.flywheel_policy:shared_policy`.
+"""A scripted shared policy for flywheel tests, also in other processes (the CLI, a `langgraph dev`
+server): `python -m tests.flywheel_policy MODULE ARGS...` runs `python -m MODULE ARGS...` with the
+policy registered as `POLICY`.
 
 Only the model's replies are scripted; the tools they call act for real. Decisions depend on the
 conversation, not on call order, so a resumed run replays the same way.
@@ -8,11 +9,15 @@ conversation, not on call order, so a resumed run replays the same way.
 from __future__ import annotations
 
 import itertools
+import runpy
+import sys
 from collections.abc import Callable, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from autoenvscaling.graphs.scripted_model import reply, tool_call
+from autoenvscaling.graphs.scripted_model import register, reply, tool_call
+
+POLICY = "scripted:flywheel-shared"
 
 NUMBERS = "3\n14\n15\n92\n65\n"
 BUG = "head -n 3 /app/numbers.txt | awk '{s += $1} END {print s}'"
@@ -63,3 +68,14 @@ def shared_policy() -> Callable[[Sequence[BaseMessage]], AIMessage | str]:
         return blocks(FILES if "proposal 1 of" in brief else BROKEN)
 
     return respond
+
+
+def main(argv: list[str]) -> None:
+    """Run module `argv[0]` as `__main__` (as `python -m` does) with the policy registered."""
+    register(POLICY.removeprefix("scripted:"), shared_policy())
+    sys.argv = list(argv)
+    runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

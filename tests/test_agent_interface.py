@@ -84,7 +84,7 @@ async def test_first_model_input_is_identical_for_training_and_serving(
 
     from autoenvscaling.tools.tasks.format import load_task
     from autoenvscaling.training.grpo.sandboxes import task_starter
-    from autoenvscaling.training.tiny_model import build_tokenizer
+    from tests.tiny_model import build_tokenizer
 
     seen: dict[str, list] = {"tools": [], "calls": []}
     original_bind = ScriptedChatModel.bind_tools
@@ -149,13 +149,8 @@ def test_a_warm_up_episode_is_the_token_sequence_grpo_builds() -> None:
     from trl import GRPOTrainer
     from trl.chat_template_utils import add_response_schema, parse_response
 
-    from autoenvscaling.training.tiny_model import (
-        IM_END,
-        Demo,
-        build_tokenizer,
-        demo_rows,
-        tool_call_reply,
-    )
+    from autoenvscaling.training.sft.demos import Demo, demo_rows
+    from tests.tiny_model import IM_END, build_tokenizer, tool_call_reply
 
     tokenizer = add_response_schema(build_tokenizer())
     result = render_result("", 0)

@@ -105,7 +105,7 @@ def test_parse_agrees_with_the_trainers_parser(text: str) -> None:
     must split a reply the same way."""
     from trl.chat_template_utils import add_response_schema
 
-    from autoenvscaling.training.tiny_model import build_tokenizer
+    from tests.tiny_model import build_tokenizer
 
     tokenizer = add_response_schema(build_tokenizer())
     prompt = tokenizer.apply_chat_template(

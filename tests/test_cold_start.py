@@ -49,7 +49,7 @@ def tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
 
-    from autoenvscaling.training.tiny_model import build_tiny_model
+    from tests.tiny_model import build_tiny_model
 
     torch.set_num_threads(1)
     return build_tiny_model(tmp_path_factory.mktemp("model") / "tiny")

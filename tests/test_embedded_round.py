@@ -75,7 +75,7 @@ def warmed_model(root: Path) -> tuple[Path, Path]:
         ensure_hf_base_model,
     )
     from autoenvscaling.training.serving.gguf_convert import convert_full_model
-    from autoenvscaling.training.tiny_model import tool_call_reply
+    from tests.tiny_model import tool_call_reply
 
     assets = ensure_embedded_assets(with_converter=True)
     base = ensure_hf_base_model(assets)

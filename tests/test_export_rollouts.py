@@ -103,7 +103,7 @@ def test_jsonl_loads_with_datasets_and_renders_through_the_chat_template(tmp_pat
     import datasets
 
     from autoenvscaling.cli.main import app
-    from autoenvscaling.training.tiny_model import build_tokenizer
+    from tests.tiny_model import build_tokenizer
 
     run = _run_dir(tmp_path)
     out = tmp_path / "solver.jsonl"

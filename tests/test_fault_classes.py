@@ -44,7 +44,7 @@ from .conftest import FIXTURES
 from .fault_injection import FAULT_ENV, MESSAGE, RefusedStarts
 
 TASK = FIXTURES / "good_task"
-SCHEDULED = "autoenvscaling.tools.gate.scheduled:ScheduledAgent"
+SCHEDULED = "tests.scheduled_agent:ScheduledAgent"
 
 
 def _raised(make: Callable[[], BaseException]) -> BaseException:

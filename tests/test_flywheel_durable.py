@@ -19,14 +19,14 @@ from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.tasks.pool import Pool
 
 from .conftest import FIXTURES, REPO
-
-POLICY = "scripted:py:tests.flywheel_policy:shared_policy"
+from .flywheel_policy import POLICY
 
 
 def _cli(run_dir: Path, seed: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
+        "tests.flywheel_policy",  # the CLI, with the scripted policy registered as POLICY
         "autoenvscaling.cli.main",
         "run",
         "--run-dir",

@@ -13,7 +13,7 @@ from autoenvscaling.tools.gate import GateConfig, run_stage, validate_task
 from .conftest import FIXTURES
 
 TASK = FIXTURES / "good_task"
-SCHEDULED = "autoenvscaling.tools.gate.scheduled:ScheduledAgent"
+SCHEDULED = "tests.scheduled_agent:ScheduledAgent"
 SCRIPT = "autoenvscaling.tools.trials.script_agent:ScriptAgent"
 
 

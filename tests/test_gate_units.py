@@ -18,7 +18,7 @@ from autoenvscaling.tools.gate import (
 from autoenvscaling.tools.gate.anti_cheat.probes import hidden_files, named_in_instruction
 from autoenvscaling.tools.gate.anti_cheat.stage import executed_image_files
 from autoenvscaling.tools.gate.calibrate import near_edge
-from autoenvscaling.tools.gate.scheduled import next_attempt
+from tests.scheduled_agent import next_attempt
 
 from .conftest import FIXTURES
 

@@ -224,7 +224,7 @@ def test_constant_rewards_are_skipped_with_the_reason(tmp_path: Path) -> None:
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
 
-    from autoenvscaling.training.tiny_model import build_tiny_model
+    from tests.tiny_model import build_tiny_model
 
     torch.set_num_threads(1)
     return build_tiny_model(tmp_path_factory.mktemp("model") / "tiny")

@@ -262,8 +262,8 @@ async def test_example_renders_exactly_like_a_served_attempt(engine_ready, tmp_p
     from autoenvscaling.tools.rollouts.store import RolloutStore
     from autoenvscaling.tools.tasks.format import load_task
     from autoenvscaling.training.sft.data import solver_example
-    from autoenvscaling.training.tiny_model import build_tokenizer
     from tests.test_training_vllm_contract import Served
+    from tests.tiny_model import build_tokenizer
 
     task = SEED_DIR / "sqlite-monthly-revenue"
     stub = ScriptedOpenAI(_served_replies(task))

@@ -14,9 +14,8 @@ import httpx
 import pytest
 
 from .conftest import FIXTURES, REPO, SEED_DIR
+from .flywheel_policy import POLICY
 from .test_graph_nesting import assert_flywheel_nesting
-
-POLICY = "scripted:py:tests.flywheel_policy:shared_policy"
 
 
 def _free_port() -> int:
@@ -41,7 +40,10 @@ def server(tmp_path_factory):
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [
-                str(Path(sys.executable).parent / "langgraph"),
+                sys.executable,
+                "-m",
+                "tests.flywheel_policy",  # langgraph dev, with the scripted policy as POLICY
+                "langgraph_cli",
                 "dev",
                 "--no-browser",
                 "--no-reload",

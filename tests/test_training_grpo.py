@@ -34,7 +34,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
 
     from autoenvscaling.training.grpo.episode_env import episode_prompt, prompt_tools
-    from autoenvscaling.training.tiny_model import build_tiny_model, tool_call_reply
+    from tests.tiny_model import build_tiny_model, tool_call_reply
 
     torch.set_num_threads(1)  # a tiny model on shared cores: one thread is several times faster
 

@@ -158,12 +158,3 @@ async def diagnose(start: bool = True) -> list[BackendStatus]:
         await asyncio.to_thread(check_harbor_docker),
         await asyncio.to_thread(check_layer_cap),
     ]
-
-
-async def pick_backend() -> Backend:
-    """Default engine: podman where it works, else docker where a daemon answers."""
-    if (await check_podman(start=False)).ok:
-        return "podman"
-    if (await check_docker(start=False)).ok:
-        return "docker"
-    return "podman"

@@ -62,14 +62,6 @@ done
 """
 
 
-def pid_namespace(host_pid: int) -> str | None:
-    """The pid namespace of a host process (`pid:[4026...]`), or None when not visible."""
-    try:
-        return os.readlink(f"/proc/{host_pid}/ns/pid")
-    except OSError:
-        return None
-
-
 def _container_pids(pidns: str | None) -> list[int] | None:
     """Host pids in the container's pid namespace, or None when they are not visible from here.
 

@@ -7,7 +7,7 @@ demonstrations (loss on the reply only) fixes the format while sampling still va
     python -m autoenvscaling.training.sft.warmup --base HF_DIR --out HF_DIR --demos demos.json
 
 `demos.json`: [{"messages": [{"role": ..., "content": ...}, ...], "reply": "<tool_call>...",
-"tool_result": "...", "final": "..."}] (`tiny_model.Demo`; with `tool_result` and `final`, a
+"tool_result": "...", "final": "..."}] (`sft.demos.Demo`; with `tool_result` and `final`, a
 whole one-call episode, so the policy also learns to stop after its call).
 Runs in its own process (it imports torch); the graph process never does.
 """
@@ -27,7 +27,7 @@ def warm_up_model(
 
     from autoenvscaling.training.grpo.episode_env import prompt_tools
     from autoenvscaling.training.grpo.worker import ensure_tool_template
-    from autoenvscaling.training.tiny_model import Demo, demo_logprobs, warm_up
+    from autoenvscaling.training.sft.demos import Demo, demo_logprobs, warm_up
 
     tokenizer = AutoTokenizer.from_pretrained(base)
     ensure_tool_template(tokenizer)  # the template GRPO will render and parse tool calls with

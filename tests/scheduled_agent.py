@@ -1,4 +1,4 @@
-"""A solver with a known success rate, for calibrating the gate itself (no model).
+"""A solver with a known success rate, for calibrating the gate itself (no model): a test helper.
 
 `ScheduledAgent` is a `ScriptAgent` that solves (runs the task's reference solution) on the
 attempts its `schedule` marks and does nothing, or runs `fail_commands`, on the others. Attempts
