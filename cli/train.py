@@ -15,6 +15,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
+
 train_app = typer.Typer(help="Training commands.")
 console = Console(stderr=True)
 
@@ -84,7 +86,7 @@ def train(
     ] = None,
     max_turns: Annotated[
         int, typer.Option(help="Model calls per episode (the served solver's).")
-    ] = 8,
+    ] = SOLVER_MAX_TURNS,
     max_reply_tokens: Annotated[
         int, typer.Option(help="Cap on one reply (the served max_tokens).")
     ] = 1024,

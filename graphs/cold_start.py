@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -46,7 +47,15 @@ NO_CALIBRATION = "calibrate not run: a cold start has no solver to calibrate aga
 class ColdStartSettings(BaseModel):
     """What the cold start trains, and how hard (sized for the embedded CPU policy)."""
 
-    steps: int = Field(default=8, ge=1, description="SFT optimizer steps.")
+    epochs: dict[str, int] = Field(
+        default_factory=lambda: {"solver": 4, "proposer": 1},
+        description="Passes over each role's episodes. A solver episode is ~0.7k tokens and a "
+        "proposer's ~3.5k: four passes teach the solver's tool-call format for a fraction of "
+        "one proposer pass. A role not named gets one.",
+    )
+    steps: int | None = Field(
+        default=None, ge=1, description="SFT optimizer steps; None: one per batch of the epochs."
+    )
     batch_size: int = Field(default=1, ge=1)
     learning_rate: float = Field(default=1e-3, gt=0)
     lora_rank: int = Field(default=8, ge=1)
@@ -104,6 +113,10 @@ class ColdStartCard(BaseModel):
 
 #: The settings the dataset depends on; the others only change the SFT on it.
 _DATASET_FIELDS = {"roles", "proposer"}
+#: Bumped when the replays record differently (2: the compact proposer is served COMPACT_TOOLS).
+DATASET_VERSION = 2
+#: The SFT's input: the dataset's rows, each role's repeated for its epochs, shuffled.
+TRAIN_SET = "cold-start-train.jsonl"
 
 
 def fingerprint(
@@ -116,6 +129,7 @@ def fingerprint(
     fields = _DATASET_FIELDS if dataset else None
     blob = json.dumps(
         {
+            "version": DATASET_VERSION,
             "base": None if dataset else base_model,
             "tasks": content_hash(tasks_dir),
             "settings": settings.model_dump(mode="json", include=fields),
@@ -308,20 +322,23 @@ async def cold_start_checkpoint(
             f"cold start: no verified trajectory (solver dropped {card.solver.dropped}, "
             f"proposer dropped {card.proposer.dropped})"
         )
+    rows = training_rows(cache / DATASET, settings.epochs)
+    (cache / TRAIN_SET).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    steps = settings.steps or max(1, len(rows) // settings.batch_size)
     say(
-        f"cold start: SFT on {card.examples} verified trajectories "
-        f"({settings.steps} steps, LoRA rank {settings.lora_rank})"
+        f"cold start: SFT on {card.examples} verified trajectories, epochs {settings.epochs} "
+        f"({steps} steps, LoRA rank {settings.lora_rank})"
     )
     sft_started = time.monotonic()
     job = SFTJob(
         job_id=f"cold-start-{key[:8]}",
         base_model=base_model,
-        dataset=cache / DATASET,
+        dataset=cache / TRAIN_SET,
         work_dir=cache / "job",
         batch_size=settings.batch_size,
         max_length=settings.max_length,
         hyper=TrainHyperParams(
-            steps=settings.steps,
+            steps=steps,
             learning_rate=settings.learning_rate,
             lora_rank=settings.lora_rank,
             lora_alpha=2 * settings.lora_rank,
@@ -349,6 +366,15 @@ async def cold_start_checkpoint(
     card_path.write_text(card.model_dump_json(indent=2))
     say(f"cold start: {result.checkpoint.id} built ({_cost(card)})")
     return result.checkpoint, card
+
+
+def training_rows(dataset: Path, epochs: dict[str, int]) -> list[dict[str, Any]]:
+    """The dataset's rows, each role's `epochs[role]` times (one if unnamed), in a fixed
+    shuffled order: the roles interleave, so no stretch of steps trains one role alone."""
+    rows = [json.loads(line) for line in dataset.read_text().splitlines() if line.strip()]
+    repeated = [row for row in rows for _ in range(epochs.get(str(row.get("role")), 1))]
+    random.Random(0).shuffle(repeated)
+    return repeated
 
 
 def _cost(card: ColdStartCard) -> str:

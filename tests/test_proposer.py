@@ -208,6 +208,37 @@ async def test_a_proposer_that_never_submits_ends_at_its_budget_with_minus_one(
     )
 
 
+async def test_file_blocks_in_a_reply_are_written_and_autosubmitted_at_the_budget(
+    engine_ready, tmp_path, brief
+):
+    """A model that answers in the brief's `<file>` blocks instead of calling `write_file`
+    (small models echo the brief): the files reach the folder through the filesystem's checks,
+    the model is told so, and what the folder holds goes to the gate when the budget ends."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("host file\n")
+    # Planted from the workspace (container root): a link to a host file, to be written through.
+    plant = tool_call("run", command=f"mkdir -p solution && ln -sfn {outside} solution/solve.sh")
+    echo = register("proposer-echo", _phased([[reply("", plant), _blocks(BROKEN)]]))
+    settings = _settings(tmp_path, echo, budget=LoopBudget(max_turns=3), max_revisions=0)
+    result = await propose(brief, settings, out_dir=tmp_path / "cand")
+    cand = Path(result.candidate)
+    assert result.autosubmitted and result.submitted, result
+    assert result.stop_reason == "max_turns" and len(result.gates) == 1, result
+    assert result.verdict is not None and result.reward == -1.0  # the planted bug: rejected
+    assert outside.read_text() == "host file\n"
+    assert (cand / "instruction.md").read_text() == BROKEN["instruction.md"]
+    with RolloutStore(tmp_path / "rollouts.db") as store:
+        attempt = store.get_attempt(result.attempt_id)
+    assert attempt.metadata["autosubmitted"] is True
+    told = (tmp_path / "transcripts" / f"{result.attempt_id}.json").read_text()
+    assert "are now in the task folder: instruction.md, task.toml" in told
+    assert "solution/solve.sh (PathRefusedError)" in told
+    # Autosubmission off: the same model's attempt ends unsubmitted, as before.
+    off = settings.model_copy(update={"autosubmit": False})
+    result = await propose(brief, off, out_dir=tmp_path / "cand", index=1)
+    assert (result.submitted, result.reward, result.gates) == (False, -1.0, [])
+
+
 @pytest.mark.parametrize("arm", ["terminal", "prompt_only"])
 async def test_a_failing_model_is_an_error_outcome_not_a_crash(tmp_path, brief, arm):
     def broken(_messages):

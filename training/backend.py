@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, model_validator
 
-from autoenvscaling.tools.agents.solver_interface import OUTPUT_CHARS
+from autoenvscaling.tools.agents.solver_interface import OUTPUT_CHARS, SOLVER_MAX_TURNS
 from autoenvscaling.tools.sandbox.harbor_backends import (
     HarborBackendError,
     check_stages,
@@ -42,7 +42,7 @@ class TrainHyperParams(BaseModel):
         description="Cap on one reply: the served max_tokens (TRL: max_new_tokens per generation).",
     )
     max_turns: int = Field(
-        default=8,
+        default=SOLVER_MAX_TURNS,
         ge=1,
         description="Model calls whose tool calls run: the served solver's max_turns (TRL: "
         "max_tool_calling_iterations; TRL then lets the model reply once more to the last result, "

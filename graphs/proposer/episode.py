@@ -32,8 +32,14 @@ from autoenvscaling.graphs.proposer.settings import GateRun, ProposalResult, Pro
 from autoenvscaling.graphs.validation import ValidationInput
 from autoenvscaling.graphs.validation import graph as validation_graph
 from autoenvscaling.prompts import load_prompt
+from autoenvscaling.tools.files.rooted import RootedFs
+from autoenvscaling.tools.files.safe_paths import PathRefusedError
 from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict, sealed
-from autoenvscaling.tools.tasks.file_blocks import ReplyFormatError, parse_file_blocks
+from autoenvscaling.tools.tasks.file_blocks import (
+    ReplyFormatError,
+    parse_file_blocks,
+    read_file_blocks,
+)
 from autoenvscaling.tools.tasks.format import TaskFormatError, write_task
 from autoenvscaling.tools.tasks.snapshot import content_hash
 from autoenvscaling.tools.trials.verifier import default_to_separate
@@ -94,7 +100,7 @@ async def episode(
             break
         loop_state["messages"] = [
             *loop_state["messages"],
-            HumanMessage(load_prompt("proposer_continue")),
+            HumanMessage(_continuation(loop_state["messages"], ctx.candidate)),
         ]
         loop_state["stop_reason"] = None
     result = state["result"].model_copy(deep=True)
@@ -107,7 +113,9 @@ async def episode(
     if stop_reason == "error":
         result.outcome, result.reward, result.error = "error", None, error
         return Command(goto=END, update={**update, "result": result})
-    if ctx.terminal and stop_reason != "submitted":  # out of budget without submitting
+    if ctx.terminal and stop_reason in BUDGET_STOPS and ctx.settings.autosubmit:
+        result.autosubmitted = _holds_files(ctx.candidate)  # what the folder holds goes to the gate
+    if ctx.terminal and stop_reason != "submitted" and not result.autosubmitted:
         result.outcome = "timeout" if stop_reason == "time_budget" else "failed"
         result.reward = REWARD_VALIDATION_FAILED
         result.error = f"never submitted: stopped at {stop_reason}" + (
@@ -167,6 +175,34 @@ async def gate(
         or revision >= ctx.settings.max_revisions
     )
     return Command(goto=END if done else "revise", update={"result": result})
+
+
+#: Stops where the episode ran out of budget (not an error): the folder may be autosubmitted.
+BUDGET_STOPS = ("max_turns", "max_tokens", "time_budget")
+
+
+def _holds_files(candidate: Path) -> bool:
+    return candidate.is_dir() and any(p.is_file() for p in candidate.rglob("*"))
+
+
+def _continuation(messages: list[AnyMessage], candidate: Path) -> str:
+    """The terminal arm's answer to a reply without a tool call. `<file>` blocks in it (the
+    brief's format, which small models echo) are written to the folder as `write_file` writes
+    them (same path checks), and the answer says so; any other reply gets the reminder."""
+    reply = _last_reply(messages)
+    try:
+        files = read_file_blocks(reply.text if reply is not None else "")
+    except ReplyFormatError:
+        return load_prompt("proposer_continue")
+    fs, written, refused = RootedFs(candidate), [], []
+    for path, content in files.items():
+        try:
+            fs.write(path, content)
+            written.append(path)
+        except (PathRefusedError, OSError) as exc:
+            refused.append(f"{path} ({type(exc).__name__})")
+    note = f"; not written: {', '.join(refused)}" if refused else ""
+    return load_prompt("proposer_files_written").format(files=", ".join(written) + note)
 
 
 def revise(state: AttemptState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:

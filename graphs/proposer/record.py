@@ -222,6 +222,7 @@ def _attempt_row(
             "candidate": result.candidate,
             "revisions": result.revisions,
             "submitted": result.submitted,
+            "autosubmitted": result.autosubmitted,
             "stop_reason": result.stop_reason,
             "admitted": result.admitted,
             "tool_calls": result.tool_calls,

@@ -17,6 +17,10 @@ from autoenvscaling.mcp_servers.terminal import ShellOpener, build_terminal_serv
 from autoenvscaling.tools.sandbox import PersistentShell, SandboxLimits
 from autoenvscaling.tools.tasks.privileges import strip_privileges
 
+#: The tools the compact system prompt names (prompts/proposer_terminal_compact.md): a small
+#: policy is served these only (17 schemas cost ~2k tokens of every call; these ~0.7k).
+COMPACT_TOOLS = ("write_file", "read_file", "list_dir", "run", "check", "submit")
+
 
 def workspace_with_task(
     candidate: Path, limits: SandboxLimits, backend: str | None = None
@@ -51,7 +55,8 @@ def workspace_with_task(
 async def proposer_tools(
     settings: ProposerSettings, candidate: Path
 ) -> AsyncIterator[list[BaseTool]]:
-    """The terminal arm's MCP tools; the sandbox starts on the first terminal command."""
+    """The terminal arm's MCP tools; the sandbox starts on the first terminal command. With
+    `compact_prompt`, only COMPACT_TOOLS (the brief already carries the rollout evidence)."""
     servers = {
         "terminal": build_terminal_server(
             workspace_with_task(candidate, settings.workspace_limits, settings.gate.backend)
@@ -59,7 +64,13 @@ async def proposer_tools(
         "filesystem": build_filesystem_server(candidate),
         "gate": build_gate_server(candidate, settings.gate),
     }
-    if settings.solver_feedback and settings.store_path and Path(settings.store_path).exists():
+    compact = settings.compact_prompt
+    if (
+        settings.solver_feedback
+        and not compact
+        and settings.store_path
+        and Path(settings.store_path).exists()
+    ):
         servers["rollouts"] = build_rollouts_server(settings.store_path)
     async with open_mcp_tools(servers) as tools:
-        yield tools
+        yield [t for t in tools if t.name in COMPACT_TOOLS] if compact else tools

@@ -57,8 +57,9 @@ def cap_file_blocks(text: str, max_file_chars: int) -> str:
     return _BLOCK.sub(cap, text)
 
 
-def parse_file_blocks(text: str) -> TaskSpec:
-    """A task from a reply made of `<file path="...">` blocks (text outside them is ignored)."""
+def read_file_blocks(text: str) -> dict[str, str]:
+    """The `<file path="...">` blocks of a reply, path -> content (text outside is ignored);
+    every path relative, inside the task's folders and given once, and at least one block."""
     files: dict[str, str] = {}
     for path, content in _BLOCK.findall(text):
         path = path.strip()
@@ -78,6 +79,12 @@ def parse_file_blocks(text: str) -> TaskSpec:
             'no <file path="..."> blocks found: write every file of the task as '
             '<file path="RELATIVE/PATH">CONTENT</file>'
         )
+    return files
+
+
+def parse_file_blocks(text: str) -> TaskSpec:
+    """A task from a reply made of `<file path="...">` blocks (text outside them is ignored)."""
+    files = read_file_blocks(text)
     missing = [p for p in ("instruction.md", "task.toml", "tests/test.sh") if p not in files]
     if missing:
         raise ReplyFormatError(f"missing file blocks for {', '.join(missing)}: a task needs them")

@@ -343,7 +343,7 @@ def run(job: TrainJob) -> WorkerResult:
     from trl.trainer.grpo_trainer import GRPOTrainer
 
     from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
-    from autoenvscaling.training.grpo.fused_head import score_labelled_positions_only
+    from autoenvscaling.training.trl_adapter import score_labelled_positions_only
     from autoenvscaling.training.grpo.heap import trim_heap_between_passes
     from autoenvscaling.training.grpo.sandboxes import task_starter
 

@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-from autoenvscaling.training.grpo.fused_head import score_labelled_positions_only
+from autoenvscaling.training.trl_adapter import score_labelled_positions_only
 from autoenvscaling.training.grpo.worker import (
     _change_norm,
     _trainable_snapshot,
