@@ -24,6 +24,11 @@ from autoenvscaling.tools.text_cap import cap_text
 
 #: The tool result a model sees is capped to this many bytes (head + tail), on every path.
 OUTPUT_CHARS = 2000
+#: The solver's turn limit (model calls per attempt) wherever none is given: the flywheel's
+#: `solver_max_turns`, `autoenvscaling solve`, the solver graph served to Studio, the gate's
+#: calibration solver and a GRPO episode (TRL's tool-calling iterations) all default to it. Only
+#: the embedded preset differs (graphs/config.py: a 135M policy on 2 CPU cores).
+SOLVER_MAX_TURNS = 8
 RUN_TIMEOUT_SEC = 60.0
 READ_TIMEOUT_SEC = 10.0
 MAX_TIMEOUT_SEC = 600.0
