@@ -37,7 +37,7 @@ from autoenvscaling.tools.tasks.format import HarborTask, load_task
 
 os.environ.setdefault("HARBOR_TELEMETRY", "0")
 REPO = Path(__file__).resolve().parents[1]
-PODMAN_ENV = "autoenvscaling.tools.sandbox.harbor_env:PodmanEnvironment"
+PODMAN_ENV = "autoenvscaling.tools.sandbox.harbor_env:HardenedPodmanEnvironment"
 console = Console()
 
 

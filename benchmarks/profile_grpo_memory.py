@@ -71,7 +71,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM
     from trl.trainer.utils import add_fused_lm_head
 
-    from autoenvscaling.training.grpo.fused_head import score_labelled_positions_only
+    from autoenvscaling.training.trl_adapter import score_labelled_positions_only
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -307,7 +307,7 @@ CAUSES = """
 - **MCP call overhead**: cProfile over 100 in-memory `run("true")` calls: `jsonschema.validate`
   took 88% of the time (19 of 22 ms a call), 97% of it in `check_schema` — mcp 1.x re-checks the
   tool's schema against the JSON-Schema metaschema and builds a new validator on every call
-  (server output, client output). Fix: mcp_servers/schema_cache.py, one checked validator per
+  (server output, client output). Fix: mcp_servers/mcp_adapter.py, one checked validator per
   schema (same verdicts; mcp 2 does this itself). Not the transport: stdio and HTTP paid it too.
 - **Store search**: timing query variants on 110k steps: bm25 ranking of all 50k matches of a
   common phrase took ~120 ms, snippets and the join almost nothing (`LIMIT 20` alone: <1 ms).
@@ -327,7 +327,7 @@ CAUSES = """
      the labelled positions), in 4,096 x 32,768 float32 tiles with several tile-sized
      temporaries: +544 MB at 1,326 positions (+1,619 vs +1,075 MB), ~0.5 GB a tile and GBs at
      the embedded step's ~5,400 positions whatever checkpointing does. Fix:
-     training/grpo/fused_head.py scores only the completion positions on CPU too (identical
+     training/trl_adapter.py scores only the completion positions on CPU too (identical
      log-probabilities and gradients: tests/test_fused_head.py), and the pass is ~22% faster.
   3. one pass over all of the step's rollouts. Fix: TrainHyperParams.micro_batch_size=1: the
      rollouts are still generated, scored and normalised together and their gradients summed

@@ -34,7 +34,7 @@ async def open_mcp_sessions(
             sessions = {
                 name: await stack.enter_async_context(
                     create_connected_server_and_client_session(
-                        server._mcp_server,
+                        server,
                         read_timeout_seconds=timeout,  # the SDK's own way
                     )
                 )

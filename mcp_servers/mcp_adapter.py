@@ -1,4 +1,9 @@
-"""Cached JSON-Schema validators for MCP tool calls (mcp < 2).
+"""mcp's adapter: the one module that touches private parts of mcp (tests/test_public_apis.py).
+
+Cached JSON-Schema validators for MCP tool calls (mcp < 2). mcp has no public knob for how it
+validates: the server calls its module's `jsonschema.validate`, the client its private
+`ClientSession._validate_tool_result`. tests/test_adapters.py fails when an mcp upgrade moves
+either.
 
 mcp 1.x validates tool calls with `jsonschema.validate` (the server: the structured result, and
 the arguments where asked; the client: the structured result). `validate` checks the schema

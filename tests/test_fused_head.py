@@ -1,6 +1,6 @@
 """The GRPO worker's memory settings change how it computes, never what it learns.
 
-- training/grpo/fused_head.py: TRL's fused LM head on CPU scores only the labelled (completion)
+- training/trl_adapter.py: TRL's fused LM head on CPU scores only the labelled (completion)
   positions, as it does on CUDA: the same log-probabilities, entropies and gradients as TRL's
   own CPU path, over fewer rows (a spy counts them, so a TRL that moves its decision point fails
   here instead of silently measuring the old path).
@@ -42,7 +42,7 @@ def test_completion_only_head_scores_the_same_with_fewer_rows(monkeypatch) -> No
     import trl.trainer.utils as trl_utils
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from autoenvscaling.training.grpo.fused_head import score_labelled_positions_only
+    from autoenvscaling.training.trl_adapter import score_labelled_positions_only
 
     monkeypatch.setattr(trl_utils, "_use_triton", trl_utils._use_triton)  # restored afterwards
     rows: list[int] = []
@@ -98,7 +98,7 @@ def test_completion_only_head_scores_the_same_with_fewer_rows(monkeypatch) -> No
 def test_the_switch_keeps_trl_s_own_path(monkeypatch) -> None:
     import trl.trainer.utils as trl_utils
 
-    from autoenvscaling.training.grpo.fused_head import score_labelled_positions_only
+    from autoenvscaling.training.trl_adapter import score_labelled_positions_only
 
     monkeypatch.setattr(trl_utils, "_use_triton", trl_utils._use_triton)
     before = trl_utils._use_triton

@@ -20,7 +20,6 @@ from autoenvscaling.tools.sandbox.harbor_backends import (
     capability_table,
     check_stages,
     environment_config,
-    pip_extra,
 )
 from autoenvscaling.tools.trials.trial import ENVIRONMENTS
 
@@ -42,7 +41,7 @@ def test_cloud_type_config_passes_harbors_options_through(kind, tmp_path):
         2,
         {"A": "1"},
     )
-    # Harbor accepts it as a trial's environment, and knows the extra that brings the SDK.
+    # Harbor accepts it as a trial's environment.
     trial = TrialConfig(
         task=TaskConfig(path=tmp_path),
         trials_dir=tmp_path / "trials",
@@ -50,7 +49,6 @@ def test_cloud_type_config_passes_harbors_options_through(kind, tmp_path):
         environment=config,
     )
     assert trial.environment.type == config.type
-    assert pip_extra(f"harbor:{kind}") == kind
 
 
 def test_our_backends_keep_their_import_path_and_bad_names_explain():

@@ -10,7 +10,7 @@ from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 from pydantic import BaseModel
 
-from autoenvscaling.mcp_servers import schema_cache
+from autoenvscaling.mcp_servers import mcp_adapter as schema_cache
 from autoenvscaling.tools.rollouts.models import Attempt, Step
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.tasks.similarity import DedupIndex, words

@@ -1,4 +1,8 @@
-"""Bound the memory of TRL's fused LM head on CPU: score only the positions that have a label.
+"""TRL's adapter: the one module that touches a private part of TRL (tests/test_public_apis.py).
+
+Bound the memory of TRL's fused LM head on CPU: score only the positions that have a label. TRL
+has no public switch for it; `trl.trainer.utils._use_triton` decides, and tests/test_fused_head.py
+fails when a TRL upgrade moves it or changes what it decides.
 
 GRPOTrainer computes the completion's log-probabilities through TRL's chunked ("fused") LM head,
 which never holds the whole (batch, sequence, vocabulary) logits. On CUDA it projects only the

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import override
 
-from autoenvscaling.tools.sandbox.harbor_env import PodmanEnvironment
+from autoenvscaling.tools.sandbox.harbor_env import HardenedPodmanEnvironment
 
 IMPORT_PATH = "tests.security.naive_env:NaiveEnvironment"
 
 
-class NaiveEnvironment(PodmanEnvironment):
+class NaiveEnvironment(HardenedPodmanEnvironment):
     @override
     async def end_agent_processes(self) -> int:
         return 0

@@ -156,12 +156,3 @@ def environment_config(
         return EnvironmentConfig(**base, **options)
     except (ValidationError, TypeError) as exc:
         raise HarborBackendError(f"Harbor rejects the environment options: {exc}") from None
-
-
-def pip_extra(backend: str) -> str | None:
-    """The Harbor extra that brings a type's vendor SDK (None for built-in engines)."""
-    from harbor.environments.factory import _ENVIRONMENT_REGISTRY
-    from harbor.models.environment_type import EnvironmentType
-
-    entry = _ENVIRONMENT_REGISTRY.get(EnvironmentType(backend.removeprefix(PREFIX)))
-    return entry.pip_extra if entry else None

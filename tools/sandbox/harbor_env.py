@@ -1,6 +1,6 @@
 """Our sandboxes as Harbor custom environments, so real Harbor runs trials on them:
 
-    harbor run -p TASK -a oracle -e autoenvscaling.tools.sandbox.harbor_env:PodmanEnvironment
+    harbor run -p TASK -a oracle -e autoenvscaling.tools.sandbox.harbor_env:HardenedPodmanEnvironment
 
 Harbor owns the trial (agent phase, tests hidden until the agent is done, verifier, reward files);
 this adapter only maps its `BaseEnvironment` calls onto a `Sandbox`. A Harbor agent of ours reaches
@@ -23,6 +23,7 @@ from harbor.environments.capabilities import (
 from harbor.environments.definition import require_agent_environment_definition
 from harbor.models.trial.paths import EnvironmentPaths
 
+from autoenvscaling.tools import harbor_adapter
 from autoenvscaling.tools.sandbox.base import (
     Backend,
     BuildError,
@@ -61,11 +62,8 @@ class SandboxEnvironment(BaseEnvironment, abc.ABC):
 
     def _limits(self) -> SandboxLimits:
         # Clamped to the configured maxima when the container starts (profile.clamp).
-        return SandboxLimits(
-            memory_mb=self._effective_memory_mb or DEFAULT_MEMORY_MB,
-            cpus=self._effective_cpus,
-            disk_mb=self._effective_storage_mb,
-        )
+        memory_mb, cpus, disk_mb = harbor_adapter.resources(self)
+        return SandboxLimits(memory_mb=memory_mb or DEFAULT_MEMORY_MB, cpus=cpus, disk_mb=disk_mb)
 
     @abc.abstractmethod
     async def _start_sandbox(self, force_build: bool) -> Sandbox:
@@ -91,7 +89,7 @@ class SandboxEnvironment(BaseEnvironment, abc.ABC):
         self._sandbox = await self._start_sandbox(force_build)
         paths = EnvironmentPaths.for_os(self.os)
         await self.ensure_dirs([paths.agent_dir, paths.verifier_dir, paths.artifacts_dir])
-        await self._upload_environment_dir_after_start()
+        await harbor_adapter.upload_environment_dir(self)
 
     @override
     async def stop(self, delete: bool) -> None:
@@ -110,9 +108,9 @@ class SandboxEnvironment(BaseEnvironment, abc.ABC):
         result = await self.sandbox.exec(
             command,
             cwd=cwd or self.task_env_config.workdir,
-            env=self._merge_env(env),
+            env=harbor_adapter.exec_env(self, env),
             timeout_sec=timeout_sec,
-            user=self._resolve_user(user),
+            user=harbor_adapter.exec_user(self, user),
         )
         if result.timed_out:
             # Harbor's own backends signal a timeout this way; its verifier maps it to a failure.
@@ -250,7 +248,7 @@ class EngineEnvironment(SandboxEnvironment):
             image.tag,
             backend=self.engine,
             limits=self._limits(),
-            env=dict(self._startup_env()),
+            env=harbor_adapter.startup_env(self),
             workdir=self.task_env_config.workdir,
             network=self.network,
         )
@@ -282,7 +280,7 @@ class EngineEnvironment(SandboxEnvironment):
         return killed
 
 
-class PodmanEnvironment(EngineEnvironment):
+class HardenedPodmanEnvironment(EngineEnvironment):
     """podman (the default): our own `podman system service`, started and stopped by us."""
 
     engine: ClassVar[Backend] = "podman"
@@ -293,7 +291,7 @@ class PodmanEnvironment(EngineEnvironment):
         return "podman-sdk"
 
 
-class DockerEnvironment(EngineEnvironment):
+class HardenedDockerEnvironment(EngineEnvironment):
     """A docker daemon that already answers (DOCKER_HOST or the default socket)."""
 
     engine: ClassVar[Backend] = "docker"
@@ -306,6 +304,6 @@ class DockerEnvironment(EngineEnvironment):
 
 #: The Harbor environment class of each engine (`harbor run -e <import path>`).
 ENVIRONMENTS: dict[Backend, str] = {
-    "podman": "autoenvscaling.tools.sandbox.harbor_env:PodmanEnvironment",
-    "docker": "autoenvscaling.tools.sandbox.harbor_env:DockerEnvironment",
+    "podman": "autoenvscaling.tools.sandbox.harbor_env:HardenedPodmanEnvironment",
+    "docker": "autoenvscaling.tools.sandbox.harbor_env:HardenedDockerEnvironment",
 }

@@ -7,12 +7,12 @@ daemon thread of its own (see `in_daemon_thread`).
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from autoenvscaling.tools.sandbox.docker_adapter import exec_socket, shutdown
 from autoenvscaling.tools.sandbox.shell import _Pending
 
 # A command is done when its process exits; the engine waits up to 2 s for a background child
@@ -54,8 +54,7 @@ def in_daemon_thread[T](fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
 def pump(api: Any, exec_id: str, out: _Pending, err: _Pending, sockets: list[Any]) -> None:
     from docker.utils.socket import STDOUT, frames_iter
 
-    sock = api.exec_start(exec_id, socket=True)
-    api._disable_socket_timeout(sock)  # a quiet command may print nothing for minutes
+    sock = exec_socket(api, exec_id)  # no read timeout: a command may be quiet for minutes
     sockets.append(sock)
     try:
         for stream, data in frames_iter(sock, False):
@@ -71,10 +70,7 @@ def pump(api: Any, exec_id: str, out: _Pending, err: _Pending, sockets: list[Any
 
 def cut(sockets: list[Any]) -> None:
     for sock in sockets:
-        try:
-            getattr(sock, "_sock", sock).shutdown(socket.SHUT_RDWR)
-        except (OSError, AttributeError):  # already closed: its _sock is None
-            pass
+        shutdown(sock)
 
 
 async def finish(pump: asyncio.Future[None], sockets: list[Any]) -> None:

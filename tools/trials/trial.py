@@ -34,8 +34,8 @@ BackendName = Literal[Backend, "harbor-docker"]
 TrialBackend = BackendName | str
 
 ENVIRONMENTS: dict[str, dict[str, str]] = {
-    "podman": {"import_path": "autoenvscaling.tools.sandbox.harbor_env:PodmanEnvironment"},
-    "docker": {"import_path": "autoenvscaling.tools.sandbox.harbor_env:DockerEnvironment"},
+    "podman": {"import_path": "autoenvscaling.tools.sandbox.harbor_env:HardenedPodmanEnvironment"},
+    "docker": {"import_path": "autoenvscaling.tools.sandbox.harbor_env:HardenedDockerEnvironment"},
     # Harbor's own docker backend; needs `docker compose` v2 on the machine.
     "harbor-docker": {"type": "docker"},
 }

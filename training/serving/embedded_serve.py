@@ -184,6 +184,8 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
     from llama_cpp.server.model import LlamaProxy
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
+    from autoenvscaling.training.serving.llama_cpp_adapter import create_app
+
     def error(status: int, message: str, kind: str) -> JSONResponse:
         # vLLM's error body shape, which clients (and VLLMPolicyServer) read
         return JSONResponse(
@@ -191,32 +193,47 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
         )
 
     class StrictLlamaProxy(LlamaProxy):
-        """LlamaProxy that refuses unknown model names instead of serving the default one."""
+        """LlamaProxy that refuses unknown model names instead of serving the default one, and
+        loads and unloads models by name. Keeps its own table of what it serves and reaches the
+        parent only through its public methods (`proxy[name] = settings`, `proxy(name)`)."""
+
+        def __init__(self, models: list[ModelSettings]) -> None:
+            super().__init__(models=models)
+            self.base_name = str(models[0].model_alias)
+            self.served = {str(m.model_alias): m for m in models}
+            self.current_name = self.base_name
+
+        def __iter__(self):  # noqa: ANN204 - the names served (/v1/models lists them)
+            return iter(list(self.served))
+
+        def __contains__(self, name: object) -> bool:
+            return name in self.served
 
         def __call__(self, model: str | None = None):
-            if model is not None and model not in self._model_settings_dict:
+            if model is not None and model not in self.served:
                 raise HTTPException(
-                    404,
-                    f"The model `{model}` does not exist. Served: "
-                    f"{sorted(self._model_settings_dict)}",
+                    404, f"The model `{model}` does not exist. Served: {sorted(self.served)}"
                 )
-            return super().__call__(model)
+            llama = super().__call__(model)
+            self.current_name = model or self.base_name
+            return llama
 
         def add(self, name: str, settings: ModelSettings) -> None:
             """Register `name` and load it now, so a bad file fails here and not on a request."""
-            self._model_settings_dict[name] = settings
+            self[name] = settings
+            self.served[name] = settings
             try:
-                super().__call__(name)
+                self(name)
             except BaseException:
-                del self._model_settings_dict[name]
+                del self.served[name]
                 raise
 
         def remove(self, name: str) -> None:
-            if name == self._default_model_alias:
+            if name == self.base_name:
                 raise ValueError(f"the base model {name!r} cannot be unloaded")
-            del self._model_settings_dict[name]
-            if self._current_model_alias == name:
-                super().__call__(self._default_model_alias)
+            del self.served[name]
+            if self.current_name == name:
+                self(self.base_name)
 
     from autoenvscaling.training.chat_format import tool_chat_template
     from autoenvscaling.training.serving.tool_chat import HANDLER_NAME, register
@@ -242,9 +259,7 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
     )
     # Two clients (proposer and solver) may stream at once: do not cut one off for the other.
     server = ServerSettings(host=config.host, port=config.port, interrupt_requests=False)
-    # create_app builds its proxy from this module name (imported there, not re-exported).
-    llama_app.LlamaProxy = StrictLlamaProxy  # pyright: ignore[reportPrivateImportUsage]
-    app = llama_app.create_app(server_settings=server, model_settings=[base])
+    app = create_app(StrictLlamaProxy, server, [base])
     proxy_dependency = Depends(llama_app.get_llama_proxy)  # holds the server's model lock
 
     @app.exception_handler(HTTPException)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from harbor.lint import LintRule
 from harbor.lint import lint_task as harbor_lint_task
 
 from autoenvscaling.tools.gate.lint.model import LintContext, Severity
+from autoenvscaling.tools.harbor_adapter import pip_install_packages
 
 # Harbor rules we take over, with our severity. Left out on purpose: shared-verifier and
 # root-agent (our trials use the shared verifier as root, like TB2), unpinned-image (the
@@ -64,17 +64,14 @@ _MORE_VALUE_FLAGS = frozenset(
 def _unpinned_packages(path: Path, line: int) -> list[str] | None:
     """The unpinned packages Harbor saw on `line`, found with Harbor's own parser, less option
     values; None when the line cannot be read again (the message is then generic)."""
-    try:  # private helpers of harbor 0.25 (pinned <0.26); without them the message is generic
-        from harbor.lint.task import _commands, _lines, _packages, _unpinned
-
-        text = dict(_lines(path.read_text(encoding="utf-8"))).get(line, "")
+    try:  # Harbor's parser has no public door (tools/harbor_adapter.py)
+        commands = list(pip_install_packages(path, line))
     except (ImportError, OSError, ValueError):
         return None
-    text = re.sub(r"^\s*RUN\s+(?:--\S+\s+)*", "", text, flags=re.IGNORECASE)
     out = []
-    for command, _ in _commands(text):
+    for command, unpinned in commands:
         values = {b for a, b in zip(command, command[1:], strict=False) if a in _MORE_VALUE_FLAGS}
-        out += [p for p in _packages(command) if _unpinned(p) and p not in values]
+        out += [p for p in unpinned if p not in values]
     return out
 
 
