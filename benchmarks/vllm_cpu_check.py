@@ -77,7 +77,7 @@ def trainer_side(out: Path, adapter_dir: Path) -> None:
     from autoenvscaling.tools.agents.solver_interface import openai_tools, system_prompt
     from autoenvscaling.tools.rollouts.transcripts import chat_messages
     from autoenvscaling.training.grpo.episode_env import prompt_tools
-    from autoenvscaling.training.grpo.worker import ensure_tool_template
+    from autoenvscaling.training.policy_loading import ensure_tool_template
     from autoenvscaling.training.serving.embedded_setup import (
         ensure_embedded_assets,
         ensure_hf_base_model,

@@ -252,7 +252,7 @@ def test_served_prompt_ids_are_the_trainers(server, model_path):
     from autoenvscaling.tools.agents.solver_interface import openai_tools, system_prompt
     from autoenvscaling.tools.rollouts.transcripts import chat_messages
     from autoenvscaling.training.grpo.episode_env import prompt_tools
-    from autoenvscaling.training.grpo.worker import ensure_tool_template
+    from autoenvscaling.training.policy_loading import ensure_tool_template
     from autoenvscaling.training.serving.embedded_setup import ensure_hf_base_model
 
     conversation = [

@@ -238,7 +238,7 @@ def test_chatml_template_without_tools_gets_a_tool_template(tiny_model) -> None:
     from transformers import AutoTokenizer
     from trl.chat_template_utils import qwen2_5_chat_template
 
-    from autoenvscaling.training.grpo.worker import ensure_tool_template
+    from autoenvscaling.training.policy_loading import ensure_tool_template
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     assert ensure_tool_template(tokenizer) is None  # already Qwen2.5: kept

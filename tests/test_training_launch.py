@@ -9,12 +9,10 @@ import pytest
 
 from autoenvscaling.training.backend import TrainingError
 from autoenvscaling.training.checkpoints import CheckpointRegistry
-from autoenvscaling.training.grpo.trl_backend import (
-    CONFIG_DIR,
-    WORKER_MODULE,
-    AccelerateLauncher,
-    TRLGRPOBackend,
-)
+from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
+from autoenvscaling.training.worker_backend import CONFIG_DIR, AccelerateLauncher
+
+WORKER_MODULE = TRLGRPOBackend.worker_module
 
 CONFIGS = sorted(CONFIG_DIR.glob("*.yaml"))
 

@@ -8,7 +8,7 @@ acts in another (the embedded server once dropped every tool result on the floor
   read from TRL's own file: no copy of it lives here. TRL's trainers recognise that exact text
   (their response parser for it is built in), and it only needs ChatML's special tokens, which
   SmolLM2 (the embedded policy) has; SmolLM2's own template renders no tools at all. The trainer
-  puts it on the tokenizer (`training/grpo/worker.py`), the embedded server renders every request
+  puts it on the tokenizer (`training/policy_loading.py`), the embedded server renders every request
   with it (`training/serving/embedded_serve.py`), and a vLLM server gets it with `--chat-template`
   (`write_tool_template`, README);
 - **wire -> template**: what an OpenAI client sends (tool-call arguments as JSON strings, `null`

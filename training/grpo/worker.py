@@ -12,7 +12,6 @@ inside the functions that use them, so importing this module is cheap.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -20,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from autoenvscaling.training.backend import TrainHyperParams, TrainJob
+from autoenvscaling.training.policy_loading import load_policy
+from autoenvscaling.training.trl_worker import save_weights, start_job, train, trl_config
 from autoenvscaling.training.worker_protocol import (
-    WEIGHTS_DIR,
     WORKER_ENV,
     WorkerResult,
     emit,
@@ -75,109 +75,6 @@ def dropped_episodes(records: list[dict[str, Any]]) -> dict[str, Any]:
             f"{n}x {reason[:300]}" for reason, n in reasons.most_common(3)
         )
     return counts
-
-
-def start_job(job: TrainJob) -> tuple[Path, str]:
-    """What every worker does first: its work folder, torch's threads, the device, the `load`
-    event. Returns (work folder, device)."""
-    import torch
-
-    work = Path(job.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    if job.hyper.torch_threads:
-        torch.set_num_threads(job.hyper.torch_threads)
-    device = _device(job)
-    message = f"loading {job.base_model} on {device}"
-    emit("load", job.job_id, total=job.hyper.steps, message=message)
-    return work, device
-
-
-def _device(job: TrainJob) -> str:
-    import torch
-
-    if job.hyper.device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if job.hyper.device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device='cuda' was asked for but torch sees no CUDA device")
-    return job.hyper.device
-
-
-def ensure_tool_template(tokenizer) -> str | None:
-    """Make the chat template one TRL can render tools with and parse tool calls from.
-
-    A known tool-capable template is kept. A ChatML tokenizer whose template has no tool support
-    (SmolLM2, the embedded default) gets TRL's Qwen2.5 template, which is ChatML plus the
-    `<tool_call>` JSON format. Returns a note when the template was replaced.
-    """
-    from trl.chat_template_utils import add_response_schema, supports_tool_calling
-
-    from autoenvscaling.training.chat_format import CHATML_TOKENS, END_OF_TURN, tool_chat_template
-
-    if tokenizer.chat_template and supports_tool_calling(tokenizer):
-        try:
-            add_response_schema(tokenizer)
-            return None
-        except ValueError:
-            pass  # tool-capable but unknown to TRL's parsers: fall through
-    vocab = tokenizer.get_vocab()
-    if all(token in vocab for token in CHATML_TOKENS):
-        # The policy's chat format, the one its server renders with (training/chat_format.py).
-        tokenizer.chat_template = tool_chat_template()
-        tokenizer.eos_token = END_OF_TURN  # ChatML turns end here; generation must stop here
-        add_response_schema(tokenizer)
-        return (
-            "the model's chat template has no tool calling TRL can parse; using TRL's "
-            "Qwen2.5 ChatML template (tool calls as <tool_call> JSON)"
-        )
-    raise ValueError(
-        "the base model's chat template supports no tool calling TRL can parse and "
-        "the tokenizer is not ChatML: give the model a tool-capable chat template"
-    )
-
-
-def load_policy(job: TrainJob, device: str):
-    """(model, tokenizer, peft_config, kind, base_of_new_checkpoint) for this job."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    hyper, parent = job.hyper, job.parent
-    model_path = (
-        str(parent.path) if parent is not None and parent.kind == "full" else job.base_model
-    )
-    # bf16 weights only for a frozen LoRA base; trained weights stay fp32 (bf16 autocast computes)
-    # because an Adam step of ~lr is below bf16's resolution and would be rounded away.
-    dtype = torch.bfloat16 if device == "cuda" and hyper.lora else torch.float32
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    tokenizer.padding_side = "left"
-    note = ensure_tool_template(tokenizer)
-    if note:
-        emit("load", job.job_id, message=note)
-    if tokenizer.pad_token is None:
-        vocab = tokenizer.get_vocab()
-        tokenizer.pad_token = "<|endoftext|>" if "<|endoftext|>" in vocab else tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    peft_config = None
-    if parent is not None and parent.kind == "lora":
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, str(parent.path), is_trainable=hyper.lora)
-        if not hyper.lora:  # full fine-tuning continues from the merged weights
-            model = model.merge_and_unload()
-            model.requires_grad_(True)  # peft froze the base weights when it loaded the adapter
-    elif hyper.lora:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(
-            r=hyper.lora_rank,
-            lora_alpha=hyper.lora_alpha,
-            lora_dropout=0.0,
-            target_modules=hyper.lora_target_modules,
-            task_type="CAUSAL_LM",
-        )
-    kind = "lora" if hyper.lora else "full"
-    return model, tokenizer, peft_config, kind, model_path
 
 
 def step_plan(job: TrainJob) -> list[list[str]]:
@@ -270,20 +167,6 @@ def trained_episode(hyper: TrainHyperParams, prompt_tokens: int) -> dict[str, An
     }
 
 
-def _trainable_snapshot(model) -> dict[str, Any]:
-    return {
-        n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters() if p.requires_grad
-    }
-
-
-def _change_norm(model, before: dict[str, Any]) -> float:
-    total = 0.0
-    for name, param in model.named_parameters():
-        if name in before:
-            total += float((param.detach().to("cpu").float() - before[name].float()).pow(2).sum())
-    return math.sqrt(total)
-
-
 def make_reward_func(loop, stats: GroupStats, records: list[dict[str, Any]], job_id: str):
     """The GRPO reward: every rollout's verifier, run concurrently once the batch is generated.
 
@@ -343,14 +226,14 @@ def run(job: TrainJob) -> WorkerResult:
     from trl.trainer.grpo_trainer import GRPOTrainer
 
     from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
-    from autoenvscaling.training.trl_adapter import score_labelled_positions_only
     from autoenvscaling.training.grpo.heap import trim_heap_between_passes
     from autoenvscaling.training.grpo.sandboxes import task_starter
+    from autoenvscaling.training.trl_adapter import score_labelled_positions_only
 
     started = time.monotonic()
     hyper = job.hyper
     score_labelled_positions_only()  # CPU: TRL's LM head scores only completion tokens (as on CUDA)
-    work, device = start_job(job)
+    device = start_job(job, GRPOConfig)
     model, tokenizer, peft_config, kind, new_base = load_policy(job, device)
     plan = step_plan(job)
     dataset = build_dataset(job)
@@ -369,13 +252,12 @@ def run(job: TrainJob) -> WorkerResult:
     def factory() -> TaskEpisode:
         return TaskEpisode(loop, start, episode_config)
 
-    cuda = device == "cuda"
     # One optimizer step per generation batch, its gradient accumulated over passes of per_pass.
     per_pass, passes = hyper.passes(hyper.num_generations * tasks_per_step)
-    config = GRPOConfig(
-        output_dir=str(work / "trainer"),
-        max_steps=hyper.steps,
-        learning_rate=hyper.learning_rate,
+    config = trl_config(
+        GRPOConfig,
+        job,
+        device,
         per_device_train_batch_size=per_pass,
         gradient_accumulation_steps=passes,
         num_generations=hyper.num_generations,
@@ -384,19 +266,10 @@ def run(job: TrainJob) -> WorkerResult:
         generation_kwargs=hyper.generation_kwargs(),
         temperature=hyper.temperature,
         beta=hyper.beta,
-        seed=hyper.seed,
-        use_cpu=not cuda,
-        bf16=cuda,
-        gradient_checkpointing=hyper.gradient_checkpointing,
         use_vllm=hyper.use_vllm,
         vllm_mode=hyper.vllm_mode,
         vllm_server_base_url=hyper.vllm_server_base_url,
         vllm_gpu_memory_utilization=hyper.vllm_gpu_memory_utilization,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
         shuffle_dataset=False,  # the step plan's order is the training order
     )
 
@@ -415,15 +288,11 @@ def run(job: TrainJob) -> WorkerResult:
     # Read back what TRL will generate with (transformers backend): the served reply cap or not.
     generation = getattr(trainer, "generation_config", None)
     episode["trl_max_new_tokens"] = getattr(generation, "max_new_tokens", None)
-    before = _trainable_snapshot(trainer.model)
-    output = trainer.train()
-    change = _change_norm(trainer.model, before)
+    trained = train(trainer, job)
     loop.stop()
 
-    history = [h for h in trainer.state.log_history if "loss" in h or "reward" in h]
     metrics: dict[str, Any] = {
-        "train_loss": output.training_loss,
-        "param_change_l2": change,
+        **trained,
         "reward_mean": (sum(stats.rewards) / len(stats.rewards)) if stats.rewards else None,
         "episodes": len(records),
         "episodes_scored": len(stats.rewards),
@@ -432,7 +301,6 @@ def run(job: TrainJob) -> WorkerResult:
         "device": device,
         "episode": episode,
         "duration_sec": round(time.monotonic() - started, 2),
-        "log_history": history,
     }
     result = WorkerResult(
         job_id=job.job_id,
@@ -445,7 +313,9 @@ def run(job: TrainJob) -> WorkerResult:
         episodes=records,
         step_tasks=_steps_of(records, hyper.num_generations * tasks_per_step) or plan,
     )
-    if stats.groups_total == 0 or stats.groups_no_variance == stats.groups_total:
+    # A resumed job's earlier steps (before the kill) are not in `stats`: it always saves.
+    no_variance = stats.groups_no_variance == stats.groups_total
+    if no_variance and not trained["resumed_from"]:
         result.reason = (
             f"no reward variance in any of {stats.groups_total} groups "
             "(every scored rollout of each task scored the same): nothing to learn, "
@@ -459,14 +329,7 @@ def run(job: TrainJob) -> WorkerResult:
                 f"{metrics['episodes_task_fault']} the task's fault)"
             )
         return result
-    emit("save", job.job_id, step=result.steps_done, total=hyper.steps, message="saving weights")
-    weights = work / WEIGHTS_DIR
-    # A PreTrainedModel or PeftModel here; transformers types Trainer.model as any nn.Module.
-    trainer.model.save_pretrained(str(weights))  # pyright: ignore[reportOptionalMemberAccess, reportCallIssue]
-    if kind == "full":
-        tokenizer.save_pretrained(str(weights))
-    result.weights_dir = str(weights)
-    return result
+    return save_weights(trainer, tokenizer, job, result)
 
 
 def main(argv: list[str] | None = None) -> int:

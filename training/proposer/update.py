@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.rollouts.transcripts import load_transcript, normalized
 from autoenvscaling.training.backend import TrainJob
-from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
+from autoenvscaling.training.worker_backend import WorkerBackend
 
 #: The sampling temperature of an attempt recorded before attempts recorded it (ModelConfig's).
 DEFAULT_TEMPERATURE = 0.7
@@ -283,7 +283,7 @@ class ProposerJob(TrainJob):
         )
 
 
-class TRLProposerBackend(TRLGRPOBackend):
+class TRLProposerBackend(WorkerBackend):
     """TRL GRPOTrainer over recorded proposer rollouts in a child Python; publishes like GRPO."""
 
     worker_module = "autoenvscaling.training.proposer.worker"

@@ -22,21 +22,11 @@ import sys
 import time
 from typing import Any
 
-from autoenvscaling.training.trl_adapter import score_labelled_positions_only
-from autoenvscaling.training.grpo.worker import (
-    _change_norm,
-    _trainable_snapshot,
-    load_policy,
-    start_job,
-)
+from autoenvscaling.training.policy_loading import load_policy
 from autoenvscaling.training.proposer.update import ProposerJob, prompt_key
-from autoenvscaling.training.worker_protocol import (
-    WEIGHTS_DIR,
-    WorkerResult,
-    emit,
-    serve_job,
-    step_progress,
-)
+from autoenvscaling.training.trl_adapter import score_labelled_positions_only
+from autoenvscaling.training.trl_worker import save_weights, start_job, train, trl_config
+from autoenvscaling.training.worker_protocol import WorkerResult, emit, serve_job, step_progress
 
 
 class TemplateError(ValueError):
@@ -106,7 +96,7 @@ def run(job: ProposerJob) -> WorkerResult:
     started = time.monotonic()
     hyper = job.hyper
     score_labelled_positions_only()  # CPU: the LM head scores only completion tokens
-    work, device = start_job(job)
+    device = start_job(job, GRPOConfig)
     model, tokenizer, peft_config, kind, new_base = load_policy(job, device)
 
     groups = {g.key: g for g in job.groups}
@@ -148,14 +138,13 @@ def run(job: ProposerJob) -> WorkerResult:
 
     dataset = Dataset.from_list([{"prompt": g.prompt} for g in job.groups])
     schedule = job.schedule()
-    cuda = device == "cuda"
     # An optimizer step's proposals, their gradient accumulated over passes of per_pass: a
     # proposal is a long sequence (the brief is thousands of tokens), one at a time by default.
     per_pass, passes = hyper.passes(job.group_size * schedule.groups_per_step)
-    config = GRPOConfig(
-        output_dir=str(work / "trainer"),
-        max_steps=hyper.steps,
-        learning_rate=hyper.learning_rate,
+    config = trl_config(
+        GRPOConfig,
+        job,
+        device,
         per_device_train_batch_size=per_pass,
         gradient_accumulation_steps=passes,
         # One generation = every group, each episode once; later steps reuse it, clipped.
@@ -169,15 +158,6 @@ def run(job: ProposerJob) -> WorkerResult:
         # A recorded episode ends on a tool result, not on EOS: that is not a truncation.
         mask_truncated_completions=False,
         beta=hyper.beta,
-        seed=hyper.seed,
-        use_cpu=not cuda,
-        bf16=cuda,
-        gradient_checkpointing=hyper.gradient_checkpointing,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
     )
 
     trainer = GRPOTrainer(
@@ -191,17 +171,13 @@ def run(job: ProposerJob) -> WorkerResult:
         rollout_func=recorded_rollouts,  # pyright: ignore[reportArgumentType]
         callbacks=[step_progress(job.job_id, hyper.steps)],
     )
-    before = _trainable_snapshot(trainer.model)
-    output = trainer.train()
-    change = _change_norm(trainer.model, before)
-    history = [h for h in trainer.state.log_history if "loss" in h or "reward" in h]
+    trained = train(trainer, job)
     result = WorkerResult(
         job_id=job.job_id,
         kind=kind,
         base_model=new_base,
         metrics={
-            "train_loss": output.training_loss,
-            "param_change_l2": change,
+            **trained,
             "role": "proposer",
             "groups": len(job.groups),
             "group_size": job.group_size,
@@ -210,20 +186,12 @@ def run(job: ProposerJob) -> WorkerResult:
             "schedule": schedule.model_dump(),
             "device": device,
             "duration_sec": round(time.monotonic() - started, 2),
-            "log_history": history,
         },
         steps_done=trainer.state.global_step,
         groups_total=len(job.groups),
         episodes=used,
     )
-    emit("save", job.job_id, step=result.steps_done, total=hyper.steps, message="saving weights")
-    weights = work / WEIGHTS_DIR
-    # A PreTrainedModel or PeftModel here; transformers types Trainer.model as any nn.Module.
-    trainer.model.save_pretrained(str(weights))  # pyright: ignore[reportOptionalMemberAccess, reportCallIssue]
-    if kind == "full":
-        tokenizer.save_pretrained(str(weights))
-    result.weights_dir = str(weights)
-    return result
+    return save_weights(trainer, tokenizer, job, result)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,9 @@
 """Supervised fine-tuning (cold start) as a training job: TRL's SFTTrainer in a worker subprocess.
 
-`TRLSFTBackend` runs `training/sft/worker.py` exactly as the GRPO backend runs its worker (same
-subprocess, progress events, kill-on-timeout, and publication through the checkpoint registry
-only after a clean exit), so a cold-start checkpoint is published, made current and swapped in
-for both roles like any other. Import-light: no torch in the graph or CLI process.
+`TRLSFTBackend` runs `training/sft/worker.py` as a `WorkerBackend`, as the GRPO backend runs its
+worker (same subprocess, progress events, kill-on-timeout, and publication through the checkpoint
+registry only after a clean exit), so a cold-start checkpoint is published, made current and
+swapped in for both roles like any other. Import-light: no torch in the graph or CLI process.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import Field
 
 from autoenvscaling.training.backend import TrainJob
-from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
+from autoenvscaling.training.worker_backend import WorkerBackend
 
 
 class SFTJob(TrainJob):
@@ -34,7 +34,7 @@ class SFTJob(TrainJob):
     )
 
 
-class TRLSFTBackend(TRLGRPOBackend):
+class TRLSFTBackend(WorkerBackend):
     """TRL SFTTrainer in a child Python; publishes through the same registry path as GRPO."""
 
     worker_module = "autoenvscaling.training.sft.worker"

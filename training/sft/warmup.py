@@ -26,7 +26,7 @@ def warm_up_model(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from autoenvscaling.training.grpo.episode_env import prompt_tools
-    from autoenvscaling.training.grpo.worker import ensure_tool_template
+    from autoenvscaling.training.policy_loading import ensure_tool_template
     from autoenvscaling.training.sft.demos import Demo, demo_logprobs, warm_up
 
     tokenizer = AutoTokenizer.from_pretrained(base)
