@@ -402,3 +402,64 @@ def test_server_stops_when_parent_is_killed(model_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("trl") is None, reason="the train extra (trl) is not installed"
+)
+async def test_the_compact_proposers_first_prompt_is_what_the_server_tokenizes(
+    server, model_path, tmp_path
+):
+    """The embedded proposer's first call as the server sees it: the compact system prompt, the
+    starter pool's brief and the six COMPACT_TOOLS schemas from the real MCP servers, sent the
+    way langchain-openai sends them. The server's `/tokenize` ids equal the trainer's rendering
+    of the same conversation (what the cold start's SFT and GRPO train on), every tool's
+    description reaches the model, and the prompt leaves the fitted reply cap inside the window."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from langchain_openai.chat_models.base import _convert_message_to_dict
+    from transformers import AutoTokenizer
+
+    from autoenvscaling.graphs.models import ModelConfig
+    from autoenvscaling.graphs.proposer import ProposerSettings
+    from autoenvscaling.graphs.proposer.prompts import fit_first_prompt
+    from autoenvscaling.graphs.proposer.workspace import COMPACT_TOOLS, proposer_tools
+    from autoenvscaling.tools.agents.brief import build_brief
+    from autoenvscaling.tools.rollouts.transcripts import chat_messages
+    from autoenvscaling.training.policy_loading import ensure_tool_template
+    from autoenvscaling.training.serving.embedded_setup import ensure_hf_base_model
+
+    from .conftest import REPO
+
+    window = 8192
+    model = ModelConfig(model="openai:policy", context_window=window, max_tokens=1024)
+    settings = ProposerSettings(model=model, compact_prompt=True)
+    async with proposer_tools(settings, tmp_path) as tools:  # the sandbox starts on first use
+        schemas = [convert_to_openai_tool(tool) for tool in tools]
+    assert sorted(s["function"]["name"] for s in schemas) == sorted(COMPACT_TOOLS)
+    brief = build_brief(None, REPO / "tasks" / "starter", n_examples=1)
+    fitted = fit_first_prompt(brief, "terminal", (0.25, 0.75), model, schemas, compact=True)
+    conversation = [SystemMessage(fitted.system), HumanMessage(fitted.brief)]
+    wire = [_convert_message_to_dict(m) for m in conversation]
+    served = httpx.post(
+        f"{server.base_url.removesuffix('/v1')}/tokenize",
+        json={"messages": wire, "tools": schemas, "add_generation_prompt": True},
+        timeout=60,
+    )
+    assert served.status_code == 200, served.text
+    served_ids = served.json()["tokens"]
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        ensure_hf_base_model(ensure_embedded_assets(with_converter=False))
+    )
+    ensure_tool_template(tokenizer)
+    rendered = tokenizer.apply_chat_template(
+        chat_messages(conversation), tools=schemas, add_generation_prompt=True, tokenize=True
+    )
+    assert served_ids == list(rendered["input_ids"] if hasattr(rendered, "keys") else rendered)
+    assert len(served_ids) + fitted.max_tokens <= window, (len(served_ids), fitted.max_tokens)
+    text = tokenizer.decode(served_ids)
+    for schema in schemas:
+        first_line = schema["function"]["description"].splitlines()[0]
+        assert first_line in text, first_line
+    assert "<file path=" in text  # the brief's example task reached the model
