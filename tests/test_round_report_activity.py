@@ -304,3 +304,29 @@ async def test_a_round_whose_policy_never_calls_a_tool_warns_in_the_report(engin
         "solver (refresh) made 0 tool calls in 1 turn (",
     ):
         assert f"> **Warning:** {line}" in report, report
+
+
+@pytest.mark.timeout(60)
+def test_an_autosubmitted_proposal_is_said_to_be_one(tmp_path):
+    """A proposer that wrote its task as <file> blocks and never called `submit` reached the
+    gate by autosubmission: the report says both, not "it never wrote a task"."""
+    with RolloutStore(tmp_path / "rollouts.db") as store:
+        for i, auto in enumerate((True, False)):
+            store.record_attempt(
+                _attempt(
+                    f"p{i}",
+                    "proposer",
+                    turns=3,
+                    arm="terminal",
+                    stop_reason="max_turns",
+                    submitted=auto,
+                    autosubmitted=auto,
+                    reward=-1.0,
+                ),
+                _silent(3),
+            )
+    m = round_metrics(1, [], tmp_path / "rollouts.db", Pool(tmp_path / "pool"), RUN)
+    p = m.agent_activity[0]
+    assert (p.submitted, p.autosubmitted) == (1, 1)
+    assert any("it wrote files only as <file> blocks" in w for w in m.warnings), m.warnings
+    assert any("1 of 2 proposal(s) reached the gate by autosubmission" in w for w in m.warnings)

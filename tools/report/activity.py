@@ -64,6 +64,9 @@ class RoleActivity(BaseModel):
     stop_reasons: dict[str, int] = Field(default_factory=dict)
     outcomes: dict[str, int] = Field(default_factory=dict)
     submitted: int | None = Field(default=None, description="Proposals submitted (proposer).")
+    autosubmitted: int = Field(
+        default=0, description="Of those, submitted by the budget's end, not by `submit`."
+    )
     admitted: int | None = Field(default=None, description="Proposals admitted (proposer).")
 
     @property
@@ -145,6 +148,7 @@ def role_activity(
                 submitted=sum(bool(a.metadata.get("submitted")) for a in group)
                 if proposer
                 else None,
+                autosubmitted=sum(bool(a.metadata.get("autosubmitted")) for a in group),
                 admitted=sum(a.outcome == "solved" for a in group) if proposer else None,
             )
         )
@@ -197,7 +201,13 @@ def activity_warnings(activity: Iterable[RoleActivity], grpo: Iterable[GrpoGroup
                 f"(stop reasons: {_counts(a.stop_reasons)})"
             )
         elif a.tools_offered and a.tool_calls == 0:
-            what = "it never wrote a task" if a.role == "proposer" else "it never ran a command"
+            what = "it never ran a command"
+            if a.role == "proposer":
+                what = (
+                    "it wrote files only as <file> blocks in its replies"
+                    if a.autosubmitted
+                    else "it never wrote a task"
+                )
             lines.append(
                 f"{a.label} made 0 tool calls in {a.turns} turn{'s' * (a.turns != 1)} "
                 f"({a.attempts} attempt(s), "
@@ -206,6 +216,11 @@ def activity_warnings(activity: Iterable[RoleActivity], grpo: Iterable[GrpoGroup
         elif a.role == "proposer" and a.submitted == 0:  # it worked, and still never submitted
             lines.append(
                 f"proposer submitted 0 of {a.attempts} proposal(s): the gate judged nothing"
+            )
+        if a.autosubmitted:
+            lines.append(
+                f"{a.label}: {a.autosubmitted} of {a.attempts} proposal(s) reached the gate by "
+                "autosubmission at the budget's end: the model never called `submit`"
             )
     for g in grpo:
         if g.groups and g.without_reward_variance == g.groups:
