@@ -13,7 +13,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from autoenvscaling.cli.exit_codes import exit_code_for
 from autoenvscaling.cli.options import BackendOpt, HarborEnvOpt, JsonOpt
+from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
 
 for _var, _value in (
     ("HARBOR_TELEMETRY", "0"),
@@ -98,18 +100,28 @@ def trial(
                 environment_options=json.loads(harbor_env.read_text()) if harbor_env else None,
             )
         )
+    from autoenvscaling.tools.trials.faults import trial_failure
+
+    # The task's own solution (or nothing) ran: past the agent's limits is the task's fault.
+    actor = "reference" if agent in ("oracle", "nop") else "policy"
+    failures = [trial_failure(o, actor=actor) for o in outcomes]
     if as_json:
-        typer.echo(json.dumps([o.model_dump(mode="json") for o in outcomes], indent=2))
-        return
-    table = Table("task", "reward", "error", "seconds")
-    for o in outcomes:
-        table.add_row(
-            o.task_name,
-            "-" if o.reward is None else f"{o.reward:g}",
-            (o.error or "")[:80],
-            f"{o.duration_sec:.1f}",
-        )
-    Console().print(table)
+        rows = [
+            o.model_dump(mode="json") | {"fault": f.fault if f else None}
+            for o, f in zip(outcomes, failures, strict=True)
+        ]
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        table = Table("task", "reward", "error", "seconds")
+        for o, f in zip(outcomes, failures, strict=True):
+            table.add_row(
+                o.task_name,
+                "-" if o.reward is None else f"{o.reward:g}",
+                (f"{f.fault}: " if f else "") + (o.error or "")[:80],
+                f"{o.duration_sec:.1f}",
+            )
+        Console().print(table)
+    raise typer.Exit(exit_code_for(f.fault for f in failures if f is not None))
 
 
 @app.command()
@@ -123,7 +135,9 @@ def solve(
     ] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
     attempts: Annotated[int, typer.Option("--attempts", "-k")] = 1,
-    max_turns: Annotated[int, typer.Option()] = 20,
+    max_turns: Annotated[
+        int, typer.Option(help="Model calls per attempt (the flywheel's --solver-max-turns)")
+    ] = SOLVER_MAX_TURNS,
     store: Annotated[Path, typer.Option(help="Rollout store (SQLite)")] = Path("rollouts.db"),
     backend: BackendOpt = "podman",
     as_json: JsonOpt = False,
@@ -173,6 +187,8 @@ def solve(
     if as_json:
         rows = [r.model_dump(mode="json") | {"model": resolved.label} for r in results]
         typer.echo(json.dumps(rows, indent=2))
+    # An attempt that errored has no reward (`fault` says whose): the command did not do its work.
+    raise typer.Exit(exit_code_for(r.fault for r in results if r.outcome == "error"))
 
 
 @app.command()

@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from autoenvscaling.cli.exit_codes import exit_code_for
+
 propose_app = typer.Typer(no_args_is_help=False)
 console = Console(stderr=True)
 
@@ -140,7 +142,14 @@ def propose(
                 indent=2,
             )
         )
-        return
+    else:
+        _table(results)
+    # A rejected candidate is a result; an attempt that errored (the model endpoint, a sandbox,
+    # a gate that could not judge) is not, and is never the task's fault (cli/exit_codes.py).
+    raise typer.Exit(exit_code_for("infrastructure" for r in results if r.outcome == "error"))
+
+
+def _table(results: list) -> None:
     table = Table("candidate", "admitted", "reward", "stage", "revisions", "reason")
     for r in results:
         table.add_row(

@@ -3,6 +3,11 @@
 With no model options, the run uses the embedded default: SmolLM2-135M-Instruct served on
 127.0.0.1 by a local OpenAI-compatible server (started here, stopped on exit or crash), podman
 sandboxes, SQLite, and TRL GRPO on CPU with LoRA; the same code paths as a vLLM deployment.
+
+Exit status (cli/exit_codes.py): 0 when the run finished and no attempt errored, 1 when the run
+stopped on an error or an attempt errored through its task's fault, 3 when an attempt (or a gate
+judgement) was lost to infrastructure, 2 for a usage error. `--json` prints the run's summary
+(`run_summary`) on stdout, whatever the status.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import typer
 from rich.console import Console
 
 from autoenvscaling.cli.config_options import with_config_options
+from autoenvscaling.cli.exit_codes import ExitCode, exit_code_for
+from autoenvscaling.cli.options import JsonOpt
 from autoenvscaling.cli.progress import TaskProgress
 from autoenvscaling.graphs.config import FlywheelContext, RunConfig
 
@@ -125,9 +132,51 @@ async def _continue(graph: Any, config: dict[str, Any], rounds: int) -> bool:
         )
         return False
     console.print(f"the run finished {done} round(s): continuing with rounds {done + 1}..{rounds}")
-    # Re-enter the loop where a round starts (setup -> inspect), with the state as it is.
-    await graph.aupdate_state(config, None, as_node="setup")
+    # Re-enter the loop where a round starts (setup -> inspect), asking for the new total.
+    await graph.aupdate_state(config, {"rounds": rounds}, as_node="setup")
     return True
+
+
+def run_summary(run_dir: Path, error: str | None = None) -> dict[str, Any]:
+    """What `run --json` prints: the run's folder and id, each finished round's metrics (as
+    metrics.json holds them), the attempts that errored by role and fault (from the store: an
+    attempt's `fault` metadata; a gate that could not judge a candidate is infrastructure), the
+    run report's path, the error that stopped the run (or None), and the exit status they give."""
+    from autoenvscaling.tools.report.run_report import load_history
+    from autoenvscaling.tools.rollouts.store import RolloutStore
+    from autoenvscaling.tools.run_dir import RunDir
+
+    run = RunDir(run_dir)
+    manifest_path = run_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    run_id = manifest.get("run_id")
+    history = load_history(run.reports)
+    errored: dict[str, dict[str, int]] = {}
+    faults: list[Any] = []
+    if run_id and run.rollouts.is_file():
+        with RolloutStore(run.rollouts) as store:
+            attempts = store.list_attempts(run_id=run_id, outcome="error", limit=1_000_000)
+        for attempt in attempts:
+            fault = attempt.metadata.get("fault") or "infrastructure"
+            faults.append(fault)
+            by_fault = errored.setdefault(attempt.role, {})
+            by_fault[fault] = by_fault.get(fault, 0) + 1
+    unjudged = sum(m.infrastructure_failures for m in history)
+    if unjudged:
+        errored["gate"] = {"infrastructure": unjudged}
+        faults += ["infrastructure"] * unjudged
+    report = run.reports / "run.md"
+    code = ExitCode.FAILED if error else exit_code_for(faults)
+    return {
+        "run_dir": str(run_dir),
+        "run_id": run_id,
+        "rounds_done": len(history),
+        "rounds": [m.model_dump(mode="json") for m in history],
+        "errored": errored,
+        "report": str(report) if report.is_file() else None,
+        "error": error,
+        "exit_code": int(code),
+    }
 
 
 @run_app.command()
@@ -139,10 +188,14 @@ def run(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Keep all admissions without asking")
     ] = False,
+    as_json: JsonOpt = False,
     *,
     config_values: dict[str, Any],
 ) -> None:
-    """Run the flywheel: propose, admit, train, swap, refresh. Resumable with --resume."""
+    """Run the flywheel: propose, admit, train, swap, refresh. Resumable with --resume.
+
+    Exit status: 0 the run finished and no attempt errored; 1 the run stopped on an error, or an
+    attempt errored through its task's fault; 3 an attempt was lost to infrastructure."""
     from autoenvscaling.graphs.flywheel import build_flywheel
 
     values = dict(config_values)  # the settings given (None: not given), by field name
@@ -183,19 +236,13 @@ def run(
 
         for name in Pool(run_dir / "pool").sweep():
             console.print(f"removed {name} (a copy a killed run left unfinished)")
-    embedded = (
-        values["policy_model"] is None
-        and values["policy_base_url"] is None
-        and values["policy_server"] in (None, "embedded")
-    )
-    if values["policy_server"] is None:
-        values["policy_server"] = (
-            "embedded" if embedded else "vllm" if values["policy_base_url"] else "none"
-        )
     values["run_dir"] = str(run_dir)
     values["heldout_dir"] = str(values["heldout_dir"]) if values["heldout_dir"] else None
     values["decontam_dirs"] = [str(p.resolve()) for p in values["decontam_dirs"] or []]
     values["seed_dir"] = str(values["seed_dir"]) if values["seed_dir"] else None
+    # Who serves the policy: one rule for the command line and Studio (graphs/config.py).
+    values["policy_server"] = RunConfig.from_values(values).policy_server
+    embedded = RunConfig.from_values(values).embedded_default()
 
     async def main() -> None:
         from autoenvscaling.graphs.flywheel_roles import embedded_defaults
@@ -235,19 +282,36 @@ def run(
                 if resume and not await _continue(graph, config, rounds):
                     return
                 # A review prompt cannot share the terminal with a live bar: no bar then.
-                quiet = human_review and not yes
+                quiet = (human_review and not yes) or as_json
                 with TaskProgress("rounds", total=rounds, quiet=quiet, console=console) as bar:
                     await _stream(graph, payload, config, ctx, yes, bar)
 
-    asyncio.run(main())
+    import click
+
+    failed: str | None = None
+    try:
+        asyncio.run(main())
+    except (click.exceptions.ClickException, click.exceptions.Exit):
+        raise  # a usage error (2) or an exit already decided
+    except Exception as exc:  # noqa: BLE001 - the run failed: say why, then the summary and 1
+        console.print_exception(show_locals=False)
+        failed = f"{type(exc).__name__}: {exc}"
+        console.print(f"[red]the run failed[/]: {failed}")
     from autoenvscaling.tools.report.run_report import write_run_report
 
     try:
         path = write_run_report(run_dir, embedded=embedded)
         console.print(f"report: {path}")
-        console.print((run_dir / "reports").joinpath(path.name).read_text()[:3000])
+        if not as_json:
+            console.print((run_dir / "reports").joinpath(path.name).read_text()[:3000])
     except FileNotFoundError as exc:
         console.print(f"[yellow]{exc}[/]")
+    summary = run_summary(run_dir, failed)
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    elif summary["errored"]:
+        console.print(f"[yellow]attempts that errored, by role and fault: {summary['errored']}[/]")
+    raise typer.Exit(summary["exit_code"])
 
 
 async def _cold_start(

@@ -1,7 +1,8 @@
 """`autoenvscaling validate TASK...`: run the admission gate on task folders.
 
-Mounted into the main app by cli/main.py (`_mount_subapps`). Exit status: 0 when every task is
-admitted, 1 when one is rejected, 2 when the gate itself could not judge one (infrastructure).
+Mounted into the main app by cli/main.py (`_mount_subapps`). Exit status (cli/exit_codes.py): 0
+when every task is admitted, 1 when one is rejected, 3 when the gate itself could not judge one
+(infrastructure), 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autoenvscaling.cli.exit_codes import ExitCode
 from autoenvscaling.cli.options import BackendOpt, HarborEnvOpt
 from autoenvscaling.cli.progress import TaskProgress
 
@@ -76,9 +78,21 @@ def validate(
         str | None, typer.Option(help="Solver model for --calibrate-policy (init_chat_model).")
     ] = None,
     base_url: Annotated[str | None, typer.Option(help="Its OpenAI-compatible endpoint")] = None,
+    decontam: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--decontam",
+            help="Benchmark to decontaminate against (repeatable): a folder of Harbor tasks or a "
+            "prepared index, as `run --decontam`.",
+        ),
+    ] = None,
     heldout: Annotated[
         list[Path] | None,
-        typer.Option("--heldout", help="Held-out benchmark folder for decontam (repeatable)."),
+        typer.Option(
+            "--heldout",
+            hidden=True,
+            help="Deprecated name of --decontam (`run --heldout` is the evaluation set).",
+        ),
     ] = None,
     pool: Annotated[Path | None, typer.Option("--pool", help="Task pool for dedup.")] = None,
     repeat: Annotated[int, typer.Option("--repeat", help="Oracle reruns.")] = 2,
@@ -107,13 +121,21 @@ def validate(
 
     if calibrate_policy and solver:
         raise typer.BadParameter("--calibrate-policy and --solver both name the solver; pick one")
+    if heldout:
+        # One meaning per flag name: `--heldout` is the evaluation set (`run --heldout`).
+        console.print(
+            "[yellow]validate --heldout is deprecated: it is now --decontam (the benchmark the "
+            "decontam stage checks against), as in `run --decontam`; `run --heldout` names the "
+            "tasks the solver is evaluated on[/]"
+        )
+    decontam_dirs = [*(decontam or []), *(heldout or [])]
 
     def config_for(resolved: ResolvedModel | None) -> GateConfig:
         common: dict[str, Any] = {
             "backend": backend,
             "environment_options": json.loads(harbor_env.read_text()) if harbor_env else {},
             "repeat": repeat,
-            "heldout_dirs": heldout or [],
+            "heldout_dirs": decontam_dirs,
             "pool_dir": pool,
             "concurrency": concurrency,
             "trials_dir": trials_dir,
@@ -191,9 +213,9 @@ def validate(
             )
         Console().print(table)
     if any(v.infrastructure_error for v in verdicts):
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.INFRASTRUCTURE)
     if not all(v.admitted for v in verdicts):
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)
 
 
 def _probes(verdict: Any) -> dict[str, dict[str, Any]]:

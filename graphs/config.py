@@ -9,17 +9,20 @@ needs beyond the field itself (a short flag, another flag name, a path type).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
 
 from autoenvscaling.graphs.policy_servers import PolicyServers
-from autoenvscaling.tools.agents.solver_interface import OUTPUT_CHARS
+from autoenvscaling.tools.agents.solver_interface import OUTPUT_CHARS, SOLVER_MAX_TURNS
 
 #: The task folders shipped with the package (tasks/seed, tasks/starter).
 REPO_TASKS = Path(__file__).resolve().parents[1] / "tasks"
+#: The shared policy's model when none is named: the name a policy server serves it under.
+DEFAULT_POLICY_MODEL = "openai:policy"
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ class RunConfig(BaseModel):
     )
     policy_model: Annotated[
         str, Cli(flag="--model", unset=True, help="Shared policy model, e.g. openai:Qwen/Qwen3-8B")
-    ] = Field(default="openai:policy", description="Shared policy (both roles)")
+    ] = Field(default=DEFAULT_POLICY_MODEL, description="Shared policy (both roles)")
     policy_base_url: Annotated[
         str | None, Cli(flag="--base-url", help="Its OpenAI-compatible endpoint (vLLM...)")
     ] = Field(default=None, description="Policy endpoint (vLLM etc.)")
@@ -104,8 +107,19 @@ class RunConfig(BaseModel):
     base_model: Annotated[str | None, Cli(help="HF weights of the policy (training)")] = Field(
         default=None, description="HF weights of the policy, for training"
     )
-    policy_server: Annotated[str, Cli(unset=True, help="embedded | vllm | none")] = Field(
-        default="none", description="none | embedded | vllm: who swaps"
+    policy_server: Annotated[
+        str,
+        Cli(
+            unset=True,
+            help="auto | embedded | vllm | none (auto: embedded with no --model and no "
+            "--base-url, vllm with --base-url, else none)",
+        ),
+    ] = Field(
+        default="auto",
+        validate_default=True,
+        description="auto | embedded | vllm | none: who serves and swaps the policy; auto: "
+        "embedded when no model and no endpoint are named (the run starts it), vllm with an "
+        "endpoint, else none",
     )
     backend: Annotated[str, Cli()] = Field(default="podman", description="podman | docker")
     heldout_dir: Annotated[
@@ -130,7 +144,9 @@ class RunConfig(BaseModel):
     proposer_max_turns: Annotated[int, Cli()] = Field(
         default=16, description="Proposer model calls"
     )
-    solver_max_turns: Annotated[int, Cli()] = Field(default=8, description="Solver model calls")
+    solver_max_turns: Annotated[int, Cli()] = Field(
+        default=SOLVER_MAX_TURNS, description="Solver model calls"
+    )
     refresh_attempts: Annotated[int, Cli()] = Field(
         default=2, description="Solver attempts per task"
     )
@@ -181,6 +197,28 @@ class RunConfig(BaseModel):
         default=(0.0, 0.0), description="USD per 1M prompt / completion tokens"
     )
 
+    @field_validator("policy_server")
+    @classmethod
+    def _resolve_policy_server(cls, value: str, info: ValidationInfo) -> str:
+        """`auto` becomes the server the named model and endpoint imply (the one rule, for the
+        command line and Studio alike); a named kind stays."""
+        if value != "auto":
+            return value
+        base_url = info.data.get("policy_base_url")
+        if base_url:
+            return "vllm"
+        return "embedded" if info.data.get("policy_model") == DEFAULT_POLICY_MODEL else "none"
+
+    def embedded_default(self) -> bool:
+        """The policy is the embedded default: the embedded server, with no model and no endpoint
+        named. A run with such a configuration starts the server itself (the CLI before the
+        graph; the graph when nothing started it: Studio, an app) and stops it at the end."""
+        return (
+            self.policy_server == "embedded"
+            and self.policy_base_url is None
+            and self.policy_model == DEFAULT_POLICY_MODEL
+        )
+
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> Self:
         """The settings named in `values`; None and names that are not settings are left out
@@ -192,13 +230,32 @@ class RunConfig(BaseModel):
 class FlywheelContext(RunConfig):
     """The flywheel graph's runtime context: the run's settings, plus the policy servers the run
     owns (a live resource, so a private attribute: never in Studio's form, the manifest or a
-    checkpoint). A context made without servers gets an empty set of its own."""
+    checkpoint). A context made without servers gets an empty set of its own.
+
+    `served`: when the settings are the embedded default and nothing started its server (Studio,
+    an app), the context the graph's nodes run under once the graph started it (graphs/
+    flywheel_roles.py: `serve_embedded_default`); None otherwise."""
 
     _servers: PolicyServers = PrivateAttr(default_factory=PolicyServers)
+    _served: FlywheelContext | None = PrivateAttr(default=None)
+    _serving: asyncio.Lock = PrivateAttr(default_factory=asyncio.Lock)
 
     @property
     def servers(self) -> PolicyServers:
         return self._servers
+
+    @property
+    def served(self) -> FlywheelContext | None:
+        return self._served
+
+    @property
+    def serving_lock(self) -> asyncio.Lock:
+        """Held while the graph starts the embedded default (parallel branches start one)."""
+        return self._serving
+
+    def serve_with(self, served: FlywheelContext | None) -> None:
+        """Record (or, None, forget) the context the graph started the policy for."""
+        self._served = served
 
     def with_servers(self, servers: PolicyServers) -> Self:
         """This context, using the run's `servers`."""
@@ -234,6 +291,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "proposer_max_turns": 9,
         # ~0.4k instead of ~1.8k tokens: every proposer turn and its cold-start SFT read it.
         "proposer_compact_prompt": True,
+        # Below SOLVER_MAX_TURNS (the one default elsewhere): a starter task takes one command,
+        # and every turn of a 135M model's episode costs CPU time in refresh, calibration and GRPO.
         "solver_max_turns": 4,
         "max_tokens": 384,
         # Two samples per task, the fewest a retirement takes (graphs/flywheel.py:

@@ -7,6 +7,13 @@ the pool with the new policy, retiring tasks that left the difficulty band.
 
 `graph` (for langgraph.json / Studio) is compiled without a checkpointer; `build_flywheel()` takes
 one for durable runs (the CLI uses SQLite in the run folder) and for embedding in other apps.
+
+The policy: the CLI starts the server its run names and passes the endpoint. A context that names
+no model and no endpoint (Studio's default, `FlywheelContext()`) is the embedded default: the
+first node of the run starts the embedded server (graphs/flywheel_roles.py:
+`serve_embedded_default`), every node runs under the context resolved for it, and the run stops
+the server when it ends (`refresh` on the way out) or pauses for review (`review`). The input's
+`rounds` is the number of rounds the run goes to (the context's `rounds` when the input has none).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, get_args, get_type_hints, is_typeddict
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.errors import GraphInterrupt
 from langgraph.graph import START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send, interrupt
@@ -25,6 +33,7 @@ from pydantic import BaseModel
 from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.config import FlywheelContext
 from autoenvscaling.graphs.episode_budget import episode_record
+from autoenvscaling.graphs.flywheel_roles import release_embedded_default
 from autoenvscaling.graphs.flywheel_state import (
     AdmitItem,
     FlywheelInput,
@@ -53,8 +62,29 @@ REPO_SEED = Path(__file__).resolve().parents[1] / "tasks" / "seed"
 END: Final = "__end__"
 
 
+#: A graph invoked with no context at all has no policy server (pass `FlywheelContext()` for the
+#: embedded default: the graph then starts it).
+_NO_CONTEXT = FlywheelContext(policy_server="none")
+
+
 def _ctx(runtime: Runtime[FlywheelContext]) -> FlywheelContext:
-    return runtime.context or FlywheelContext()
+    """The context the node runs under: the one the graph resolved when it started the embedded
+    default for this run, else the run's own."""
+    ctx = runtime.context or _NO_CONTEXT
+    return ctx.served or ctx
+
+
+async def _serving(runtime: Runtime[FlywheelContext], policy: Policy | None) -> FlywheelContext:
+    """`_ctx`, after starting the embedded default if this run needs it and nothing started it
+    (the first node of a run, or of a resumed one: `policy` is what the state serves)."""
+    from autoenvscaling.graphs.flywheel_roles import serve_embedded_default
+
+    return await serve_embedded_default(runtime.context or _NO_CONTEXT, policy)
+
+
+def _rounds(state: FlywheelState, ctx: FlywheelContext) -> int:
+    """The rounds the run goes to: the input's, else the context's."""
+    return state.get("rounds") or ctx.rounds
 
 
 def _run(ctx: FlywheelContext) -> RunDir:
@@ -206,14 +236,16 @@ async def measure_baseline(
 
 # -- nodes -------------------------------------------------------------------------------------
 async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
-    """Create the run folder and the initial pool (idempotent: a resumed run skips it)."""
-    ctx = _ctx(runtime)
+    """Create the run folder and the initial pool (idempotent: a resumed run skips it); start the
+    embedded default policy when the context names no other and nothing started it."""
     # Our solver's attempts (baseline, refresh, calibration) attach to their sandbox: a backend
-    # that offers no attach is refused here, before the run folder or any sandbox exists.
-    check_stages(ctx.backend, ["solve"])
+    # that offers no attach is refused here, before the run folder, a policy or any sandbox exists.
+    check_stages(_ctx(runtime).backend, ["solve"])
+    ctx = await _serving(runtime, state.get("policy"))
     run = _run(ctx)
     config = {
         **ctx.model_dump(),
+        "rounds": _rounds(state, ctx),
         "decontamination": decontamination_status(ctx),
         "episodes": episode_record(ctx),  # the served episode and the GRPO one, side by side
     }
@@ -241,7 +273,7 @@ async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
 
 async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """A compact brief of the solver's experience for the proposers."""
-    ctx = _ctx(runtime)
+    ctx = await _serving(runtime, state["policy"])
     started, round_started = time.monotonic(), time.time()
     run = _run(ctx)
     from autoenvscaling.tools.agents.brief import build_brief
@@ -303,7 +335,7 @@ async def propose_one(
     task = state  # the slot's task, sent by `propose`
     from autoenvscaling.graphs.admission import run_proposer
 
-    ctx = _ctx(runtime)
+    ctx = await _serving(runtime, task.policy)
     # The attempt graph (episode -> gate -> revise) runs as this node's subgraph.
     candidate = await run_proposer(
         ctx, _run(ctx), task, _role_model(ctx, task.policy, "proposer"), proposer_graph
@@ -316,7 +348,7 @@ async def admit_one(state: AdmitItem, runtime: Runtime[FlywheelContext]) -> dict
     item = state  # the final candidate, sent by `propose_one`
     from autoenvscaling.graphs.admission import run_gate
 
-    ctx = _ctx(runtime)
+    ctx = await _serving(runtime, item.policy)
     run = _run(ctx)
     # The validation graph runs as this node's subgraph.
     record: CandidateRecord = await run_gate(
@@ -368,7 +400,7 @@ def propose_admit_seconds(state: FlywheelState, now: float) -> dict[str, float]:
 
 async def review(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """Optional human review: pause with this round's admissions; the reply lists vetoed task ids."""
-    ctx = _ctx(runtime)
+    ctx = await _serving(runtime, state["policy"])
     # Proposing and admitting run as parallel branches; their wall time is measured here.
     seconds = propose_admit_seconds(state, time.time())
     if not ctx.human_review:
@@ -376,13 +408,18 @@ async def review(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dic
     admitted = [c for c in state.get("candidates", []) if c.round == state["round"] and c.admitted]
     if not admitted:
         return {"stage_seconds": seconds}
-    vetoed = interrupt(
-        {
-            "round": state["round"],
-            "admitted": [{"task_id": c.task_id, "path": c.path} for c in admitted],
-            "resume_with": "a list of task ids to veto (empty list keeps all)",
-        }
-    )
+    try:
+        vetoed = interrupt(
+            {
+                "round": state["round"],
+                "admitted": [{"task_id": c.task_id, "path": c.path} for c in admitted],
+                "resume_with": "a list of task ids to veto (empty list keeps all)",
+            }
+        )
+    except GraphInterrupt:
+        # The run pauses here: a server the graph started stops; the resumed run starts one.
+        await release_embedded_default(runtime.context or _NO_CONTEXT)
+        raise
     pool = Pool(_run(ctx).pool)
     for task_id in vetoed or []:
         if any(e.task_id == task_id for e in pool.entries("active")):
@@ -400,7 +437,7 @@ async def train(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
         train_proposer,
     )
 
-    ctx = _ctx(runtime)
+    ctx = await _serving(runtime, state["policy"])
     started = time.monotonic()
     # The proposer first, from the checkpoint that sampled its episodes (on-policy); then the
     # solver, whose GRPO episodes are generated online, from the proposer's checkpoint. The last
@@ -434,8 +471,9 @@ async def train(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
 async def refresh(
     state: FlywheelState, runtime: Runtime[FlywheelContext]
 ) -> Command[Literal["inspect", "__end__"]]:
-    """The current policy re-measures the pool; tasks out of the band retire; the round is reported."""
-    ctx = _ctx(runtime)
+    """The current policy re-measures the pool; tasks out of the band retire; the round is
+    reported. After the last round, a policy server the graph started stops."""
+    ctx = await _serving(runtime, state["policy"])
     started = time.monotonic()
     run = _run(ctx)
     pool = Pool(run.pool)
@@ -530,7 +568,8 @@ async def refresh(
         "stage_seconds": {},
         "training": None,
     }
-    if round_ >= ctx.rounds:
+    if round_ >= _rounds(state, ctx):
+        await release_embedded_default(runtime.context or _NO_CONTEXT)
         return Command(goto=END, update=update)
     return Command(goto="inspect", update=update)
 

@@ -8,6 +8,7 @@ proposer and its admission are in graphs/admission.py.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +68,56 @@ async def embedded_defaults(
     if console:
         console.print(f"  serving {ref.model} at {ref.base_url}")
     return values
+
+
+#: What the graph's own embedded server decides whatever the context says: who answers, where.
+_SERVED_FACTS = ("policy_model", "policy_base_url")
+
+
+async def serve_embedded_default(ctx: FlywheelContext, policy: Policy | None) -> FlywheelContext:
+    """The context a node runs under. When `ctx` is the embedded default (no model, no endpoint:
+    `embedded_default()`) and nothing started its server — the flywheel served by `langgraph dev`
+    with its default context, an app passing `FlywheelContext()` — the graph starts the embedded
+    server once per run (the first node that runs) and returns `ctx` resolved as `autoenvscaling
+    run` resolves it: served at the new endpoint, the "embedded" preset under every setting the
+    context sets itself. A run resumed in a new process (an interrupt, a crash) gets a new server
+    that loads the checkpoint `policy` names (`rebind_policy`). Every other context is returned
+    as it is (the CLI started its server and named the endpoint).
+
+    The server is the run's: `release_embedded_default` stops it when the run finishes or pauses
+    for review; a run that fails leaves it to the context's finalizer (when the run lets go of
+    its context) and, at the latest, to this process's exit (the server also ends with it)."""
+    if ctx.served is not None:
+        return ctx.served
+    if not ctx.embedded_default():
+        return ctx
+    async with ctx.serving_lock:
+        if ctx.served is not None:  # a parallel branch started it first
+            return ctx.served
+        from autoenvscaling.graphs.policy_servers import PolicyServers
+
+        servers = PolicyServers()
+        try:
+            values = await embedded_defaults(servers)
+            given = ctx.model_fields_set
+            update = {k: v for k, v in values.items() if k in _SERVED_FACTS or k not in given}
+            served = ctx.model_copy(update=update).with_servers(servers)
+            served.serve_with(None)
+            await rebind_policy(served, RunDir(Path(served.run_dir)), policy)
+        except BaseException:
+            await servers.aclose()
+            raise
+        ctx.serve_with(served)
+        weakref.finalize(ctx, servers.close)
+    return served
+
+
+async def release_embedded_default(ctx: FlywheelContext) -> None:
+    """Stop the server `serve_embedded_default` started for `ctx`'s run (nothing otherwise)."""
+    served = ctx.served
+    if served is not None:
+        ctx.serve_with(None)
+        await served.servers.aclose()
 
 
 async def rebind_policy(ctx: FlywheelContext, run: RunDir, policy: Policy | None) -> str | None:

@@ -61,10 +61,14 @@ class TrainingSummary(BaseModel):
 
 
 class FlywheelInput(TypedDict, total=False):
+    """What Studio's input form shows, and the graph reads: the rounds the run goes to (the
+    context's `rounds` when not given)."""
+
     rounds: int
 
 
 class FlywheelState(TypedDict, total=False):
+    rounds: int  # the input's: the run ends after this round (graphs/flywheel.py: _rounds)
     # Required: `setup` and `inspect` write them before any node that reads them runs.
     run_id: Required[str]
     round: Required[int]

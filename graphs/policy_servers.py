@@ -2,8 +2,11 @@
 
 A `PolicyServers` lives exactly as long as the run that opened it (`async with`): the CLI opens
 one per `autoenvscaling run`, puts it on the flywheel's runtime context, and every node that swaps
-a checkpoint in asks it for the server of the configured kind. Two runs in one process (tests,
-an app embedding the graph) each own theirs; nothing is registered process-wide.
+a checkpoint in asks it for the server of the configured kind. A run that nothing started a server
+for (the flywheel served by `langgraph dev`, an app passing the default context) gets one the
+graph opens itself (graphs/flywheel_roles.py: `serve_embedded_default`) and closes when the run
+ends. Two runs in one process (tests, an app embedding the graph) each own theirs; nothing is
+registered process-wide.
 """
 
 from __future__ import annotations
@@ -48,9 +51,13 @@ class PolicyServers:
         return None
 
     async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def close(self) -> None:
+        """Stop every server (idempotent); `aclose` from async code."""
         server, self.embedded = self.embedded, None
         if server is not None:
-            await asyncio.to_thread(server.stop)
+            server.stop()
 
     async def __aenter__(self) -> Self:
         return self

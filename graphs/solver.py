@@ -23,7 +23,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from autoenvscaling.graphs.agent_loop import LoopBudget, build_agent_loop, steps_from_messages
 from autoenvscaling.graphs.config import from_run
@@ -34,6 +34,7 @@ from autoenvscaling.prompts import load_prompt
 from autoenvscaling.tools.agents.prompt_fit import prompt_tokens, reply_cap
 from autoenvscaling.tools.agents.solver_interface import (
     OUTPUT_CHARS,
+    SOLVER_MAX_TURNS,
     first_messages,
     openai_tools,
     render_mcp_result,
@@ -50,7 +51,7 @@ class SolverSettings(BaseModel):
     """Everything one solver attempt needs; JSON, because Harbor passes it as agent kwargs."""
 
     model: ModelConfig = Field(default_factory=ModelConfig)
-    budget: LoopBudget = Field(default_factory=lambda: LoopBudget(max_turns=20))
+    budget: LoopBudget = Field(default_factory=lambda: LoopBudget(max_turns=SOLVER_MAX_TURNS))
     store_path: str | None = Field(default=None, description="Rollout store; None records nothing")
     run_id: str = ""
     round: int = 0
@@ -65,6 +66,15 @@ class SolverSettings(BaseModel):
     system_prompt: str = Field(
         default="solver", description="Prompt file (prompts/<name>.md) to use"
     )
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _solver_turn_limit(cls, value: Any) -> Any:
+        """A budget given without a turn limit (JSON kwargs) gets the solver's, not the generic
+        agent loop's: one default for the solver's turns (SOLVER_MAX_TURNS)."""
+        if isinstance(value, dict) and "max_turns" not in value:
+            return {**value, "max_turns": SOLVER_MAX_TURNS}
+        return value
 
 
 class SolverAttempt(BaseModel):
@@ -304,7 +314,7 @@ class SolverContext(BaseModel):
 
     model: str = from_run("policy_model", description="init_chat_model string")
     base_url: str | None = from_run("policy_base_url", description="OpenAI-compatible endpoint")
-    max_turns: int = from_run("solver_max_turns", 20, "Model calls per attempt")
+    max_turns: int = from_run("solver_max_turns", description="Model calls per attempt")
     time_budget_sec: float = Field(default=900, description="Wall time per attempt")
     backend: str = from_run("backend")
     store_path: str | None = Field(default=None, description="Rollout store (SQLite)")

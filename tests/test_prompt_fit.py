@@ -184,7 +184,8 @@ async def test_propose_admit_is_a_real_duration(tmp_path: Path, monkeypatch) -> 
 
     monkeypatch.setattr(brief_module, "build_brief", slow_brief)
     before = time.time()
-    runtime = Runtime(context=FlywheelContext(run_dir=str(tmp_path / "run")))
+    context = FlywheelContext(run_dir=str(tmp_path / "run"), policy_server="none")
+    runtime = Runtime(context=context)
     state = {"round": 2, "run_id": "r", "policy": Policy()}
     update = await flywheel.inspect(state, runtime)  # type: ignore[arg-type]
     assert before <= update["round_started"] <= before + 0.1

@@ -24,10 +24,11 @@ from autoenvscaling.graphs.config import (
 from autoenvscaling.graphs.flywheel import build_flywheel
 from autoenvscaling.graphs.policy_servers import PolicyServers
 from autoenvscaling.graphs.proposer import ProposerContext
-from autoenvscaling.graphs.solver import SolverContext
+from autoenvscaling.graphs.solver import SolverContext, SolverSettings
+from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
 
 # The command's own options: how to run, not what the run is.
-OWN = {"resume", "yes", "help"}
+OWN = {"resume", "yes", "as_json", "help"}
 
 
 def _options() -> dict[str, Any]:
@@ -201,9 +202,51 @@ def test_standalone_graph_defaults_are_unchanged():
     assert SolverContext().model_dump() == {
         "model": "openai:policy",
         "base_url": None,
-        "max_turns": 20,
+        "max_turns": SOLVER_MAX_TURNS,
         "time_budget_sec": 900,
         "backend": "podman",
         "store_path": None,
         "policy_version": "base",
     }
+
+
+def test_one_default_for_the_solvers_turns():
+    """Issue 32: the solver's turn limit defaulted to 20, 30, 8 or 4 by entry point. Now every
+    entry point takes SOLVER_MAX_TURNS; only the embedded preset differs, on purpose."""
+    import inspect
+
+    from autoenvscaling.cli.main import solve
+    from autoenvscaling.cli.train import train
+    from autoenvscaling.graphs.proposer import gate_config
+    from autoenvscaling.training.backend import TrainHyperParams
+
+    assert RunConfig().solver_max_turns == SOLVER_MAX_TURNS
+    assert SolverContext().max_turns == SOLVER_MAX_TURNS
+    assert SolverSettings().budget.max_turns == SOLVER_MAX_TURNS
+    # A budget given as JSON without a turn limit (Harbor agent kwargs) is still the solver's.
+    assert SolverSettings.model_validate({"budget": {}}).budget.max_turns == SOLVER_MAX_TURNS
+    assert TrainHyperParams().max_turns == SOLVER_MAX_TURNS
+    for command in (solve, train):
+        assert inspect.signature(command).parameters["max_turns"].default == SOLVER_MAX_TURNS
+    assert inspect.signature(gate_config).parameters["solver_max_turns"].default == (
+        SOLVER_MAX_TURNS
+    )
+    assert preset("embedded")["solver_max_turns"] < SOLVER_MAX_TURNS
+
+
+@pytest.mark.parametrize(
+    ("given", "server", "embedded"),
+    [
+        ({}, "embedded", True),  # nothing named: the embedded default (Studio's default context)
+        ({"policy_base_url": "http://127.0.0.1:8000/v1"}, "vllm", False),
+        ({"policy_model": "openai:gpt-5"}, "none", False),
+        ({"policy_server": "none"}, "none", False),
+        ({"policy_server": "embedded", "policy_model": "scripted:x"}, "embedded", False),
+    ],
+)
+def test_one_rule_names_the_policy_server(given, server, embedded):
+    """`auto` (the default) resolves as `autoenvscaling run` always did; the graph starts the
+    embedded server only for a context that names no model and no endpoint."""
+    config = FlywheelContext(**given)
+    assert (config.policy_server, config.embedded_default()) == (server, embedded)
+    assert config.model_dump()["policy_server"] == server  # the manifest records what ran

@@ -138,3 +138,52 @@ async def test_served_graphs_validate_a_seed_task_and_run_a_flywheel_round(
     assert sorted(c["admitted"] for c in records) == [False, True]
     assert state["metrics"][0]["admitted"] == 1 and state["round"] == 2
     assert (tmp_path / "run" / "reports" / "round-01.md").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+async def test_served_flywheel_starts_and_stops_the_embedded_policy_itself(
+    engine_ready, server, tmp_path
+):
+    """Studio works alone (issue 32): the flywheel served by `langgraph dev`, run with its
+    default context (no model and no endpoint named: the embedded policy), starts the embedded
+    server itself, runs the round on it under the embedded preset, reads the `rounds` input it
+    shows (the context asks for 2, the input for 1: one round), and stops the server at the end.
+    Nothing is scripted: the 135M model's own replies drive the round. Only the run folder is
+    set, and training is off (GRPO on 2 CPU cores would add ~5 min and is tested elsewhere)."""
+    import json
+
+    from langgraph_sdk import get_client
+
+    from autoenvscaling.graphs.config import preset
+    from autoenvscaling.tools.rollouts.store import RolloutStore
+
+    client = get_client(url=server)
+    run_dir = tmp_path / "run"
+    context = {"run_dir": str(run_dir), "train": False, "rounds": 2}
+    thread = await client.threads.create()
+    state = await client.runs.wait(
+        thread["thread_id"], "flywheel", input={"rounds": 1}, context=context
+    )
+    assert "__error__" not in state, state
+    assert state["round"] == 2 and [m["round"] for m in state["metrics"]] == [1]
+
+    config = json.loads((run_dir / "manifest.json").read_text())["config"]
+    assert config["policy_server"] == "embedded" and config["rounds"] == 1
+    base_url = config["policy_base_url"]
+    assert base_url and base_url.startswith("http://127.0.0.1:")
+    # Resolved as `autoenvscaling run` resolves it: the preset under what the context sets.
+    for key, value in preset("embedded").items():
+        assert config[key] == value, key
+    assert config["train"] is False and config["context_window"]
+
+    # The served policy answered the round's attempts.
+    with RolloutStore(run_dir / "rollouts.db") as store:
+        attempts = store.list_attempts(limit=1000)
+    assert {a.role for a in attempts} >= {"solver", "proposer"}
+    assert all(a.metadata.get("model") in (None, config["policy_model"]) for a in attempts)
+    assert any(a.completion_tokens > 0 for a in attempts), [a.metadata for a in attempts]
+
+    # ... and is gone once the run ended.
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{base_url}/models", timeout=5)
