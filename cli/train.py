@@ -140,7 +140,8 @@ def train(
         TrainProgress,
     )
     from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.grpo.trl_backend import AccelerateLauncher, TRLGRPOBackend
+    from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
+    from autoenvscaling.training.worker_backend import AccelerateLauncher
 
     sandbox_options = json.loads(harbor_env.read_text()) if harbor_env else {}
     try:  # before a base model is fetched or any sandbox starts

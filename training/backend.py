@@ -24,7 +24,7 @@ from autoenvscaling.training.policy import Checkpoint
 
 
 class TrainHyperParams(BaseModel):
-    """GRPO knobs. Defaults are sized for the embedded CPU round (visible and overridable)."""
+    """Training knobs, sized for the embedded CPU round; `trl_config` sets any other TRL field."""
 
     steps: int = Field(default=2, ge=1, description="Optimizer steps (GRPOConfig.max_steps).")
     learning_rate: float = Field(default=1e-4, gt=0)
@@ -102,6 +102,11 @@ class TrainHyperParams(BaseModel):
     torch_threads: int | None = Field(
         default=None, description="torch.set_num_threads in the worker (CPU)."
     )
+    trl_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Any fields of the trainer's TRL config (GRPOConfig, SFTConfig), over ours: "
+        "e.g. {'save_steps': 5, 'report_to': 'wandb', 'lr_scheduler_type': 'cosine'}.",
+    )
 
     def episode_tokens(self, prompt_tokens: int) -> int:
         """TRL's max_completion_length for episodes whose longest prompt is `prompt_tokens`: the
@@ -166,16 +171,6 @@ class TrainJob(BaseModel):
         except HarborBackendError as exc:
             raise ValueError(str(exc)) from None
         return self
-
-    def all_task_dirs(self) -> list[Path]:
-        seen: set[Path] = set()
-        out = []
-        for path in [*self.task_dirs, *self.replay_task_dirs]:
-            resolved = Path(path).resolve()
-            if resolved not in seen:
-                seen.add(resolved)
-                out.append(resolved)
-        return out
 
 
 class TrainResult(BaseModel):

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
+from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
 from autoenvscaling.tools.gate import GateConfig, Verdict
 from autoenvscaling.tools.rollouts.models import Outcome
 from autoenvscaling.tools.sandbox import SandboxLimits
@@ -40,7 +41,14 @@ class ProposerSettings(BaseModel):
     )
     max_revisions: int = Field(default=2, ge=0, description="Revisions after a rejection.")
     compact_prompt: bool = Field(
-        default=False, description="The compact system prompt (terminal arm) from the start."
+        default=False,
+        description="The compact system prompt (terminal arm) from the start, and only the tools "
+        "it names (COMPACT_TOOLS): each schema costs context on every call.",
+    )
+    autosubmit: bool = Field(
+        default=True,
+        description="When an episode's budget ends with files in the task folder, submit them "
+        "(SWE-agent's autosubmission); False: the attempt ends unsubmitted.",
     )
     gate: GateConfig = Field(
         default_factory=GateConfig,
@@ -79,6 +87,9 @@ class ProposalResult(BaseModel):
     verdict: Verdict | None = Field(default=None, description="The last full-gate verdict.")
     gates: list[GateRun] = Field(default_factory=list)
     submitted: bool = False
+    autosubmitted: bool = Field(
+        default=False, description="Submitted by the budget's end, not by the model's `submit`."
+    )
     stop_reason: str | None = None
     error: str | None = None
     turns: int = 0
