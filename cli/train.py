@@ -124,6 +124,13 @@ def train(
             "deepspeed_zero3 | fsdp (training/configs/) or a path"
         ),
     ] = None,
+    trl_config: Annotated[
+        str | None,
+        typer.Option(
+            help="Fields of TRL's trainer config over ours, as JSON (GRPOConfig; SFTConfig with "
+            '--sft), e.g. \'{"save_steps": 5, "report_to": "wandb"}\'',
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Train the policy with GRPO on TASKS (or SFT on --sft DATASET) and publish a new checkpoint."""
@@ -144,6 +151,12 @@ def train(
     from autoenvscaling.training.worker_backend import AccelerateLauncher
 
     sandbox_options = json.loads(harbor_env.read_text()) if harbor_env else {}
+    try:
+        trl_fields = json.loads(trl_config or "{}")
+    except ValueError:
+        trl_fields = None
+    if not isinstance(trl_fields, dict):
+        raise typer.BadParameter("a JSON object of TRL config fields", param_hint="--trl-config")
     try:  # before a base model is fetched or any sandbox starts
         validate_backend(sandbox, sandbox_options)
         check_stages(sandbox, ["grpo"])
@@ -196,6 +209,7 @@ def train(
             vllm_mode=vllm_mode,  # pyright: ignore[reportArgumentType] - typer gives a str; pydantic checks it
             vllm_server_base_url=vllm_server_url,
             torch_threads=threads,
+            trl_config=trl_fields,
         ),
     )
     if sft is not None:

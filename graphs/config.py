@@ -177,6 +177,13 @@ class RunConfig(BaseModel):
         default=1, description="Proposers sharing one brief: a proposer GRPO group needs >= 2"
     )
     proposer_train_steps: int = Field(default=1, description="Proposer GRPO steps")
+    train_trl_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="TRL GRPOConfig fields for the solver's training, over ours (any field)",
+    )
+    proposer_trl_config: dict[str, Any] = Field(
+        default_factory=dict, description="TRL GRPOConfig fields for the proposer's training"
+    )
     cold_start: Annotated[
         bool,
         Cli(

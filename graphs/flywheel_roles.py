@@ -186,6 +186,7 @@ async def run_training(
             num_generations=ctx.num_generations,
             tasks_per_step=min(ctx.train_tasks_per_step, max(1, len(admitted) + len(replay))),
             **solver_episode(ctx),  # a training episode is a served episode
+            trl_config=ctx.train_trl_config,
         ),
         work_dir=run.root / "train" / f"r{round_:02d}",
         sandbox_backend=ctx.backend,

@@ -127,7 +127,7 @@ async def train_proposer(
         parent=registry.get(policy.checkpoint_id) if policy.checkpoint_id else None,
         groups=plan.groups,
         group_size=plan.group_size,
-        hyper=TrainHyperParams(steps=ctx.proposer_train_steps),
+        hyper=TrainHyperParams(steps=ctx.proposer_train_steps, trl_config=ctx.proposer_trl_config),
         temperature=plan.temperature or DEFAULT_TEMPERATURE,
         work_dir=work,
     )

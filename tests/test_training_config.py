@@ -69,6 +69,17 @@ def test_an_unknown_field_is_named_before_any_weights_load(tmp_path: Path) -> No
     assert "did you mean 'learning_rate'" in str(err.value)
 
 
+def test_train_takes_trl_fields_as_a_json_object(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from autoenvscaling.cli.main import app
+
+    for given in ("[1]", "{not json"):
+        args = ["train", "--registry", str(tmp_path), "--trl-config", given]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2 and "--trl-config" in result.output, result.output
+
+
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
@@ -79,6 +90,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("model") / "tiny")
 
 
+@pytest.mark.slow  # two worker processes start (torch, TRL): about 70 s on 2 cores
 @pytest.mark.timeout(300)
 def test_a_killed_job_resumes_from_its_checkpoint_and_logs_to_tensorboard(
     tiny_model: Path, tmp_path: Path
@@ -90,7 +102,7 @@ def test_a_killed_job_resumes_from_its_checkpoint_and_logs_to_tensorboard(
     from tests.test_train_sft import _examples
 
     to_hf_dataset(_examples()).save_to_disk(str(tmp_path / "dataset"))
-    steps = 12
+    steps = 8
     job = SFTJob(
         job_id="resume",
         base_model=str(tiny_model),

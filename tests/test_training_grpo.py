@@ -127,6 +127,10 @@ async def test_two_grpo_steps_publish_a_checkpoint(trained, tiny_model) -> None:
     steps = [[Path(t).name for t in step] for step in result.metrics["step_tasks"]]
     assert steps == [["write-numbers", "hello-file"]] * 2
     assert not list(registry.staging_dir.iterdir())
+    # TRL logged every step to TensorBoard in the job's folder; its mid-job checkpoints are gone.
+    trainer = result.log_path.parent / "trainer"
+    assert list(trainer.glob("runs/*/events.out.tfevents.*"))
+    assert not list(trainer.glob("checkpoint-*"))
     # The episode TRL ran is the one the job asked for: the per-reply cap reached TRL's generation.
     episode = result.metrics["episode"]
     assert episode["max_completion_length"] == 96 and episode["max_tool_calling_iterations"] == 2

@@ -1,8 +1,6 @@
-"""The policy as every trainer process loads it (GRPO, SFT, proposer): the device, the model with
-its LoRA adapter or merged weights, and a tokenizer whose chat template TRL renders tools with and
-parses tool calls from. One loader, so every worker produces the same kind of checkpoint.
-Imported by worker processes only (torch is imported inside the functions).
-"""
+"""The policy as every trainer process loads it (GRPO, SFT, proposer), so all make one kind of
+checkpoint: the device, the model (its LoRA adapter or merged weights), a tokenizer whose chat
+template TRL renders tools with and parses tool calls from. Workers only (torch inside)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ own, then the job's `hyper.trl_config`, which may set any field of that class (`
 the names before any weights load). Shared defaults: a log entry every step to TensorBoard in the
 job's folder (`work_dir/trainer/runs/`; W&B too when WANDB_PROJECT is set), and a checkpoint every
 tenth of the job (`work_dir/trainer/checkpoint-N`, the last one kept). A job whose worker was
-killed resumes from its last complete checkpoint when run again (`train`); a checkpoint of another
-job is dropped at start, and a finished job's once training returns, so it never resumes.
+killed resumes from its last complete checkpoint when run again unchanged (`train`); a checkpoint
+of another job is dropped at start, and a finished job's once training returns.
 """
 
 from __future__ import annotations
@@ -40,11 +40,12 @@ def start_job(job: TrainJob, config_type: type) -> str:
         raise ValueError(
             f"trl_config: {name!r} is not a field of TRL's {config_type.__name__}{hint}"
         )
-    stamp = trainer_dir(job) / "job.json"  # the job its checkpoints belong to
+    # The job its checkpoints belong to: all of it but the id (`train` names each run anew).
+    stamp, this_job = trainer_dir(job) / "job.json", job.model_dump_json(exclude={"job_id"})
     stamp.parent.mkdir(parents=True, exist_ok=True)
-    if stamp.is_file() and stamp.read_text() != job.model_dump_json():
+    if stamp.is_file() and stamp.read_text() != this_job:
         _drop_checkpoints(stamp.parent)  # another job's weights: never resumed from
-    stamp.write_text(job.model_dump_json())
+    stamp.write_text(this_job)
     if job.hyper.torch_threads:
         torch.set_num_threads(job.hyper.torch_threads)
     device = device_of(job)

@@ -161,31 +161,25 @@ class WorkerBackend:
                 f"the current policy stays. Last output:\n{detail}\n(full log: {log_path})"
             )
         worker = read_result(job, log_path)
-        metrics = dict(worker.metrics)
-        metrics["step_tasks"] = worker.step_tasks
-        counts = {"steps_done", "groups_total", "groups_dropped_no_variance", "reason"}
+        metrics = {**worker.metrics, "step_tasks": worker.step_tasks}
+        groups = worker.model_dump(include={"groups_total", "groups_dropped_no_variance"})
         result = TrainResult(
             job_id=job.job_id,
             metrics=metrics,
+            steps_done=worker.steps_done,
+            reason=worker.reason,
             log_path=log_path,
-            **worker.model_dump(include=counts),
+            **groups,
         )
         if worker.weights_dir:
-            manifest_metrics = {
-                k: v for k, v in metrics.items() if k not in ("log_history", "step_tasks")
-            }
-            manifest_metrics.update(
-                groups_total=result.groups_total,
-                groups_dropped_no_variance=result.groups_dropped_no_variance,
-                steps=result.steps_done,
-            )
+            manifest = {k: v for k, v in metrics.items() if k not in ("log_history", "step_tasks")}
             result.checkpoint = self.registry.publish(
                 Path(worker.weights_dir),
                 base_model=worker.base_model,
                 kind=worker.kind,
                 parent_id=job.parent.id if job.parent is not None else None,
                 job_id=job.job_id,
-                metrics=manifest_metrics,
+                metrics={**manifest, **groups, "steps": result.steps_done},
                 make_current=self.make_current,
                 move=True,
             )
