@@ -11,7 +11,6 @@ from pydantic import BaseModel, Field
 from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
-from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
 from autoenvscaling.tools.gate import GateConfig, Verdict
 from autoenvscaling.tools.rollouts.models import Outcome
 from autoenvscaling.tools.sandbox import SandboxLimits
