@@ -106,7 +106,7 @@ def build_gate_server(
         skip = list(NEVER_CHECKED)
         if until is not None:
             skip += [s for s in STAGES[STAGES.index(until) + 1 :]]
-        return report_of(await validate_task(root, gate, skip=skip))
+        return _inside(report_of(await validate_task(root, gate, skip=skip)), root)
 
     @server.tool(annotations=ToolAnnotations(destructiveHint=False, openWorldHint=False))
     async def submit(summary: str = "") -> SubmitReceipt:
@@ -120,8 +120,27 @@ def build_gate_server(
         return SubmitReceipt(
             submitted=True,
             files=files,
-            format_problems=[str(e) for e in check_task(root)],
+            format_problems=[_relative(str(e), root) for e in check_task(root)],
             note="submitted: the full gate (with calibration against the solver) now decides",
         )
 
     return server
+
+
+def _relative(text: str, root: Path) -> str:
+    """The folder's host path never reaches the model: its files are named relative to it."""
+    return text.replace(f"{root}/", "").replace(str(root), ".")
+
+
+def _inside(report: CheckReport, root: Path) -> CheckReport:
+    lines = [
+        line.model_copy(update={"reason": _relative(line.reason, root)}) if line.reason else line
+        for line in report.stages
+    ]
+    return report.model_copy(
+        update={
+            "reason": _relative(report.reason, root) if report.reason else report.reason,
+            "excerpt": _relative(report.excerpt, root) if report.excerpt else report.excerpt,
+            "stages": lines,
+        }
+    )

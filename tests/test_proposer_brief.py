@@ -155,6 +155,8 @@ async def test_gate_tools_check_and_submit_only_their_own_folder(tmp_path):
         )
     assert receipt["submitted"] and "task.toml" in receipt["files"]
     assert receipt["format_problems"] and summaries == ["a toml task"]
+    # The folder's host path never reaches the model (it names files relative to its folder).
+    assert str(tmp_path) not in json.dumps(report) + json.dumps(receipt), (report, receipt)
 
 
 async def test_quick_check_of_a_good_task_runs_only_the_stages_asked(tmp_path):
