@@ -204,7 +204,7 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
             self.current_name = self.base_name
 
         def __iter__(self):  # noqa: ANN204 - the names served (/v1/models lists them)
-            return iter(list(self.served))
+            yield from list(self.served)  # a generator, as LlamaProxy's own
 
         def __contains__(self, name: object) -> bool:
             return name in self.served

@@ -26,11 +26,13 @@ def create_app(proxy_class: type, server_settings: Any, model_settings: list[Any
     import llama_cpp.server.app as llama_app
 
     with _lock:
-        original = llama_app.LlamaProxy
-        llama_app.LlamaProxy = proxy_class
+        # By name: the app module imports LlamaProxy without re-exporting it (pyright's
+        # reportPrivateImportUsage), and this rebinding is exactly what the module is for.
+        original = getattr(llama_app, "LlamaProxy")  # noqa: B009
+        setattr(llama_app, "LlamaProxy", proxy_class)  # noqa: B010
         try:
             return llama_app.create_app(
                 server_settings=server_settings, model_settings=model_settings
             )
         finally:
-            llama_app.LlamaProxy = original
+            setattr(llama_app, "LlamaProxy", original)  # noqa: B010
