@@ -47,6 +47,8 @@ KEEPALIVE = "while read -r _; do :; done"
 #: as, so a root agent (no CAP_SYS_PTRACE) can neither ptrace them nor write their memory
 #: through /proc/<pid>/mem (the kernel's ptrace check wants the same uid or that capability).
 #: They only wait and reap, which needs no privilege. Commands run as root unless told.
+#: podman only: docker derives an exec's capabilities from the container's user, so there they
+#: stay root (and a root agent could ptrace them).
 KEEPER_USER = "2147483646:2147483646"  # KEEPER_UID below
 
 
@@ -141,7 +143,9 @@ class ContainerSandbox(Sandbox):
             image,
             entrypoint=["/bin/sh", "-c", KEEPALIVE],
             command=[],
-            user=KEEPER_USER,
+            # docker gives an exec the capabilities it computed for the container's user: with
+            # the keeper, a root exec would have none (CapEff 0), so there the keeper is root.
+            user=KEEPER_USER if backend == "podman" else None,
             stdin_open=True,
             detach=not tie_to_owner,  # attached stdin + StdinOnce: closes with the owner
             environment=env or {},
