@@ -63,7 +63,10 @@ async def test_cold_start_trains_both_roles_and_serves_round_one(
     tasks: Path, tiny_model: Path, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
-    settings = ColdStartSettings(steps=2, batch_size=2, max_length=16384)
+    # Two passes over the solver's episodes, one over the proposer's: the SFT sees that mix.
+    settings = ColdStartSettings(
+        steps=2, batch_size=2, max_length=16384, epochs={"solver": 2, "proposer": 1}
+    )
     said: list[str] = []
     checkpoint, card = await cold_start_checkpoint(
         cache, base_model=str(tiny_model), tasks_dir=tasks, settings=settings, progress=said.append
@@ -111,7 +114,7 @@ async def test_cold_start_trains_both_roles_and_serves_round_one(
 
     # -- SFT ran and moved the weights; the card says what it cost ----------------------------
     assert card.sft["param_change_l2"] > 0
-    assert card.sft["by_role"] == {"solver": 2, "proposer": 2}
+    assert card.sft["by_role"] == {"solver": 4, "proposer": 2}
     assert {"solver_replays", "proposer_replays", "sft"} <= set(card.seconds)
     # Built once: a second call reuses it without replaying anything.
     again, _ = await cold_start_checkpoint(

@@ -1,6 +1,6 @@
 """A scripted policy that makes each proposer recreate one hostile corpus case with its terminal.
 
-Importable by the CLI as `scripted:py:tests.hostile.hostile_policy:shared_policy`. Proposer slot
+Served to the CLI as `POLICY` by `python -m tests.hostile.hostile_policy MODULE ARGS`. Proposer slot
 i unpacks case `FLYWHEEL_CASES[i]` (built by tests/hostile/corpus.py, shipped as a base64 tar
 that keeps FIFOs, links and odd names) into its candidate folder with shell commands, then
 submits; after a rejection it stops talking. The solver gives up at once. Only the replies are
@@ -81,3 +81,24 @@ def shared_policy() -> Callable[[Sequence[BaseMessage]], AIMessage | str]:
         return steps[done] if done < len(steps) else "I stop here."
 
     return respond
+
+
+POLICY = "scripted:hostile-shared"
+
+
+def main(argv: list[str]) -> None:
+    """Run module `argv[0]` as `__main__` (as `python -m` does) with the policy registered."""
+    import runpy
+    import sys
+
+    from autoenvscaling.graphs.scripted_model import register
+
+    register(POLICY.removeprefix("scripted:"), shared_policy())
+    sys.argv = list(argv)
+    runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

@@ -18,9 +18,7 @@ from autoenvscaling.tools.tasks.pool import Pool
 
 from ..conftest import FIXTURES, REPO
 from .corpus import GATE_ENV
-from .hostile_policy import FLYWHEEL_CASES
-
-POLICY = "scripted:py:tests.hostile.hostile_policy:shared_policy"
+from .hostile_policy import FLYWHEEL_CASES, POLICY
 
 
 @pytest.mark.slow
@@ -31,7 +29,7 @@ def test_the_hostile_corpus_never_crashes_a_flywheel_round(engine_ready, tmp_pat
     shutil.copytree(FIXTURES / "good_task", seed / "word-count")
     run = tmp_path / "run"
     command = [
-        sys.executable, "-m", "autoenvscaling.cli.main", "run",
+        sys.executable, "-m", "tests.hostile.hostile_policy", "autoenvscaling.cli.main", "run",
         "--run-dir", str(run), "--model", POLICY, "--no-train", "--no-calibrate",
         "--seed-dir", str(seed), "--proposals", str(len(FLYWHEEL_CASES)), "--arm", "terminal",
         "--refresh-attempts", "1", "--solver-max-turns", "1", "--proposer-max-turns", "12",
