@@ -70,11 +70,16 @@ def shared_policy() -> Callable[[Sequence[BaseMessage]], AIMessage | str]:
     return respond
 
 
-def main(argv: list[str]) -> None:
-    """Run module `argv[0]` as `__main__` (as `python -m` does) with the policy registered."""
-    register(POLICY.removeprefix("scripted:"), shared_policy())
+def run_with_policy(policy: str, respond: Callable, argv: list[str]) -> None:
+    """Run module `argv[0]` as `__main__` (as `python -m` does) with `respond` registered as the
+    scripted model `policy` (`scripted:NAME`): how a test hands a policy to a CLI subprocess."""
+    register(policy.removeprefix("scripted:"), respond)
     sys.argv = list(argv)
     runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+
+
+def main(argv: list[str]) -> None:
+    run_with_policy(POLICY, shared_policy(), argv)
 
 
 if __name__ == "__main__":

@@ -237,6 +237,44 @@ def test_tool_results_and_descriptions_reach_the_model(server):
     assert long_description - plain >= 300, (plain, long_description)
 
 
+def _served_ids(server, conversation, tools) -> list[int]:
+    """The ids the server conditions on: the conversation as langchain-openai sends it, through
+    the server's `/tokenize` (one function with its chat handler)."""
+    from langchain_openai.chat_models.base import _convert_message_to_dict
+
+    wire = [_convert_message_to_dict(m) for m in conversation]
+    served = httpx.post(
+        f"{server.base_url.removesuffix('/v1')}/tokenize",
+        json={"messages": wire, "tools": tools, "add_generation_prompt": True},
+        timeout=60,
+    )
+    assert served.status_code == 200, served.text
+    return served.json()["tokens"]
+
+
+def _trainer_tokenizer():
+    """The HF tokenizer of the served weights with the chat template the workers put on it."""
+    from transformers import AutoTokenizer
+
+    from autoenvscaling.training.policy_loading import ensure_tool_template
+    from autoenvscaling.training.serving.embedded_setup import ensure_hf_base_model
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        ensure_hf_base_model(ensure_embedded_assets(with_converter=False))
+    )
+    ensure_tool_template(tokenizer)
+    return tokenizer
+
+
+def _trained_ids(tokenizer, conversation, tools) -> list[int]:
+    from autoenvscaling.tools.rollouts.transcripts import chat_messages
+
+    rendered = tokenizer.apply_chat_template(
+        chat_messages(conversation), tools=tools, add_generation_prompt=True, tokenize=True
+    )
+    return list(rendered["input_ids"] if hasattr(rendered, "keys") else rendered)
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("trl") is None, reason="the train extra (trl) is not installed"
 )
@@ -247,13 +285,10 @@ def test_served_prompt_ids_are_the_trainers(server, model_path):
     GRPO and SFT workers put on it, the conversation as the transcripts hold it."""
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
     from langchain_openai.chat_models.base import _convert_message_to_dict
-    from transformers import AutoTokenizer
 
     from autoenvscaling.tools.agents.solver_interface import openai_tools, system_prompt
     from autoenvscaling.tools.rollouts.transcripts import chat_messages
     from autoenvscaling.training.grpo.episode_env import prompt_tools
-    from autoenvscaling.training.policy_loading import ensure_tool_template
-    from autoenvscaling.training.serving.embedded_setup import ensure_hf_base_model
 
     conversation = [
         SystemMessage(system_prompt()),
@@ -268,24 +303,11 @@ def test_served_prompt_ids_are_the_trainers(server, model_path):
     tools = [t for t in openai_tools() if t["function"]["name"] in ("run", "read_output")]
     assert len(tools) == 2
     wire = [_convert_message_to_dict(m) for m in conversation]  # what langchain-openai sends
-    served = httpx.post(
-        f"{server.base_url.removesuffix('/v1')}/tokenize",
-        json={"messages": wire, "tools": tools, "add_generation_prompt": True},
-        timeout=60,
-    )
-    assert served.status_code == 200, served.text
-    served_ids = served.json()["tokens"]
+    served_ids = _served_ids(server, conversation, tools)
     assert _prompt_tokens(server, wire, tools) == len(served_ids)
 
-    tokenizer = AutoTokenizer.from_pretrained(
-        ensure_hf_base_model(ensure_embedded_assets(with_converter=False))
-    )
-    ensure_tool_template(tokenizer)
-    rendered = tokenizer.apply_chat_template(
-        chat_messages(conversation), tools=tools, add_generation_prompt=True, tokenize=True
-    )
-    trained_ids = list(rendered["input_ids"] if hasattr(rendered, "keys") else rendered)
-    assert served_ids == trained_ids
+    tokenizer = _trainer_tokenizer()
+    assert served_ids == _trained_ids(tokenizer, conversation, tools)
     # GRPO renders the episode's tools from its methods: the same ids again.
     by_methods = tokenizer.apply_chat_template(
         chat_messages(conversation),
@@ -417,17 +439,12 @@ async def test_the_compact_proposers_first_prompt_is_what_the_server_tokenizes(
     description reaches the model, and the prompt leaves the fitted reply cap inside the window."""
     from langchain_core.messages import HumanMessage, SystemMessage
     from langchain_core.utils.function_calling import convert_to_openai_tool
-    from langchain_openai.chat_models.base import _convert_message_to_dict
-    from transformers import AutoTokenizer
 
     from autoenvscaling.graphs.models import ModelConfig
     from autoenvscaling.graphs.proposer import ProposerSettings
     from autoenvscaling.graphs.proposer.prompts import fit_first_prompt
     from autoenvscaling.graphs.proposer.workspace import COMPACT_TOOLS, proposer_tools
     from autoenvscaling.tools.agents.brief import build_brief
-    from autoenvscaling.tools.rollouts.transcripts import chat_messages
-    from autoenvscaling.training.policy_loading import ensure_tool_template
-    from autoenvscaling.training.serving.embedded_setup import ensure_hf_base_model
 
     from .conftest import REPO
 
@@ -440,23 +457,9 @@ async def test_the_compact_proposers_first_prompt_is_what_the_server_tokenizes(
     brief = build_brief(None, REPO / "tasks" / "starter", n_examples=1)
     fitted = fit_first_prompt(brief, "terminal", (0.25, 0.75), model, schemas, compact=True)
     conversation = [SystemMessage(fitted.system), HumanMessage(fitted.brief)]
-    wire = [_convert_message_to_dict(m) for m in conversation]
-    served = httpx.post(
-        f"{server.base_url.removesuffix('/v1')}/tokenize",
-        json={"messages": wire, "tools": schemas, "add_generation_prompt": True},
-        timeout=60,
-    )
-    assert served.status_code == 200, served.text
-    served_ids = served.json()["tokens"]
-
-    tokenizer = AutoTokenizer.from_pretrained(
-        ensure_hf_base_model(ensure_embedded_assets(with_converter=False))
-    )
-    ensure_tool_template(tokenizer)
-    rendered = tokenizer.apply_chat_template(
-        chat_messages(conversation), tools=schemas, add_generation_prompt=True, tokenize=True
-    )
-    assert served_ids == list(rendered["input_ids"] if hasattr(rendered, "keys") else rendered)
+    served_ids = _served_ids(server, conversation, schemas)
+    tokenizer = _trainer_tokenizer()
+    assert served_ids == _trained_ids(tokenizer, conversation, schemas)
     assert len(served_ids) + fitted.max_tokens <= window, (len(served_ids), fitted.max_tokens)
     text = tokenizer.decode(served_ids)
     for schema in schemas:

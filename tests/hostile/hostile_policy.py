@@ -87,15 +87,9 @@ POLICY = "scripted:hostile-shared"
 
 
 def main(argv: list[str]) -> None:
-    """Run module `argv[0]` as `__main__` (as `python -m` does) with the policy registered."""
-    import runpy
-    import sys
+    from tests.flywheel_policy import run_with_policy
 
-    from autoenvscaling.graphs.scripted_model import register
-
-    register(POLICY.removeprefix("scripted:"), shared_policy())
-    sys.argv = list(argv)
-    runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+    run_with_policy(POLICY, shared_policy(), argv)
 
 
 if __name__ == "__main__":
