@@ -155,14 +155,18 @@ nohup setsid bash /tmp/.aes-tamperer.sh > /dev/null 2>&1 < /dev/null &
 echo tamperer-started"""
 
 # A program of the agent's that the verifier runs: it writes the reward files, leaves a writer
-# behind that keeps them at 1 for a minute (a reward read after the tests), and exits 0.
+# behind that keeps them at 1 for a minute (a reward read after the tests), and exits 0. The
+# writer renames a whole file into place: a truncate-then-write can be read empty (Harbor then
+# errors the trial instead of scoring the forgery, and the probe would look held).
 FORGE_SH = """#!/bin/sh
 # autoenvscaling anti-cheat probe: a program of the agent's that writes the reward
 mkdir -p /logs/verifier 2>/dev/null
 echo 1 > /logs/verifier/reward.txt 2>/dev/null
 echo '{"reward": 1.0}' > /logs/verifier/reward.json 2>/dev/null
 ( i=0; while [ $i -lt 1200 ]; do
-    echo '{"reward": 1.0}' > /logs/verifier/reward.json 2>/dev/null; i=$((i + 1)); sleep 0.05
+    echo '{"reward": 1.0}' > /logs/verifier/.aes-f.json 2>/dev/null \\
+      && mv -f /logs/verifier/.aes-f.json /logs/verifier/reward.json 2>/dev/null
+    i=$((i + 1)); sleep 0.05
   done ) </dev/null >/dev/null 2>&1 &
 exit 0
 """
