@@ -48,7 +48,7 @@ class ColdStartSettings(BaseModel):
     """What the cold start trains, and how hard (sized for the embedded CPU policy)."""
 
     epochs: dict[str, int] = Field(
-        default_factory=lambda: {"solver": 4, "proposer": 1},
+        default_factory=lambda: {"solver": 4, "proposer": 3},
         description="Passes over each role's episodes. A solver episode is ~0.7k tokens and a "
         "proposer's ~3.5k: four passes teach the solver's tool-call format for a fraction of "
         "one proposer pass. A role not named gets one.",
