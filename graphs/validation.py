@@ -1,8 +1,8 @@
 """The admission gate as LangGraph graphs.
 
-- `build_validation_graph()`: one candidate, one node per stage (`lint` → `build` → `oracle` →
-  `nop` → `repeat` → `anti_cheat` → `decontam` → `calibrate` → `dedup`), then `verdict`. Every
-  stage node returns `Command[Literal[<next>, "verdict"]]`, so Studio draws both exits and shows
+- `build_validation_graph()`: one candidate, one node per stage of the gate's sequence
+  (`tools/gate/pipeline.py`: `STAGES` in order, `next_stage` to stop), then `verdict`. Every
+  stage node declares both exits (the next stage, `verdict`), so Studio draws them and shows
   which one a run took; a failing stage jumps straight to `verdict`.
 - `build_batch_graph()`: many candidates at once. `fan_out` sends each one (`Send`) to
   `validate_candidate`, which runs the validation graph under a concurrency limit and turns any
@@ -30,6 +30,7 @@ from langgraph.types import Checkpointer, Command, Send
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.gate import (
+    STAGES,
     GateConfig,
     StageName,
     StageResult,
@@ -39,6 +40,7 @@ from autoenvscaling.tools.gate import (
     run_stage,
 )
 from autoenvscaling.tools.gate.harness import slots
+from autoenvscaling.tools.gate.pipeline import next_stage
 
 # --------------------------------------------------------------------------- state
 
@@ -67,102 +69,33 @@ def _config(runtime: Runtime[GateConfig]) -> GateConfig:
     return runtime.context if runtime.context is not None else GateConfig()
 
 
-async def _stage(
-    stage: StageName, after: str, state: ValidationState, runtime: Runtime[GateConfig]
-) -> Command[Any]:
-    config = _config(runtime)
-    prior: dict[StageName, StageResult] = {r.stage: r for r in state.results}
-    result = await run_stage(stage, state.task, config, prior)
-    runtime.stream_writer(
-        {
-            "event": "stage",
-            "task": state.task,
-            "stage": stage,
-            "passed": result.passed,
-            "skipped": result.skipped,
-            "infrastructure_error": result.infrastructure_error,
-            "duration_sec": result.duration_sec,
-            "reason": result.reason,
-        }
-    )
-    return Command(update={"results": [result]}, goto=after if result.passed else "verdict")
+def _stage_node(stage: StageName):
+    """The node that runs `stage` and routes by `next_stage`: on to the next stage, or straight
+    to the verdict."""
 
+    async def run(state: ValidationState, runtime: Runtime[GateConfig]) -> Command[Any]:
+        prior: dict[StageName, StageResult] = {r.stage: r for r in state.results}
+        result = await run_stage(stage, state.task, _config(runtime), prior)
+        runtime.stream_writer(
+            {
+                "event": "stage",
+                "task": state.task,
+                "stage": stage,
+                "passed": result.passed,
+                "skipped": result.skipped,
+                "infrastructure_error": result.infrastructure_error,
+                "duration_sec": result.duration_sec,
+                "reason": result.reason,
+            }
+        )
+        return Command(update={"results": [result]}, goto=next_stage(stage, result) or "verdict")
 
-# --------------------------------------------------------------------------- stage nodes
-
-
-async def lint(
-    state: ValidationState, runtime: Runtime[GateConfig]
-) -> Command[Literal["build", "verdict"]]:
-    """Static checks: format, Dockerfile subset, no tests/solution in the image, reward file,
-    every checked path named in the instruction, pinned dependencies."""
-    return await _stage("lint", "build", state, runtime)
-
-
-async def build(
-    state: ValidationState, runtime: Runtime[GateConfig]
-) -> Command[Literal["oracle", "verdict"]]:
-    """The environment builds within its build timeout."""
-    return await _stage("build", "oracle", state, runtime)
-
-
-async def oracle(
-    state: ValidationState, runtime: Runtime[GateConfig]
-) -> Command[Literal["nop", "verdict"]]:
-    """The reference solution scores exactly 1.0."""
-    return await _stage("oracle", "nop", state, runtime)
-
-
-async def nop(
-    state: ValidationState, runtime: Runtime[GateConfig]
-) -> Command[Literal["repeat", "verdict"]]:
-    """An empty attempt scores below the threshold."""
-    return await _stage("nop", "repeat", state, runtime)
-
-
-async def repeat(
-    state: ValidationState, runtime: Runtime[GateConfig]
-) -> Command[Literal["anti_cheat", "verdict"]]:
-    """n more oracle runs give the same reward (no flaky verifier)."""
-    return await _stage("repeat", "anti_cheat", state, runtime)
-
-
-async def anti_cheat(
-    state: ValidationState, runtime: Runtime[GateConfig]
-) -> Command[Literal["decontam", "verdict"]]:
-    """The gate hacks the task: no answer readable at the start, wrong answers fail, exploit
-    probes and the optional cheat agent score below the threshold (sub-results per probe)."""
-    return await _stage("anti_cheat", "decontam", state, runtime)
-
-
-async def decontam(
-    state: ValidationState, runtime: Runtime[GateConfig]
-) -> Command[Literal["calibrate", "verdict"]]:
-    """No 13-gram shared with held-out benchmark instructions; "not configured" (never passed)
-    when no benchmark was given."""
-    return await _stage("decontam", "calibrate", state, runtime)
-
-
-async def calibrate(
-    state: ValidationState, runtime: Runtime[GateConfig]
-) -> Command[Literal["dedup", "verdict"]]:
-    """The current solver's mean reward lies in the band, and its rewards vary."""
-    return await _stage("calibrate", "dedup", state, runtime)
-
-
-async def dedup(
-    state: ValidationState, runtime: Runtime[GateConfig]
-) -> Command[Literal["verdict"]]:
-    """Not a near-duplicate of a task already in the pool."""
-    return await _stage("dedup", "verdict", state, runtime)
+    return run
 
 
 def verdict(state: ValidationState, runtime: Runtime[GateConfig]) -> dict[str, Verdict]:
     """Admitted or not, the rejecting stage and why, the proposer's reward."""
     return {"verdict": make_verdict(state.task, state.results, backend=_config(runtime).backend)}
-
-
-STAGE_NODES = (lint, build, oracle, nop, repeat, anti_cheat, decontam, calibrate, dedup)
 
 
 def build_validation_graph(
@@ -177,8 +110,9 @@ def build_validation_graph(
         input_schema=ValidationInput,
         output_schema=ValidationOutput,
     )
-    for node in STAGE_NODES:
-        builder.add_node(node.__name__, node)
+    for stage, after in zip(STAGES, [*STAGES[1:], "verdict"], strict=True):
+        # Both exits declared, so Studio draws them (a Command's targets are not otherwise known).
+        builder.add_node(stage, _stage_node(stage), destinations=(after, "verdict"))
     builder.add_node("verdict", verdict)
     builder.add_edge(START, "lint")
     builder.add_edge("verdict", END)

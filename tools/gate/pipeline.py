@@ -1,5 +1,7 @@
-"""Run the gate's stages: one at a time (`run_stage`, what each graph node calls) or all of them
-in order up to the first failure (`validate_task`, the proposer's tool and the CLI's engine).
+"""The gate's stage sequence, in one place: `STAGE_FUNCTIONS` (which stages, in which order) and
+`next_stage` (what stops the sequence). Two runners walk it: `validate_task` here (the proposer's
+`check` tool), and the validation graph (graphs/validation.py, one node per stage, the CLI's
+and the flywheel's), whose nodes call `run_stage` and route by `next_stage`.
 """
 
 from __future__ import annotations
@@ -25,17 +27,30 @@ from autoenvscaling.tools.tasks.snapshot import content_hash
 StageFn = Callable[[Path, GateConfig, Mapping[StageName, StageResult]], Awaitable[StageResult]]
 
 STAGE_FUNCTIONS: dict[StageName, StageFn] = {
+    # Static checks: format, Dockerfile subset, no tests/solution in the image, reward file,
+    # every checked path named in the instruction, pinned dependencies.
     "lint": lint,
-    "build": build,
-    "oracle": oracle,
-    "nop": nop,
-    "repeat": repeat,
+    "build": build,  # the environment builds within its build timeout
+    "oracle": oracle,  # the reference solution scores exactly 1.0
+    "nop": nop,  # an empty attempt scores below the threshold
+    "repeat": repeat,  # n more oracle runs give the same reward (no flaky verifier)
+    # The gate hacks the task: no answer readable at the start, wrong answers fail, exploit
+    # probes and the optional cheat agent score below the threshold (sub-results per probe).
     "anti_cheat": anti_cheat,
+    # No 13-gram shared with held-out benchmark instructions; "not configured" (never passed)
+    # when no benchmark was given.
     "decontam": decontam,
-    "calibrate": calibrate,
-    "dedup": dedup,
+    "calibrate": calibrate,  # the solver's mean reward lies in the band, and its rewards vary
+    "dedup": dedup,  # not a near-duplicate of a task already in the pool
 }
 assert tuple(STAGE_FUNCTIONS) == STAGES
+
+
+def next_stage(stage: StageName, result: StageResult) -> StageName | None:
+    """The stage to run after `stage` gave `result`; None when the gate is done: at the first
+    failure, or after the last stage."""
+    later = STAGES[STAGES.index(stage) + 1 :]
+    return later[0] if result.passed and later else None
 
 
 async def run_stage(
@@ -74,13 +89,12 @@ async def validate_task(
     task = Path(task_dir).resolve()
     checked = content_hash(task) if task.is_dir() else None
     results: dict[StageName, StageResult] = {}
-    for stage in STAGES:
-        result = await run_stage(stage, task, config, results)
-        results[stage] = result
+    stage: StageName | None = STAGES[0]
+    while stage is not None:
+        results[stage] = result = await run_stage(stage, task, config, results)
         if on_stage is not None:
             on_stage(result)
-        if not result.passed:
-            break
+        stage = next_stage(stage, result)
     verdict = make_verdict(task, list(results.values()), backend=config.backend)
     return sealed(verdict, checked, content_hash(task) if task.is_dir() else None)
 
