@@ -1,20 +1,17 @@
 """Give a LangGraph node MCP servers as LangChain tools over kept-open sessions.
 
 `open_mcp_tools` connects to the graph's own FastMCP servers in memory (the full MCP protocol,
-no subprocess); `open_external_mcp_tools` connects to servers run elsewhere (stdio, streamable
-HTTP). Sessions stay open for the `async with` block, so a terminal keeps its shell (cwd, env)
-across tool calls. Enter and leave the block in the same task (anyio task groups require it).
+no subprocess). Sessions stay open for the `async with` block, so a terminal keeps its shell
+(cwd, env) across tool calls. Enter and leave the block in the same task (anyio task groups require it).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from datetime import timedelta
 
 from langchain_core.tools import BaseTool
-from langchain_mcp_adapters.sessions import Connection, StdioConnection, create_session
 from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp import ClientSession
 from mcp.server.fastmcp import FastMCP
@@ -53,52 +50,14 @@ async def open_mcp_tools(
     Tool errors reach the model as ToolMessage(status="error") instead of raising.
     """
     async with open_mcp_sessions(servers, read_timeout_sec=read_timeout_sec) as sessions:
-        tools = await _load(sessions, prefix)
-        if not (clashes := _clashes(tools)):
+        tools: list[BaseTool] = []
+        for name, session in sessions.items():
+            tools += await load_mcp_tools(session, server_name=name, tool_name_prefix=prefix)
+        names = [tool.name for tool in tools]
+        if not (clashes := sorted({n for n in names if names.count(n) > 1})):
             yield tools
             return
     raise ValueError(f"tool names {clashes} appear in several servers: pass prefix=True")
-
-
-@asynccontextmanager
-async def open_external_mcp_tools(
-    connections: Mapping[str, Connection], *, prefix: bool = False
-) -> AsyncIterator[list[BaseTool]]:
-    """LangChain tools for servers reached by langchain-mcp-adapters connections (stdio, HTTP)."""
-    with _unwrapped_errors():
-        async with AsyncExitStack() as stack:
-            sessions = {}
-            for name, connection in connections.items():
-                session = await stack.enter_async_context(create_session(connection))
-                await session.initialize()
-                sessions[name] = session
-            tools = await _load(sessions, prefix)
-            if not (clashes := _clashes(tools)):
-                yield tools
-                return
-    raise ValueError(f"tool names {clashes} appear in several servers: pass prefix=True")
-
-
-def stdio_connection(server: str, *args: str, env: dict[str, str] | None = None) -> StdioConnection:
-    """How to spawn one of our servers over stdio, e.g. `stdio_connection("filesystem", "--root", d)`."""
-    return StdioConnection(
-        transport="stdio",
-        command=sys.executable,
-        args=["-m", "autoenvscaling.mcp_servers", server, *args],
-        env=env,
-    )
-
-
-async def _load(sessions: Mapping[str, ClientSession], prefix: bool) -> list[BaseTool]:
-    tools: list[BaseTool] = []
-    for name, session in sessions.items():
-        tools += await load_mcp_tools(session, server_name=name, tool_name_prefix=prefix)
-    return tools
-
-
-def _clashes(tools: list[BaseTool]) -> list[str]:
-    names = [tool.name for tool in tools]
-    return sorted({n for n in names if names.count(n) > 1})
 
 
 @contextmanager

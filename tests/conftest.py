@@ -116,3 +116,15 @@ def engine_client(engine):
     from autoenvscaling.tools.sandbox.engine import client
 
     return client(engine)
+
+
+def container_running(box) -> bool:
+    """Whether the sandbox's container still runs, asked of the engine (no exec, so it works at
+    the pids limit too)."""
+    from autoenvscaling.tools.sandbox.engine import client
+
+    try:
+        state = client(box.backend).api.inspect_container(box.container_id)["State"]
+    except Exception:  # noqa: BLE001 - gone
+        return False
+    return bool(state.get("Running"))

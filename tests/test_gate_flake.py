@@ -17,7 +17,7 @@ import shutil
 import pytest
 
 from autoenvscaling.tools.gate import GateConfig
-from autoenvscaling.tools.gate.flake import caught_flake_rate, miss_probability
+from autoenvscaling.tools.gate.flake import caught_flake_rate
 from autoenvscaling.tools.gate.pipeline import run_stage, validate_task
 
 from .conftest import FIXTURES
@@ -26,6 +26,11 @@ FLAKY = FIXTURES / "gate_tasks" / "flaky_verifier"
 GOOD = FIXTURES / "good_task"
 # Only the stages a flake meets: lint and build (cached) run, then oracle and repeat decide.
 LATER = ("nop", "anti_cheat", "decontam", "calibrate", "dedup")
+
+
+def miss_probability(flake_rate: float, runs: int) -> float:
+    """Chance that a verifier failing `flake_rate` of its runs passes all `runs` of them."""
+    return (1.0 - flake_rate) ** runs
 
 
 def test_the_stated_rate_is_the_binomial_bound():

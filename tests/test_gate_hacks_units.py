@@ -18,7 +18,7 @@ from autoenvscaling.tools.gate.anti_cheat.leaks import (
     OutputIndex,
     archive_members,
     fingerprint,
-    git_blobs,
+    git_objects,
     in_instruction,
     normalised_key,
 )
@@ -138,7 +138,7 @@ def test_git_blobs_include_unreachable_and_packed_objects(tmp_path):
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tf:
         tf.add(repo / ".git" / "objects", arcname=".")
-    blobs = {content for _sha, content in git_blobs(buffer.getvalue())}
+    blobs = {content for _sha, kind, content in git_objects(buffer.getvalue()) if kind == "blob"}
     assert b'{"answer": 42}\n' in blobs  # unreachable, loose
     assert b"kept\n" in blobs  # reachable, packed
 

@@ -15,7 +15,6 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import AnyUrl
 
-from autoenvscaling.graphs.mcp_tools import open_external_mcp_tools, stdio_connection
 from autoenvscaling.tools.rollouts.models import Attempt, Step
 from autoenvscaling.tools.rollouts.store import RolloutStore
 
@@ -64,17 +63,9 @@ async def test_terminal_over_stdio_attached_by_ref(workspace):
         await session.call_tool("run", {"command": "cd /opt && export K=v"})
         result = await session.call_tool("run", {"command": "pwd; echo $K"})
         assert result.structuredContent["output"] == "/opt\nv\n"
-    # The same server through langchain-mcp-adapters, one kept-open stdio session.
-    connections = {
-        "terminal": stdio_connection("terminal", env={"AUTOENVSCALING_SANDBOX_REF": ref})
-    }
-    async with open_external_mcp_tools(connections) as tools:
-        run = next(t for t in tools if t.name == "run")
-        await run.ainvoke({"command": "cd /srv"})
-        message = await run.ainvoke(
-            {"type": "tool_call", "name": "run", "id": "1", "args": {"command": "pwd"}}
-        )
-        assert message.artifact["structured_content"]["output"] == "/srv\n"
+    async with stdio_session("terminal", env={"AUTOENVSCALING_SANDBOX_REF": ref}) as session:
+        result = await session.call_tool("run", {"command": "cd /srv && pwd"})
+        assert result.structuredContent["output"] == "/srv\n"
 
 
 def _free_port() -> int:

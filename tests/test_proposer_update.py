@@ -176,15 +176,15 @@ def test_one_generation_holds_every_group_and_later_steps_reuse_it() -> None:
             work_dir=Path("unused"),
         )
 
-    def shape(j: ProposerJob) -> tuple[int, int, int, bool]:
+    def shape(j: ProposerJob) -> tuple[int, int, int]:
         s = j.schedule()
-        return s.groups_per_step, s.steps_per_generation, s.num_iterations, s.on_policy
+        return s.groups_per_step, s.steps_per_generation, s.num_iterations
 
-    assert shape(job(1, 2, 1)) == (1, 1, 1, True)  # the embedded round: one group, one step
-    assert shape(job(1, 2, 3)) == (1, 1, 3, False)  # steps 2-3 clipped against the first
-    assert shape(job(4, 2, 2)) == (2, 2, 1, False)  # 4 groups: two steps over one generation
-    assert shape(job(3, 2, 1)) == (1, 3, 1, False)  # 3 groups never make a batch of 2
-    assert shape(job(4, 2, 5)) == (2, 2, 3, False)
+    assert shape(job(1, 2, 1)) == (1, 1, 1)  # the embedded round: one group, one step
+    assert shape(job(1, 2, 3)) == (1, 1, 3)  # steps 2-3 clipped against the first
+    assert shape(job(4, 2, 2)) == (2, 2, 1)  # 4 groups: two steps over one generation
+    assert shape(job(3, 2, 1)) == (1, 3, 1)  # 3 groups never make a batch of 2
+    assert shape(job(4, 2, 5)) == (2, 2, 3)
 
 
 def test_constant_rewards_are_skipped_with_the_reason(tmp_path: Path) -> None:

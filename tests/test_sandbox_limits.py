@@ -11,6 +11,8 @@ from autoenvscaling.tools.sandbox.archives import DownloadTooLargeError
 from autoenvscaling.tools.sandbox.container import start_workspace
 from autoenvscaling.tools.settings import get_settings
 
+from .conftest import container_running
+
 
 @pytest.fixture
 def small_download_cap(monkeypatch):
@@ -61,9 +63,9 @@ async def test_the_writable_layer_cap_stops_a_disk_filler(engine):
         assert time.monotonic() - started < 30, result
         assert "disk_mb" in box.ref.handle.get("killed", "")
         for _ in range(100):  # the engine may report it running for a moment while it stops
-            if not await box.is_alive_quietly():
+            if not container_running(box):
                 break
             await asyncio.sleep(0.1)
-        assert not await box.is_alive_quietly()
+        assert not container_running(box)
     finally:
         await box.close()

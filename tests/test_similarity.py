@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.tools.tasks.format import TaskSpec, load_pool, load_task, write_task
+from autoenvscaling.tools.tasks.format import (
+    HarborTask,
+    TaskSpec,
+    load_pool,
+    load_task,
+    write_task,
+)
 from autoenvscaling.tools.tasks.similarity import (
     DedupIndex,
+    DedupMatch,
     HeldoutIndex,
     load_heldout,
     ngram_overlap,
@@ -39,6 +46,11 @@ def _make_task(root: Path, name: str, instruction: str, check: str) -> Path:
         },
     )
     return write_task(spec, root / name).root
+
+
+def closest_task(index: DedupIndex, task: HarborTask) -> DedupMatch | None:
+    """What the gate's dedup stage asks: the closest pool entry other than the task itself."""
+    return index.closest(task_text(task), exclude=str(task.root))
 
 
 def test_words_normalise_case_and_punctuation():
@@ -129,7 +141,7 @@ def test_dedup_finds_a_lightly_edited_copy(tmp_path: Path):
     copy = shutil.copytree(GOOD, tmp_path / "candidate")
     instruction = copy / "instruction.md"
     instruction.write_text(instruction.read_text().replace("three", "3").replace("single", "one"))
-    match = index.closest_task(load_task(copy))
+    match = closest_task(index, load_task(copy))
     assert match is not None and match.duplicate
     assert Path(match.key).name == "word-count"
     assert 0.8 <= match.similarity < 1.0
@@ -145,7 +157,7 @@ def test_dedup_reports_the_closest_even_when_not_a_duplicate(tmp_path: Path):
     fresh = load_task(
         _make_task(tmp_path, "new", "Create a lightweight git tag v2.0 in /app/repo.", "git tag")
     )
-    match = index.closest_task(fresh)
+    match = closest_task(index, fresh)
     assert match is not None and not match.duplicate
     assert Path(match.key).name == "git-tag"
     assert 0.0 < match.similarity < 0.8
@@ -154,10 +166,10 @@ def test_dedup_reports_the_closest_even_when_not_a_duplicate(tmp_path: Path):
 def test_dedup_excludes_the_task_itself_and_handles_an_empty_pool(tmp_path: Path):
     task = load_task(GOOD)
     index = DedupIndex()
-    assert index.closest_task(task) is None
+    assert closest_task(index, task) is None
     index.add_task(task)
     assert str(task.root) in index
-    assert index.closest_task(task) is None  # only itself in the pool
+    assert closest_task(index, task) is None  # only itself in the pool
     assert index.closest(task_text(task)).similarity == 1.0
     index.add_task(task)  # re-adding replaces, never duplicates
     assert len(index) == 1
@@ -179,5 +191,5 @@ def test_seed_tasks_are_not_near_duplicates_of_each_other():
         pytest.skip("tasks/seed has fewer than two tasks yet")
     index = DedupIndex.of_pool(seeds)
     for task in seeds:
-        match = index.closest_task(task)
+        match = closest_task(index, task)
         assert match is not None and not match.duplicate, (task.name, match)

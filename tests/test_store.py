@@ -258,7 +258,7 @@ def test_summary_and_list_attempts(store):
     assert [a.task_id for a in store.list_attempts(run_id="r1")] == ["t2", "t1"]
 
 
-def test_export_jsonl_and_hf_dataset(store, tmp_path):
+def test_export_hf_dataset(store):
     store.record_attempt(
         Attempt(id="a", task_id="t1", outcome="solved", reward=1.0, metadata={"k": [1, 2]}),
         [
@@ -273,13 +273,6 @@ def test_export_jsonl_and_hf_dataset(store, tmp_path):
         ],
     )
     store.record_attempt(Attempt(id="b", task_id="t2", role="proposer", outcome="failed"))
-    assert store.to_jsonl(tmp_path / "out" / "all.jsonl") == 2
-    lines = [json.loads(line) for line in (tmp_path / "out" / "all.jsonl").read_text().splitlines()]
-    assert [line["id"] for line in lines] == ["a", "b"]
-    assert lines[0]["steps"][0]["tool_args"] == {"command": "ls"}
-    assert lines[0]["metadata"] == {"k": [1, 2]}
-    assert store.to_jsonl(tmp_path / "solver.jsonl", role="solver") == 1
-
     dataset = store.to_hf_dataset()
     assert dataset.num_rows == 2
     assert dataset[0]["steps"][0]["tool_output"] == "out"

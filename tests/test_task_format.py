@@ -157,9 +157,26 @@ def test_content_hash_is_stable_and_tracks_every_file(tmp_path: Path):
     assert b.content_hash() != changed  # the exec bit changes how a script runs
 
 
+def spec_of(task: HarborTask) -> TaskSpec:
+    """The task's files as a `TaskSpec`, as a proposer writes them."""
+    trees: dict[str, dict[str, str | bytes]] = {"environment": {}, "tests": {}, "solution": {}}
+    for path in task.files():
+        folder, _, rel = path.relative_to(task.root).as_posix().partition("/")
+        if folder in trees and (folder, rel) != ("environment", "Dockerfile"):
+            trees[folder][rel] = path.read_bytes()
+    return TaskSpec(
+        instruction=(task.root / "instruction.md").read_text(),
+        task_toml=(task.root / "task.toml").read_text(),
+        dockerfile=task.dockerfile.read_text() if task.dockerfile else None,
+        environment_files=trees["environment"],
+        tests=trees["tests"],
+        solution=trees["solution"],
+    )
+
+
 def test_write_task_round_trip(tmp_path: Path):
     original = load_task(GOOD)
-    spec = original.to_spec()
+    spec = spec_of(original)
     assert "test.sh" in spec.tests and "input.txt" in spec.environment_files
     written = write_task(spec, tmp_path / "copy")
     assert written.content_hash() == original.content_hash()
@@ -196,7 +213,7 @@ def test_write_task_will_not_clobber(tmp_path: Path):
     dest = tmp_path / "t"
     dest.mkdir()
     (dest / "keep.txt").write_text("mine")
-    spec = load_task(GOOD).to_spec()
+    spec = spec_of(load_task(GOOD))
     with pytest.raises(TaskFormatError, match="already exists"):
         write_task(spec, dest)
     assert write_task(spec, dest, overwrite=True).name == "t"

@@ -45,7 +45,7 @@ def test_publish_lineage_and_current(tmp_path: Path) -> None:
     )
 
     assert reg.current_id() == b.id  # c was published without becoming current
-    assert [x.id for x in reg.lineage(c.id)] == [c.id, b.id, a.id]
+    assert (c.parent_id, b.parent_id, a.parent_id) == (b.id, a.id, None)
     assert [x.id for x in reg.list()] == [a.id, b.id, c.id]
     assert [x.id for x in reg.children(a.id)] == [b.id]
     got = reg.get(a.id)

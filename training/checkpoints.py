@@ -187,19 +187,5 @@ class CheckpointRegistry:
         ckpt_id = self.current_id()
         return self.get(ckpt_id) if ckpt_id else None
 
-    def lineage(self, checkpoint_id: str) -> list[Checkpoint]:
-        """The checkpoint and its ancestors, newest first (ends at the one trained from the base)."""
-        chain: list[Checkpoint] = []
-        seen: set[str] = set()
-        next_id: str | None = checkpoint_id
-        while next_id is not None:
-            if next_id in seen:
-                raise RegistryError(f"lineage of {checkpoint_id!r} has a cycle at {next_id!r}")
-            seen.add(next_id)
-            ckpt = self.get(next_id)
-            chain.append(ckpt)
-            next_id = ckpt.parent_id
-        return chain
-
     def children(self, checkpoint_id: str) -> list[Checkpoint]:
         return [c for c in self.list() if c.parent_id == checkpoint_id]

@@ -23,6 +23,8 @@ from autoenvscaling.tools.sandbox.base import SandboxError
 from autoenvscaling.tools.sandbox.container import start_workspace
 from autoenvscaling.tools.settings import get_settings
 
+from ..conftest import container_running
+
 pytestmark = [pytest.mark.timeout(180)]
 
 TRACE = r"""
@@ -90,7 +92,7 @@ async def test_layer_reservation_and_file_flood_are_stopped(engine_ready):
         stopped = False
         for _ in range(10):  # the measured cap looks once a second
             await asyncio.sleep(1)
-            if not await box.is_alive_quietly():
+            if not container_running(box):
                 stopped = True
                 break
     finally:

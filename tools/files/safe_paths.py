@@ -195,32 +195,6 @@ class SafeRoot:
             finally:
                 os.close(fd)
 
-    @contextmanager
-    def open_fd(
-        self, path: str, flags: int, mode: int = 0o644, *, make_parents: bool = False
-    ) -> Iterator[tuple[int, int, str]]:
-        """Open the file `path`; yields (fd of its folder, fd of the file, its name)."""
-        with self.walk(path, make_parents=make_parents) as where:
-            if where.name == "":
-                raise PathRefusedError(path, "not_a_file", "the root itself is a directory")
-            if where.st is None and not flags & os.O_CREAT:
-                raise PathRefusedError(path, "not_found", "no such file or folder")
-            try:
-                fd = os.open(
-                    where.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=where.dir_fd
-                )
-            except OSError as exc:
-                raise _os_refusal(path, exc) from None
-            try:
-                yield where.dir_fd, fd, where.name
-            finally:
-                os.close(fd)
-
-    def real_relative(self, path: str) -> str:
-        """The real root-relative path `path` leads to (inside symlinks walked)."""
-        with self.walk(path) as where:
-            return where.rel
-
 
 def _os_refusal(path: str, exc: OSError) -> PathRefusedError:
     """An OSError of a walk as a refusal that names no path of this machine."""

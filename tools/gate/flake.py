@@ -45,11 +45,6 @@ def caught_flake_rate(runs: int, confidence: float = 0.95) -> float:
     return 1.0 - math.exp(math.log(1.0 - confidence) / runs)
 
 
-def miss_probability(flake_rate: float, runs: int) -> float:
-    """Chance that a verifier failing `flake_rate` of its runs passes all `runs` of them."""
-    return (1.0 - flake_rate) ** runs
-
-
 def _reward(text: str) -> float | None:
     import json
 

@@ -10,12 +10,9 @@ again updates it instead of duplicating it.
 
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from autoenvscaling.tools.rollouts.models import (
@@ -239,22 +236,6 @@ class RolloutStore(StoreQueries):
         return stored
 
     # -- export ------------------------------------------------------------------------------
-
-    def to_jsonl(self, path: str | os.PathLike[str], *, role: Role | None = None) -> int:
-        """One JSON line per attempt (its fields plus `steps`). Returns the number of lines."""
-        count = 0
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with target.open("w", encoding="utf-8") as out:
-            for trajectory in self.iter_trajectories(role=role):
-                record = trajectory.attempt.model_dump(mode="json")
-                record["steps"] = [
-                    step.model_dump(mode="json", exclude={"attempt_id"})
-                    for step in trajectory.steps
-                ]
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
-                count += 1
-        return count
 
     def to_hf_dataset(self, *, role: Role | None = None) -> datasets.Dataset:
         """A Hugging Face dataset, one row per attempt with its steps as a list column.

@@ -322,14 +322,6 @@ class ContainerSandbox(Sandbox):
             return SandboxLimitError(f"sandbox {self.ref.id}: exec failed: {killed}")
         return SandboxError(f"sandbox {self.ref.id}: exec failed: {exc}")
 
-    async def is_alive_quietly(self) -> bool:
-        """Whether the container still runs (no exec, so it works at the pids limit too)."""
-        try:
-            state = (await call(self._api.inspect_container, self.container_id))["State"]
-        except Exception:  # noqa: BLE001 - gone
-            return False
-        return bool(state.get("Running"))
-
     async def _kill_marked(self, mark: str, *, keep_top: bool) -> None:
         """Kill the processes carrying `mark` (and their descendants) inside the container."""
         try:

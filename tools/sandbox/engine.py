@@ -284,11 +284,3 @@ def cli_argv(backend: Backend) -> tuple[list[str], dict[str, str]]:
     if url := engine_url("docker"):
         env["DOCKER_HOST"] = url
     return [os.path.realpath(found)], env
-
-
-def stop_service() -> None:
-    """Stop this process's podman service now (tests; it is stopped at exit anyway)."""
-    _SERVICE.stop()
-    with _CLIENTS_LOCK:
-        for key in [k for k in _CLIENTS if k[0] == "podman"]:
-            del _CLIENTS[key]

@@ -11,8 +11,8 @@ the provider's usual environment variables; Harbor checks them before the first 
 
 What each kind of work needs from an environment is one table, `STAGE_NEEDS` (stage ->
 capabilities), and what each backend offers is `offers()`. `check_stages` compares the two
-before any sandbox starts, and the README's "Scaling out" table is `capability_table()`'s text
-(a test keeps the two equal), so the error a user sees and the documentation cannot drift.
+before any sandbox starts, and the README's "Scaling out" table is written from them
+(tests/test_harbor_backends.py keeps the two equal), so the error a user sees and the documentation cannot drift.
 """
 
 from __future__ import annotations
@@ -101,21 +101,6 @@ def check_stages(backend: str, stages: Iterable[str]) -> None:
         f"backend {backend!r} cannot run this: {lines}. Use one of our engines "
         f"({' | '.join(OUR_ENGINES)}) for it, or turn the stage or probe off."
     )
-
-
-def capability_table() -> str:
-    """The README's stage -> capability table, written from `STAGE_NEEDS` and `offers`."""
-    caps = list(CAPABILITIES)
-    rows = [
-        "| stage | " + " | ".join(caps) + " | our engines | harbor:<type> |",
-        "| --- | " + " | ".join("---" for _ in caps) + " | --- | --- |",
-    ]
-    for stage, needs in STAGE_NEEDS.items():
-        marks = " | ".join("x" if c in needs else "" for c in caps)
-        ours = "yes" if set(needs) <= OUR_OFFERS else "no"
-        harbor = "yes" if set(needs) <= HARBOR_OFFERS else "no"
-        rows.append(f"| {stage} | {marks} | {ours} | {harbor} |")
-    return "\n".join(rows)
 
 
 def validate_backend(backend: str, passthrough: dict[str, Any] | None = None) -> str:

@@ -66,11 +66,6 @@ def usage(
     return total, inodes
 
 
-def allocated_bytes(root: Path, stop_at: int | None = None) -> int:
-    """Bytes allocated under `root` (st_blocks), without following links; stops past `stop_at`."""
-    return usage(root, stop_bytes=stop_at)[0]
-
-
 def upper_dir(api: Any, container_id: str) -> Path | None:
     """The container's writable layer on this host, or None (remote engine, other driver)."""
     try:

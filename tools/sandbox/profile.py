@@ -139,11 +139,6 @@ def seccomp_profile(*, run: bool = False, bound: bool = False) -> Path:
     return path
 
 
-def cap_mask() -> int:
-    """CapEff as /proc/<pid>/status shows it for a process with exactly `CAPS`."""
-    return sum(1 << bit for bit in CAP_BITS.values())
-
-
 def security_opt(backend: Backend, *, bound: bool = False) -> list[str]:
     """`--security-opt` values for containers: docker's API wants the profile's json, podman's
     a path to it."""

@@ -98,33 +98,6 @@ class HarborTask(BaseModel):
             digest.update(data)
         return digest.hexdigest()
 
-    def to_spec(self) -> TaskSpec:
-        """The task as a `TaskSpec` (e.g. for a proposer that revises an existing task)."""
-
-        def tree(folder: Path | None, skip: frozenset[str] = frozenset()) -> dict[str, str | bytes]:
-            if folder is None or not folder.is_dir():
-                return {}
-            out: dict[str, str | bytes] = {}
-            for path in _task_files(folder):
-                rel = path.relative_to(folder).as_posix()
-                if rel in skip:
-                    continue
-                data = path.read_bytes()
-                try:
-                    out[rel] = data.decode("utf-8")
-                except UnicodeDecodeError:
-                    out[rel] = data
-            return out
-
-        return TaskSpec(
-            instruction=(self.root / "instruction.md").read_text(encoding="utf-8"),
-            task_toml=(self.root / "task.toml").read_text(encoding="utf-8"),
-            dockerfile=self.dockerfile.read_text(encoding="utf-8") if self.dockerfile else None,
-            environment_files=tree(self.environment_dir, frozenset({"Dockerfile"})),
-            tests=tree(self.tests_dir),
-            solution=tree(self.solution_dir),
-        )
-
 
 class TaskSpec(BaseModel):
     """The files of a task, as a proposer writes them. Keys of the dicts are relative paths."""

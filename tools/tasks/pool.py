@@ -94,9 +94,6 @@ class Pool:
     def path(self, task_id: str) -> Path:
         return self.root / task_id
 
-    def active_paths(self) -> list[Path]:
-        return [self.path(e.task_id) for e in self.entries("active")]
-
     def add(self, source_dir: Path, entry: PoolEntry) -> PoolEntry:
         """Copy a task folder into the pool under `entry.task_id` (idempotent)."""
         target = self.path(entry.task_id)

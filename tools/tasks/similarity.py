@@ -211,10 +211,6 @@ class DedupIndex:
         similarity = float(m.jaccard(self._hashes[best]))
         return DedupMatch(key=best, similarity=similarity, duplicate=similarity >= self.threshold)
 
-    def closest_task(self, task: HarborTask) -> DedupMatch | None:
-        """`closest` for a task; the task itself is excluded if it is already in the pool."""
-        return self.closest(task_text(task), exclude=str(task.root))
-
     @classmethod
     def of_pool(
         cls,

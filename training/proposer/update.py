@@ -243,11 +243,6 @@ class ProposerSchedule(BaseModel):
     steps_per_generation: int = Field(description="Optimizer steps that share the generation.")
     num_iterations: int = Field(description="Passes over the generation (TRL's mu).")
 
-    @property
-    def on_policy(self) -> bool:
-        """One step on one batch: TRL's ratio is exactly 1 (no old logprobs needed)."""
-        return self.steps_per_generation * self.num_iterations == 1
-
 
 class ProposerJob(TrainJob):
     """One proposer update: the planned groups, trained with TRL GRPO (`rollout_func`)."""

@@ -161,14 +161,6 @@ def archive_members(name: str, data: bytes) -> Iterator[tuple[str, bytes]]:
 # --------------------------------------------------------------------------- git objects
 
 
-def git_blobs(objects_tar: bytes, max_blob: int = MAX_MEMBER_BYTES) -> Iterator[tuple[str, bytes]]:
-    """(sha, content) of every blob in a tar of a repository's `objects/` folder (see
-    `git_objects`)."""
-    for sha, kind, content in git_objects(objects_tar, max_blob):
-        if kind == "blob":
-            yield sha, content
-
-
 def git_objects(
     objects_tar: bytes, max_blob: int = MAX_MEMBER_BYTES
 ) -> Iterator[tuple[str, str, bytes]]:
