@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autoenvscaling.cli.exit_codes import exit_code_for
+from autoenvscaling.graphs.config import PROPOSER_MAX_TURNS
 
 propose_app = typer.Typer(no_args_is_help=False)
 console = Console(stderr=True)
@@ -38,7 +39,9 @@ def propose(
     store: Annotated[Path, typer.Option(help="Rollout store (SQLite)")] = Path("rollouts.db"),
     out: Annotated[Path, typer.Option(help="Candidate task folders go here")] = Path("candidates"),
     pool: Annotated[Path, typer.Option(help="Task pool: examples and dedup")] = Path("tasks/seed"),
-    max_turns: Annotated[int, typer.Option(help="Model calls per episode (terminal arm)")] = 40,
+    max_turns: Annotated[
+        int, typer.Option(help="Model calls per episode (terminal arm; run's --proposer-max-turns)")
+    ] = PROPOSER_MAX_TURNS,
     max_revisions: Annotated[int, typer.Option(help="Revisions after a rejection")] = 2,
     max_tokens: Annotated[int, typer.Option(help="Cap on one model reply")] = 8192,
     calibrate: Annotated[

@@ -30,7 +30,8 @@ StopReason = Literal["done", "submitted", "max_turns", "max_tokens", "time_budge
 
 
 class LoopBudget(BaseModel):
-    max_turns: int = Field(default=30, description="Model calls per attempt")
+    # No default here: each role has its one (SOLVER_MAX_TURNS, PROPOSER_MAX_TURNS).
+    max_turns: int = Field(description="Model calls per attempt")
     max_total_tokens: int = Field(
         default=120_000, description="Prompt + completion tokens per attempt"
     )

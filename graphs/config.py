@@ -23,6 +23,10 @@ from autoenvscaling.tools.agents.solver_interface import OUTPUT_CHARS, SOLVER_MA
 REPO_TASKS = Path(__file__).resolve().parents[1] / "tasks"
 #: The shared policy's model when none is named: the name a policy server serves it under.
 DEFAULT_POLICY_MODEL = "openai:policy"
+#: The proposer's turn limit (model calls per episode) wherever none is given: the flywheel's
+#: `proposer_max_turns`, `autoenvscaling propose`, the proposer graph served to Studio and
+#: `ProposerSettings`. Only the embedded preset differs (a 135M policy on 2 CPU cores).
+PROPOSER_MAX_TURNS = 16
 
 
 @dataclass(frozen=True)
@@ -142,7 +146,7 @@ class RunConfig(BaseModel):
         default=False, description="Pause for a human to review admissions"
     )
     proposer_max_turns: Annotated[int, Cli()] = Field(
-        default=16, description="Proposer model calls"
+        default=PROPOSER_MAX_TURNS, description="Proposer model calls"
     )
     solver_max_turns: Annotated[int, Cli()] = Field(
         default=SOLVER_MAX_TURNS, description="Solver model calls"
@@ -294,7 +298,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         # peak RSS (a SmolLM2-135M-shaped model; --no-proposer-training skips it).
         "proposals": 2,
         "proposer_group_size": 2,
-        # A starter task's authoring: five files, a check, a syntax check, submit.
+        # Below PROPOSER_MAX_TURNS (the one default elsewhere): a starter task's authoring is
+        # five files, a check, a syntax check, submit, and every turn re-reads the conversation.
         "proposer_max_turns": 9,
         # ~0.4k instead of ~1.8k tokens: every proposer turn and its cold-start SFT read it.
         "proposer_compact_prompt": True,
@@ -352,19 +357,3 @@ def from_run(setting: str, default: Any = ..., description: str | None = None) -
         description=description or field.description,
         json_schema_extra={RUN_SETTING: setting},
     )
-
-
-def run_settings_of(view: type[BaseModel]) -> dict[str, str]:
-    """{view field: run setting} for the fields of `view` that are views of RunConfig."""
-    out = {}
-    for name, field in view.model_fields.items():
-        extra = field.json_schema_extra
-        if isinstance(extra, dict) and isinstance(extra.get(RUN_SETTING), str):
-            out[name] = str(extra[RUN_SETTING])
-    return out
-
-
-def view_of[V: BaseModel](view: type[V], config: RunConfig, **own: Any) -> V:
-    """The role context `view` holding `config`'s values (`own` sets the role's own fields)."""
-    values = {name: getattr(config, setting) for name, setting in run_settings_of(view).items()}
-    return view(**{**values, **own})

@@ -7,19 +7,19 @@ from typing import Any, get_args, get_origin
 
 import pytest
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from typer.testing import CliRunner
 
 from autoenvscaling.cli.config_options import option_default, option_flag
 from autoenvscaling.cli.main import app
 from autoenvscaling.graphs.config import (
     PRESETS,
+    PROPOSER_MAX_TURNS,
+    RUN_SETTING,
     FlywheelContext,
     RunConfig,
     cli_marker,
     preset,
-    run_settings_of,
-    view_of,
 )
 from autoenvscaling.graphs.flywheel import build_flywheel
 from autoenvscaling.graphs.policy_servers import PolicyServers
@@ -154,6 +154,16 @@ async def test_each_run_owns_its_policy_servers():
     assert type(vllm.servers.for_config(vllm)).__name__ == "VLLMPolicyServer"
 
 
+def run_settings_of(view: type[BaseModel]) -> dict[str, str]:
+    """{view field: run setting} for the fields of `view` that are views of RunConfig."""
+    extras = {name: field.json_schema_extra for name, field in view.model_fields.items()}
+    return {
+        n: str(e[RUN_SETTING])
+        for n, e in extras.items()
+        if isinstance(e, dict) and e.get(RUN_SETTING)
+    }
+
+
 @pytest.mark.parametrize("view", [ProposerContext, SolverContext])
 def test_role_contexts_are_views_of_the_configuration(view):
     settings = run_settings_of(view)
@@ -167,28 +177,14 @@ def test_role_contexts_are_views_of_the_configuration(view):
     assert own <= {"time_budget_sec", "pool_dir", "out_dir", "store_path", "policy_version"}
 
 
-def test_a_view_holds_the_runs_values():
-    run = RunConfig(policy_model="openai:m", proposer_max_turns=7, max_tokens=99, arm="prompt_only")
-    proposer = view_of(ProposerContext, run, out_dir="x")
-    assert (proposer.model, proposer.max_turns, proposer.max_tokens, proposer.arm) == (
-        "openai:m",
-        7,
-        99,
-        "prompt_only",
-    )
-    assert proposer.out_dir == "x"
-    solver = view_of(SolverContext, RunConfig(solver_max_turns=3, backend="docker"))
-    assert (solver.max_turns, solver.backend) == (3, "docker")
-
-
 def test_standalone_graph_defaults_are_unchanged():
-    """The Studio faces keep their own (GPU-sized) defaults."""
+    """The Studio faces keep their own (GPU-sized) defaults, the turn limits excepted."""
     assert ProposerContext().model_dump() == {
         "model": "openai:policy",
         "base_url": None,
         "arm": "terminal",
         "solver_feedback": True,
-        "max_turns": 40,
+        "max_turns": PROPOSER_MAX_TURNS,
         "time_budget_sec": 1800,
         "max_tokens": 8192,
         "max_revisions": 2,
@@ -232,6 +228,24 @@ def test_one_default_for_the_solvers_turns():
         SOLVER_MAX_TURNS
     )
     assert preset("embedded")["solver_max_turns"] < SOLVER_MAX_TURNS
+
+
+def test_one_default_for_the_proposers_turns():
+    """Issue 32: the proposer's turn limit defaulted to 16 or 40 by entry point (the agent loop
+    to 30). Now every entry point takes PROPOSER_MAX_TURNS; only the embedded preset differs."""
+    import inspect
+
+    from autoenvscaling.cli.propose import propose
+    from autoenvscaling.graphs.agent_loop import LoopBudget
+    from autoenvscaling.graphs.proposer import ProposerSettings
+
+    assert RunConfig().proposer_max_turns == PROPOSER_MAX_TURNS
+    assert ProposerContext().max_turns == PROPOSER_MAX_TURNS
+    assert ProposerSettings().budget.max_turns == PROPOSER_MAX_TURNS
+    assert inspect.signature(propose).parameters["max_turns"].default == PROPOSER_MAX_TURNS
+    assert preset("embedded")["proposer_max_turns"] < PROPOSER_MAX_TURNS
+    with pytest.raises(ValidationError):  # the loop has no turn limit of its own
+        LoopBudget()
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from autoenvscaling.graphs.agent_loop import LoopBudget
+from autoenvscaling.graphs.config import PROPOSER_MAX_TURNS
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
 from autoenvscaling.tools.gate import GateConfig, Verdict
@@ -34,7 +35,7 @@ class ProposerSettings(BaseModel):
     )
     budget: LoopBudget = Field(
         default_factory=lambda: LoopBudget(
-            max_turns=40, max_total_tokens=400_000, time_budget_sec=1800
+            max_turns=PROPOSER_MAX_TURNS, max_total_tokens=400_000, time_budget_sec=1800
         ),
         description="Per episode (the first submission and each revision).",
     )

@@ -33,7 +33,7 @@ class ProposerContext(BaseModel):
     base_url: str | None = from_run("policy_base_url", description="OpenAI-compatible endpoint")
     arm: str = from_run("arm")
     solver_feedback: bool = from_run("solver_feedback", description="Show the solver's rollouts")
-    max_turns: int = from_run("proposer_max_turns", 40, "Model calls per episode")
+    max_turns: int = from_run("proposer_max_turns", description="Model calls per episode")
     time_budget_sec: float = Field(default=1800, description="Wall time per episode")
     max_tokens: int = from_run("max_tokens", 8192)
     max_revisions: int = from_run("max_revisions")
