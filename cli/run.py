@@ -329,7 +329,8 @@ async def _cold_start(
 
     if not values.get("base_model"):
         raise typer.BadParameter("--cold-start needs the policy's HF weights (--base-model)")
-    server = servers.for_config(RunConfig.from_values(values))
+    config = RunConfig.from_values(values)
+    server = servers.for_config(config)
     if server is None:
         raise typer.BadParameter("--cold-start needs a policy server that swaps checkpoints")
     if embedded:
@@ -344,15 +345,13 @@ async def _cold_start(
         cache,
         base_model=values["base_model"],
         tasks_dir=Path(tasks),
-        settings=settings_for(RunConfig.from_values(values)),
+        settings=settings_for(config),
         backend=values.get("backend"),
         progress=console.print,
     )
     (run_dir / "cold-start-card.json").write_text(card.model_dump_json(indent=2))
-    current = Policy(
-        model=values.get("policy_model") or "openai:policy",
-        base_url=values.get("policy_base_url"),
-        tool_choice=values.get("policy_tool_choice"),
+    current = Policy.serving(
+        config.policy_model, config.policy_base_url, config.policy_tool_choice, None
     )
     policy = await adopt_cold_start(checkpoint, run_dir / "checkpoints", server, current)
     console.print(

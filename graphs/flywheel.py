@@ -261,12 +261,8 @@ async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
             run.add_lineage,
             {"round": 0, "checkpoint": ctx.policy_checkpoint_id, "adopted": "before round 1"},
         )
-    policy = state.get("policy") or Policy(
-        model=ctx.policy_model,
-        base_url=ctx.policy_base_url,
-        tool_choice=ctx.policy_tool_choice,
-        checkpoint_id=ctx.policy_checkpoint_id,
-        version=ctx.policy_checkpoint_id or "base",
+    policy = state.get("policy") or Policy.serving(
+        ctx.policy_model, ctx.policy_base_url, ctx.policy_tool_choice, ctx.policy_checkpoint_id
     )
     return {"run_id": manifest.run_id, "round": state.get("round", 1), "policy": policy}
 
@@ -429,12 +425,12 @@ async def review(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dic
 
 async def train(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """Train the shared policy on this round's admitted tasks plus replay; swap it in for both roles."""
-    from autoenvscaling.graphs.flywheel_roles import run_training
     from autoenvscaling.graphs.role_training import (
         run_modes,
-        serve_proposer_checkpoint,
+        serve_checkpoint,
         solver_start,
         train_proposer,
+        train_solver,
     )
 
     ctx = await _serving(runtime, state["policy"])
@@ -445,11 +441,11 @@ async def train(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
     proposer_summary, proposer_checkpoint = await train_proposer(
         ctx, _run(ctx), state, state["policy"]
     )
-    solver_summary, policy = await run_training(
-        ctx, _run(ctx), solver_start(state, proposer_checkpoint)
+    solver_summary, policy = await train_solver(
+        ctx, _run(ctx), state, solver_start(state["policy"], proposer_checkpoint)
     )
     if policy is None and proposer_checkpoint is not None:
-        served, policy = await serve_proposer_checkpoint(
+        served, policy = await serve_checkpoint(
             ctx, _run(ctx), proposer_checkpoint, state["policy"]
         )
         proposer_summary.update(served)

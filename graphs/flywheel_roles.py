@@ -1,8 +1,8 @@
-"""Glue between the flywheel's nodes and the policy: the server both roles call, and its training.
+"""Glue between the flywheel's nodes and the policy server both roles call: start it, rebind
+it on resume, stop it.
 
-Kept apart from graphs/flywheel.py so the graph file shows only the loop; each function here turns
-the flywheel's configuration into one call of a role and its result into flywheel records. The
-proposer and its admission are in graphs/admission.py.
+Kept apart from graphs/flywheel.py so the graph file shows only the loop. Both roles' training
+is graphs/role_training.py; the proposer and its admission are in graphs/admission.py.
 """
 
 from __future__ import annotations
@@ -15,17 +15,14 @@ from typing import TYPE_CHECKING, Any
 from autoenvscaling.graphs.config import preset
 from autoenvscaling.graphs.models import Policy
 from autoenvscaling.tools.run_dir import RunDir
-from autoenvscaling.tools.tasks.pool import Pool
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from autoenvscaling.graphs.config import FlywheelContext
-    from autoenvscaling.graphs.flywheel_state import FlywheelState
     from autoenvscaling.graphs.policy_servers import PolicyServers
 
 
-# -- policy serving ------------------------------------------------------------------------------
 async def embedded_defaults(
     servers: PolicyServers,
     console: Console | None = None,
@@ -147,112 +144,4 @@ async def rebind_policy(ctx: FlywheelContext, run: RunDir, policy: Policy | None
     return ref.model
 
 
-# -- training ------------------------------------------------------------------------------------
-async def run_training(
-    ctx: FlywheelContext, run: RunDir, state: FlywheelState
-) -> tuple[dict[str, Any], Policy | None]:
-    """Train on the round's admitted + replay tasks; returns (summary, new policy or None)."""
-    if not ctx.train:
-        return {"reason": "training skipped (train=false); the policy is unchanged"}, None
-    round_ = state["round"]
-    pool = Pool(run.pool)
-    admitted = [c.task_id for c in state.get("candidates", []) if c.round == round_ and c.admitted]
-    active = [e.task_id for e in pool.entries("active")]
-    replay = [t for t in active if t not in admitted]
-    if not admitted and not replay:
-        return {
-            "reason": "no admitted or in-band pool tasks to train on; the policy is unchanged"
-        }, None
-    if not ctx.base_model:
-        return {
-            "reason": "no base_model (HF weights of the policy) configured: training needs "
-            "the policy's weights; the policy is unchanged"
-        }, None
-    from autoenvscaling.graphs.episode_budget import solver_episode
-    from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainJob
-    from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
-
-    registry = CheckpointRegistry(run.checkpoints)
-    policy = state["policy"]
-    job = TrainJob(
-        job_id=f"{state['run_id']}-r{round_:02d}",
-        base_model=ctx.base_model,
-        parent=registry.get(policy.checkpoint_id) if policy.checkpoint_id else None,
-        task_dirs=[pool.path(t) for t in admitted],
-        replay_task_dirs=[pool.path(t) for t in replay],
-        hyper=TrainHyperParams(
-            steps=ctx.train_steps,
-            num_generations=ctx.num_generations,
-            tasks_per_step=min(ctx.train_tasks_per_step, max(1, len(admitted) + len(replay))),
-            **solver_episode(ctx),  # a training episode is a served episode
-            trl_config=ctx.train_trl_config,
-        ),
-        work_dir=run.root / "train" / f"r{round_:02d}",
-        sandbox_backend=ctx.backend,
-    )
-    try:
-        # CURRENT moves only once the new checkpoint is served (below), never before.
-        result = await TRLGRPOBackend(registry, make_current=False).train(job)
-    except TrainingError as exc:
-        return {
-            "error": str(exc)[-1500:],
-            "reason": "training failed; the policy is unchanged",
-        }, None
-    summary: dict[str, Any] = {
-        "steps": result.steps_done,
-        "groups": result.groups_total,
-        "groups_without_reward_variance": result.groups_dropped_no_variance,
-        "seconds": round(result.duration_sec, 1),
-        **{k: v for k, v in result.metrics.items() if isinstance(v, int | float | str)},
-        "episode": result.metrics.get("episode"),  # what TRL ran, from the served budgets
-        # Task ids, not paths: what each optimizer step trained on (admitted first).
-        "step_tasks": [
-            [Path(t).name for t in step] for step in result.metrics.get("step_tasks") or []
-        ],
-        "admitted_trained": sorted(
-            {Path(t).name for step in result.metrics.get("step_tasks") or [] for t in step}
-            & set(admitted)
-        ),
-    }
-    if result.checkpoint is None:
-        summary["reason"] = result.reason or "no checkpoint published; the policy is unchanged"
-        return summary, None
-    checkpoint = result.checkpoint
-    summary["checkpoint"] = checkpoint.id
-    run.add_lineage(
-        {
-            "round": round_,
-            "checkpoint": checkpoint.id,
-            "parent": checkpoint.parent_id,
-            "base_model": checkpoint.base_model,
-            "kind": checkpoint.kind,
-        }
-    )
-    server = ctx.servers.for_config(ctx)
-    if server is None:
-        summary["reason"] = (
-            "checkpoint published but no policy server swaps it in "
-            "(policy_server=none); both roles keep the served model"
-        )
-        return summary, None
-    from autoenvscaling.training.policy import PolicySwapError
-
-    try:
-        ref = await server.activate(checkpoint)
-    except PolicySwapError as exc:
-        summary["reason"] = f"swap failed, the previous policy stays: {exc}"
-        return summary, None
-    registry.set_current(checkpoint.id)
-    summary["served_as"] = ref.model
-    new = Policy(
-        model=f"openai:{ref.model}",
-        base_url=ref.base_url,
-        checkpoint_id=checkpoint.id,
-        version=checkpoint.id,
-        tool_choice=policy.tool_choice,
-    )
-    return summary, new
-
-
-__all__ = ["embedded_defaults", "rebind_policy", "run_training"]
+__all__ = ["embedded_defaults", "rebind_policy"]

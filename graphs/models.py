@@ -29,6 +29,20 @@ class Policy(BaseModel):
     version: str = Field(default="base", description="Recorded with every rollout")
     tool_choice: str | None = Field(default=None, description="See ModelConfig.tool_choice")
 
+    @classmethod
+    def serving(
+        cls, model: str, base_url: str | None, tool_choice: str | None, checkpoint_id: str | None
+    ) -> Policy:
+        """The one way a policy is built: `model` at `base_url`, from checkpoint `checkpoint_id`
+        (None: the base model), the version its rollouts record."""
+        return cls(
+            model=model,
+            base_url=base_url,
+            tool_choice=tool_choice,
+            checkpoint_id=checkpoint_id,
+            version=checkpoint_id or "base",
+        )
+
 
 class ModelConfig(BaseModel):
     """How one role calls its model."""

@@ -1,31 +1,42 @@
-"""Both roles learn: the proposer's update in the training node and the run modes (the cold
-start, which uses `adopt_checkpoint` too, is graphs/cold_start.py).
+"""Both roles learn, in one shape: each picks its data and builds its job (`train_solver`: the
+round's admitted and replay tasks; `train_proposer`: groups of the round's proposer attempts);
+`_train` runs the TRL backend, reports and records the checkpoint in the lineage, and
+`serve_checkpoint` swaps it in for both roles (`adopt_checkpoint`, which the cold start uses too).
 
-`train_proposer` runs first in the flywheel's training node, from the checkpoint that sampled the
-round's proposer episodes (the state's policy), so its GRPO update is on-policy: it groups the
-round's proposer attempts that this policy wrote (training/proposer/update.py), trains with TRL
-GRPO on the gate's proposer reward every `proposer_update_every` rounds and publishes the
-checkpoint. The solver's GRPO step, whose episodes are generated online by the weights it trains,
-then continues from that checkpoint (`solver_start`); whichever checkpoint comes last is served
-to both roles (`serve_proposer_checkpoint` when the solver step published none). It refuses to
-train the policy on transcripts another model wrote (`--proposer-model`).
-
-`adopt_checkpoint` is the swap both the training node and the cold start use: after it, the
-proposer's and the solver's model configs name the new checkpoint. `run_modes` is the line the
-manifest and the round report show.
+In the training node the proposer trains first, from the checkpoint that sampled its episodes
+(the state's policy), so its update is on-policy (training/proposer/update.py); it refuses
+transcripts another model wrote (`--proposer-model`) and serves nothing. The solver's step, whose
+episodes are generated online by the weights it trains, continues from that checkpoint
+(`solver_start`) and serves its own; when it serves none, the proposer's is served.
+`run_modes` is the line the manifest and the round report show.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
+from autoenvscaling.graphs.episode_budget import solver_episode
 from autoenvscaling.graphs.models import Policy
+from autoenvscaling.tools.tasks.pool import Pool
+from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainJob, TrainResult
+from autoenvscaling.training.checkpoints import CheckpointRegistry
+from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
+from autoenvscaling.training.policy import Checkpoint, PolicyServer, PolicySwapError
+from autoenvscaling.training.proposer.update import (
+    DEFAULT_TEMPERATURE,
+    ProposerJob,
+    TRLProposerBackend,
+    plan_proposer_update,
+    update_due,
+)
+from autoenvscaling.training.worker_backend import WorkerBackend
 
 if TYPE_CHECKING:
     from autoenvscaling.graphs.config import FlywheelContext
     from autoenvscaling.graphs.flywheel_state import FlywheelState
     from autoenvscaling.tools.run_dir import RunDir
-    from autoenvscaling.training.policy import Checkpoint, PolicyServer
 
 
 def run_modes(ctx: FlywheelContext) -> str:
@@ -47,15 +58,144 @@ def run_modes(ctx: FlywheelContext) -> str:
 async def adopt_checkpoint(checkpoint: Checkpoint, server: PolicyServer, current: Policy) -> Policy:
     """Serve `checkpoint` and return the policy both roles use from now on."""
     ref = await server.activate(checkpoint)
-    return Policy(
-        model=f"openai:{ref.model}",
-        base_url=ref.base_url,
-        checkpoint_id=checkpoint.id,
-        version=checkpoint.id,
-        tool_choice=current.tool_choice,
+    return Policy.serving(f"openai:{ref.model}", ref.base_url, current.tool_choice, checkpoint.id)
+
+
+async def serve_checkpoint(
+    ctx: FlywheelContext, run: RunDir, checkpoint: Checkpoint, current: Policy
+) -> tuple[dict[str, Any], Policy | None]:
+    """Serve `checkpoint` to both roles and make it the registry's CURRENT; (what the training
+    role's summary gains, the new policy or None)."""
+    server = ctx.servers.for_config(ctx)
+    if server is None:
+        return {
+            "reason": "checkpoint published but no policy server swaps it in "
+            "(policy_server=none); both roles keep the served model"
+        }, None
+    try:
+        new = await adopt_checkpoint(checkpoint, server, current)
+    except PolicySwapError as exc:
+        return {"reason": f"swap failed, the previous policy stays: {exc}"}, None
+    CheckpointRegistry(run.checkpoints).set_current(checkpoint.id)
+    return {"served_as": new.model.removeprefix("openai:")}, new
+
+
+async def _train(
+    role: Literal["solver", "proposer"],
+    backend: type[WorkerBackend],
+    job: TrainJob,
+    run: RunDir,
+    round_: int,
+    summary: dict[str, Any],
+    report: Callable[[TrainResult], dict[str, Any]],
+) -> tuple[dict[str, Any], Checkpoint | None]:
+    """The steps both roles share once their job is built: train, add `report(result)` to
+    `summary`, record the published checkpoint in the run's lineage; (summary, checkpoint or
+    None, with `summary["reason"]` saying why)."""
+    try:
+        # CURRENT moves only when a checkpoint is served (`serve_checkpoint`), never before.
+        result = await backend(CheckpointRegistry(run.checkpoints), make_current=False).train(job)
+    except TrainingError as exc:
+        summary.update(error=str(exc)[-1500:], reason="training failed; the policy is unchanged")
+        return summary, None
+    summary.update(report(result))
+    checkpoint = result.checkpoint
+    if checkpoint is None:
+        summary["reason"] = result.reason or "no checkpoint published; the policy is unchanged"
+        return summary, None
+    summary["checkpoint"] = checkpoint.id
+    # The solver's rows name no role: they predate the proposer's training.
+    named = {"role": role} if role == "proposer" else {}
+    run.add_lineage(
+        {
+            "round": round_,
+            **named,
+            "checkpoint": checkpoint.id,
+            "parent": checkpoint.parent_id,
+            "base_model": checkpoint.base_model,
+            "kind": checkpoint.kind,
+        }
     )
+    return summary, checkpoint
 
 
+def _parent(run: RunDir, policy: Policy) -> Checkpoint | None:
+    """The checkpoint a role's update starts from (None: the base model)."""
+    registry = CheckpointRegistry(run.checkpoints)
+    return registry.get(policy.checkpoint_id) if policy.checkpoint_id else None
+
+
+# -- the solver ----------------------------------------------------------------------------------
+async def train_solver(
+    ctx: FlywheelContext, run: RunDir, state: FlywheelState, policy: Policy
+) -> tuple[dict[str, Any], Policy | None]:
+    """The solver's GRPO step on the round's admitted + replay tasks, from `policy`; serves its
+    checkpoint to both roles: (summary, new policy or None)."""
+    if not ctx.train:
+        return {"reason": "training skipped (train=false); the policy is unchanged"}, None
+    round_ = state["round"]
+    pool = Pool(run.pool)
+    admitted = [c.task_id for c in state.get("candidates", []) if c.round == round_ and c.admitted]
+    replay = [e.task_id for e in pool.entries("active") if e.task_id not in admitted]
+    if not admitted and not replay:
+        return {
+            "reason": "no admitted or in-band pool tasks to train on; the policy is unchanged"
+        }, None
+    if not ctx.base_model:
+        return {
+            "reason": "no base_model (HF weights of the policy) configured: training needs "
+            "the policy's weights; the policy is unchanged"
+        }, None
+    job = TrainJob(
+        job_id=f"{state['run_id']}-r{round_:02d}",
+        base_model=ctx.base_model,
+        parent=_parent(run, policy),
+        task_dirs=[pool.path(t) for t in admitted],
+        replay_task_dirs=[pool.path(t) for t in replay],
+        hyper=TrainHyperParams(
+            steps=ctx.train_steps,
+            num_generations=ctx.num_generations,
+            tasks_per_step=min(ctx.train_tasks_per_step, max(1, len(admitted) + len(replay))),
+            **solver_episode(ctx),  # a training episode is a served episode
+            trl_config=ctx.train_trl_config,
+        ),
+        work_dir=run.root / "train" / f"r{round_:02d}",
+        sandbox_backend=ctx.backend,
+    )
+    summary, checkpoint = await _train(
+        "solver", TRLGRPOBackend, job, run, round_, {}, lambda r: _solver_report(r, admitted)
+    )
+    if checkpoint is None:
+        return summary, None
+    served, new = await serve_checkpoint(ctx, run, checkpoint, policy)
+    summary.update(served)
+    return summary, new
+
+
+def _solver_report(result: TrainResult, admitted: list[str]) -> dict[str, Any]:
+    # Task ids, not paths: what each optimizer step trained on (admitted first).
+    steps = [[Path(t).name for t in step] for step in result.metrics.get("step_tasks") or []]
+    return {
+        "steps": result.steps_done,
+        "groups": result.groups_total,
+        "groups_without_reward_variance": result.groups_dropped_no_variance,
+        "seconds": round(result.duration_sec, 1),
+        **{k: v for k, v in result.metrics.items() if isinstance(v, int | float | str)},
+        "episode": result.metrics.get("episode"),  # what TRL ran, from the served budgets
+        "step_tasks": steps,
+        "admitted_trained": sorted({t for step in steps for t in step} & set(admitted)),
+    }
+
+
+def solver_start(policy: Policy, checkpoint: Checkpoint | None) -> Policy:
+    """The policy the solver's GRPO step starts from: the proposer's new checkpoint when there is
+    one (its episodes are generated online, so it is on-policy from wherever it starts)."""
+    if checkpoint is None:
+        return policy
+    return Policy.serving(policy.model, policy.base_url, policy.tool_choice, checkpoint.id)
+
+
+# -- the proposer --------------------------------------------------------------------------------
 def foreign_proposer(ctx: FlywheelContext, policy: Policy) -> str | None:
     """Why the proposer's episodes are not the policy's own (None when they are)."""
     if ctx.proposer_model and ctx.proposer_model != policy.model:
@@ -81,8 +221,6 @@ async def train_proposer(
     """The proposer's GRPO update on this round's attempts, from `policy` (the one that sampled
     them); (summary, published checkpoint or None). It serves nothing: the solver step continues
     from the checkpoint, and the training node serves the last one."""
-    from autoenvscaling.training.proposer.update import plan_proposer_update, update_due
-
     round_ = state["round"]
     if not (ctx.train and ctx.proposer_training):
         return {"reason": "proposer training is off for this run"}, None
@@ -112,81 +250,23 @@ async def train_proposer(
     work.mkdir(parents=True, exist_ok=True)
     (work / "plan.json").write_text(plan.model_dump_json(indent=2))
 
-    from autoenvscaling.training.backend import TrainHyperParams, TrainingError
-    from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.proposer.update import (
-        DEFAULT_TEMPERATURE,
-        ProposerJob,
-        TRLProposerBackend,
-    )
-
-    registry = CheckpointRegistry(run.checkpoints)
     job = ProposerJob(
         job_id=f"{state['run_id']}-r{round_:02d}-proposer",
         base_model=ctx.base_model,
-        parent=registry.get(policy.checkpoint_id) if policy.checkpoint_id else None,
+        parent=_parent(run, policy),
         groups=plan.groups,
         group_size=plan.group_size,
         hyper=TrainHyperParams(steps=ctx.proposer_train_steps, trl_config=ctx.proposer_trl_config),
         temperature=plan.temperature or DEFAULT_TEMPERATURE,
         work_dir=work,
     )
-    try:
-        # CURRENT moves only when a checkpoint is served (the training node), never before.
-        result = await TRLProposerBackend(registry, make_current=False).train(job)
-    except TrainingError as exc:
-        summary.update(error=str(exc)[-1500:], reason="proposer training failed; policy unchanged")
-        return summary, None
-    summary.update(
-        steps=result.steps_done,
-        seconds=round(result.duration_sec, 1),
-        param_change_l2=result.metrics.get("param_change_l2"),
-        schedule=result.metrics.get("schedule"),
-    )
-    if result.checkpoint is None:
-        summary["reason"] = result.reason or "no checkpoint published; the policy is unchanged"
-        return summary, None
-    summary["checkpoint"] = result.checkpoint.id
-    run.add_lineage(
-        {
-            "round": round_,
-            "role": "proposer",
-            "checkpoint": result.checkpoint.id,
-            "parent": result.checkpoint.parent_id,
-            "base_model": result.checkpoint.base_model,
-            "kind": result.checkpoint.kind,
-        }
-    )
-    return summary, result.checkpoint
+    return await _train("proposer", TRLProposerBackend, job, run, round_, summary, _proposer_report)
 
 
-def solver_start(state: FlywheelState, checkpoint: Checkpoint | None) -> FlywheelState:
-    """The state the solver's GRPO step starts from: the proposer's new checkpoint when there is
-    one (its episodes are generated online, so it is on-policy from wherever it starts)."""
-    if checkpoint is None:
-        return state
-    policy = state["policy"].model_copy(
-        update={"checkpoint_id": checkpoint.id, "version": checkpoint.id}
-    )
-    return cast("FlywheelState", {**state, "policy": policy})
-
-
-async def serve_proposer_checkpoint(
-    ctx: FlywheelContext, run: RunDir, checkpoint: Checkpoint, current: Policy
-) -> tuple[dict[str, Any], Policy | None]:
-    """Serve the proposer's checkpoint to both roles (the solver step published none after it);
-    (what the summary gains, the new policy or None)."""
-    from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.policy import PolicySwapError
-
-    server = ctx.servers.for_config(ctx)
-    if server is None:
-        return {
-            "reason": "checkpoint published; no policy server swaps it in (policy_server=none)"
-        }, None
-    try:
-        new = await adopt_checkpoint(checkpoint, server, current)
-    except PolicySwapError as exc:
-        return {"reason": f"swap failed, the previous policy stays: {exc}"}, None
-    CheckpointRegistry(run.checkpoints).set_current(checkpoint.id)
-    return {"served_as": new.model}, new
+def _proposer_report(result: TrainResult) -> dict[str, Any]:
+    return {
+        "steps": result.steps_done,
+        "seconds": round(result.duration_sec, 1),
+        "param_change_l2": result.metrics.get("param_change_l2"),
+        "schedule": result.metrics.get("schedule"),
+    }
