@@ -18,10 +18,12 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.agents.solver_interface import (
-    MAX_TIMEOUT_SEC,
+    IDLE_NOTE,
     READ_TIMEOUT_SEC,
     RUN_TIMEOUT_SEC,
+    SHELL_BUSY,
     TOOLS,
+    clamp_timeout,
 )
 from autoenvscaling.tools.sandbox import (
     Backend,
@@ -150,6 +152,8 @@ def build_terminal_server(
             )
         elif result.restarted:
             note = "the shell was restarted: cwd and environment variables were reset"
+        elif result.idle:
+            note = IDLE_NOTE
         return TerminalResult(
             exit_code=result.exit_code,
             output=capped.text,
@@ -165,8 +169,9 @@ def build_terminal_server(
         session: _Session = ctx.request_context.lifespan_context
         return await session.shell()
 
-    # Names and descriptions come from the one solver interface (tools/agents/solver_interface.py), which
-    # the served solver binds and the GRPO episode mirrors.
+    # Names, descriptions and the busy / idle wording come from the one solver interface
+    # (tools/agents/solver_interface.py), which the served solver binds and the GRPO episode
+    # mirrors; whether the shell is busy or idle, the shell itself says.
     @server.tool(
         name="run",
         description=TOOLS["run"].description,
@@ -181,12 +186,9 @@ def build_terminal_server(
     ) -> TerminalResult:
         shell = await shell_of(ctx)
         try:
-            return present(await shell.run(command, timeout_sec=_clamp(timeout_sec)))
+            return present(await shell.run(command, clamp_timeout(timeout_sec, RUN_TIMEOUT_SEC)))
         except ShellBusyError:
-            raise ShellBusyError(
-                "the previous command is still running: call read_output to wait for it "
-                "or interrupt to stop it, then run again"
-            ) from None
+            raise ShellBusyError(SHELL_BUSY) from None
 
     @server.tool(
         name="read_output",
@@ -200,10 +202,7 @@ def build_terminal_server(
         ] = READ_TIMEOUT_SEC,
     ) -> TerminalResult:
         shell = await shell_of(ctx)
-        if not shell.busy:
-            result = await shell.read(0)
-            return present(result).model_copy(update={"note": "no command is running"})
-        return present(await shell.read(timeout_sec=_clamp(timeout_sec)))
+        return present(await shell.read(clamp_timeout(timeout_sec, READ_TIMEOUT_SEC)))
 
     @server.tool(
         name="interrupt",
@@ -211,18 +210,10 @@ def build_terminal_server(
         annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False),
     )
     async def interrupt(ctx: Context) -> TerminalResult:
-        shell = await shell_of(ctx)
-        if not shell.busy:
-            result = await shell.read(0)
-            return present(result).model_copy(update={"note": "no command is running"})
-        return present(await shell.interrupt())
+        return present(await (await shell_of(ctx)).interrupt())
 
     return server
 
 
 def _param(tool: str, name: str) -> str:
     return next(p.description for p in TOOLS[tool].params if p.name == name)
-
-
-def _clamp(timeout_sec: float) -> float:
-    return max(0.0, min(float(timeout_sec), MAX_TIMEOUT_SEC))

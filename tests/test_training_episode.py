@@ -12,12 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.training.grpo.episode_env import (
-    EpisodeConfig,
-    EventLoop,
-    TaskEpisode,
-    format_tool_output,
-)
+from autoenvscaling.tools.agents.solver_interface import render_result
+from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
 from autoenvscaling.training.grpo.sandboxes import task_starter
 from tests.test_training_support import make_tasks
 
@@ -34,9 +30,9 @@ def test_only_the_terminal_tools_are_exposed() -> None:
 
 
 def test_tool_output_is_capped_with_status() -> None:
-    text = format_tool_output("x" * 5000, 0, False, cap=1000)
+    text = render_result("x" * 5000, 0, cap=1000)
     assert len(text) < 1100 and text.endswith("[exit code 0]") and "bytes truncated" in text
-    assert format_tool_output("", None, True, cap=100).startswith("[still running")
+    assert render_result("", None, running=True, cap=100).startswith("[still running")
 
 
 def test_graph_side_modules_do_not_import_torch() -> None:

@@ -32,6 +32,13 @@ SOLVER_MAX_TURNS = 8
 RUN_TIMEOUT_SEC = 60.0
 READ_TIMEOUT_SEC = 10.0
 MAX_TIMEOUT_SEC = 600.0
+#: What read_output and interrupt say when no command is running (the shell's `idle` result).
+IDLE_NOTE = "no command is running"
+#: What `run` answers while the previous command still runs (the shell's ShellBusyError).
+SHELL_BUSY = (
+    "the previous command is still running: call read_output to wait for it "
+    "or interrupt to stop it, then run again"
+)
 
 
 class ToolParam(BaseModel):
@@ -153,7 +160,7 @@ def render_result(
     if running:
         status = "[still running: call read_output to wait for it, or interrupt to stop it]"
     elif exit_code is None:
-        status = f"[{note or 'no command is running'}]"
+        status = f"[{note or IDLE_NOTE}]"
     else:
         status = f"[exit code {exit_code}]"
     if restarted:

@@ -86,7 +86,7 @@ class ExecShell:
         )
 
     async def read(self, timeout_sec: float = 10) -> ShellResult:
-        return ShellResult(exit_code=self._last_code, output="", output_bytes=0, duration_sec=0.0)
+        return ShellResult.nothing_running(self._last_code)
 
     async def interrupt(self, grace_sec: float = 3) -> ShellResult:
         return await self.read()

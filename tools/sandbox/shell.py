@@ -50,6 +50,12 @@ class ShellResult(BaseModel):
     restarted: bool = Field(
         default=False, description="True when the shell had exited and was restarted."
     )
+    idle: bool = Field(default=False, description="No command was running to read or stop.")
+
+    @classmethod
+    def nothing_running(cls, exit_code: int | None) -> ShellResult:
+        """What `read` / `interrupt` return with no command running: the last exit code."""
+        return cls(exit_code=exit_code, output="", output_bytes=0, duration_sec=0.0, idle=True)
 
 
 class _Pending:
@@ -234,9 +240,7 @@ class PersistentShell:
         """More output of the running command, waiting up to `timeout_sec` for it to finish."""
         async with self._lock:
             if not self._running:
-                return ShellResult(
-                    exit_code=self._done_code, output="", output_bytes=0, duration_sec=0.0
-                )
+                return ShellResult.nothing_running(self._done_code)
             return await self._wait(timeout_sec)
 
     async def interrupt(self, grace_sec: float = 3) -> ShellResult:
@@ -248,9 +252,7 @@ class PersistentShell:
         """
         async with self._lock:
             if not self._running or self._proc is None:
-                return ShellResult(
-                    exit_code=self._done_code, output="", output_bytes=0, duration_sec=0.0
-                )
+                return ShellResult.nothing_running(self._done_code)
             deadline = time.monotonic() + grace_sec
             while time.monotonic() < deadline:
                 await self._interrupt(self._proc)

@@ -34,13 +34,14 @@ from pydantic import BaseModel, Field
 from autoenvscaling.tools.agents.solver_interface import (
     READ_TIMEOUT_SEC,
     RUN_TIMEOUT_SEC,
+    SHELL_BUSY,
     TOOLS,
     clamp_timeout,
     first_messages,
     render_result,
 )
 from autoenvscaling.tools.sandbox.base import Sandbox
-from autoenvscaling.tools.sandbox.shell import PersistentShell
+from autoenvscaling.tools.sandbox.shell import PersistentShell, ShellBusyError, ShellResult
 from autoenvscaling.tools.trials.faults import Fault, Phase, TrialFailure, episode_failure
 
 T = TypeVar("T")
@@ -132,11 +133,6 @@ class EpisodeRecord(BaseModel):
     commands: list[str] = Field(default_factory=list)
 
 
-def format_tool_output(output: str, exit_code: int | None, running: bool, cap: int) -> str:
-    """The tool result the model sees (the served solver's text: tools/agents/solver_interface.py)."""
-    return render_result(output, exit_code, running=running, cap=cap)
-
-
 class TaskEpisode:
     """An `environment_factory` product. Public methods other than `reset` become tools."""
 
@@ -182,19 +178,22 @@ class TaskEpisode:
     def run(self, command: str, timeout_sec: float = RUN_TIMEOUT_SEC):  # noqa: ANN201
         if self._failure is None and self._shell is not None:
             self._commands.append(command)
-        return self._tool(lambda: self._run(command, clamp_timeout(timeout_sec, RUN_TIMEOUT_SEC)))
+        timeout_sec = clamp_timeout(timeout_sec, RUN_TIMEOUT_SEC)
+        timeout_sec = min(timeout_sec, self._config.command_timeout_sec)
+        return self._tool(lambda shell: shell.run(command, timeout_sec=timeout_sec))
 
     def read_output(self, timeout_sec: float = READ_TIMEOUT_SEC):  # noqa: ANN201
-        return self._tool(lambda: self._read(clamp_timeout(timeout_sec, READ_TIMEOUT_SEC)))
+        return self._tool(lambda shell: shell.read(clamp_timeout(timeout_sec, READ_TIMEOUT_SEC)))
 
     def interrupt(self):  # noqa: ANN201
-        return self._tool(self._interrupt)
+        return self._tool(lambda shell: shell.interrupt())
 
     # -- ours: private, because TRL exposes every public method as a tool -----------------------
-    def _tool(self, call: Callable[[], Coroutine[Any, Any, str]]) -> str:
-        """One tool call's answer. The policy's commands fail as results (exit codes, output);
-        an exception here is the sandbox's or the engine's: the episode is marked infrastructure
-        and every tool answers a short error from then on."""
+    def _tool(self, call: Callable[[PersistentShell], Coroutine[Any, Any, ShellResult]]) -> str:
+        """One tool call's answer, as the served solver's text (the shell says busy or idle).
+        The policy's commands fail as results (exit codes, output); any other exception here is
+        the sandbox's or the engine's: the episode is marked infrastructure and every tool
+        answers a short error from then on."""
         if self._failure is not None:
             return SANDBOX_UNAVAILABLE
         if self._limit is not None:
@@ -202,11 +201,22 @@ class TaskEpisode:
         if self._shell is None:
             return "[error: no sandbox is running]"
         try:
-            return self._loop.run(call())
+            result = self._loop.run(call(self._shell))
+        # `run` while busy: what the MCP terminal raises (the served solver reads it after
+        # FastMCP's "Error executing tool run: " rather than the class name).
+        except ShellBusyError:
+            return f"ShellBusyError: {SHELL_BUSY}"
         except Exception as exc:  # noqa: BLE001 - classified and recorded: the episode is dropped
             self._stopped_by_policy(self._loop.run(self._stopped()))
             self._fail(exc, "tool")
             return self._tool(call)  # the answer for what was recorded (no second call made)
+        return render_result(
+            result.output,
+            result.exit_code,
+            running=result.running,
+            restarted=result.restarted,
+            cap=self._config.tool_output_chars,
+        )
 
     def _fail(self, error: BaseException, phase: Phase) -> None:
         """Record the episode's first failure (later ones follow from it): whose fault, or that
@@ -257,38 +267,6 @@ class TaskEpisode:
         # Harbor's own types have no sandbox to attach to: their LiveTask opens a shell over exec.
         opener = getattr(self._live, "open_shell", None)
         self._shell = await (opener() if opener else self._live.sandbox.open_shell())
-
-    def _show(self, result: Any, note: str | None = None) -> str:
-        return render_result(
-            result.output,
-            result.exit_code,
-            running=result.running,
-            restarted=result.restarted,
-            note=note,
-            cap=self._config.tool_output_chars,
-        )
-
-    async def _run(self, command: str, timeout_sec: float) -> str:
-        assert self._shell is not None
-        if self._shell.busy:  # the MCP terminal's answer, word for word
-            return (
-                "ShellBusyError: the previous command is still running: call read_output to "
-                "wait for it or interrupt to stop it, then run again"
-            )
-        timeout_sec = min(timeout_sec, self._config.command_timeout_sec)
-        return self._show(await self._shell.run(command, timeout_sec=timeout_sec))
-
-    async def _read(self, timeout_sec: float) -> str:
-        assert self._shell is not None
-        if not self._shell.busy:
-            return self._show(await self._shell.read(0), "no command is running")
-        return self._show(await self._shell.read(timeout_sec=timeout_sec))
-
-    async def _interrupt(self) -> str:
-        assert self._shell is not None
-        if not self._shell.busy:
-            return self._show(await self._shell.read(0), "no command is running")
-        return self._show(await self._shell.interrupt())
 
     async def _finish(self) -> EpisodeRecord:
         """Run the task's verifier on the sandbox as the episode left it, then close it. Never
