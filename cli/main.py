@@ -147,7 +147,7 @@ def solve(
     from autoenvscaling.cli.progress import TaskProgress
     from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.models import ModelConfig
-    from autoenvscaling.graphs.solver import SolverSettings, solve_task
+    from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
     from autoenvscaling.tools.sandbox.harbor_backends import HarborBackendError, check_stages
 
     try:  # our solver attaches to the sandbox: refuse a backend without one before a model starts

@@ -44,8 +44,9 @@ from autoenvscaling.graphs.flywheel_state import (
 from autoenvscaling.graphs.models import ModelConfig, Policy
 from autoenvscaling.graphs.nesting import non_durable
 from autoenvscaling.graphs.proposer import attempt_graph as proposer_graph
-from autoenvscaling.graphs.solver import SolverAttempt, SolverContext, SolverSettings, SolveRun
-from autoenvscaling.graphs.solver import graph as solver_graph
+from autoenvscaling.graphs.solver_attempt import SolverAttempt, SolverSettings
+from autoenvscaling.graphs.solver_graph import SolverContext, SolveRun
+from autoenvscaling.graphs.solver_graph import graph as solver_graph
 from autoenvscaling.graphs.validation import graph as validation_graph
 from autoenvscaling.tools.report.links import candidate_links, links_markdown
 from autoenvscaling.tools.report.metrics import CandidateRecord, PriceTable, round_metrics
@@ -167,7 +168,7 @@ def _attempter(
     infrastructure failure or the task's fault (tools/trials/faults.py; the rollout store keeps
     which in the attempt's `fault` metadata). Neither is the policy's failure.
 
-    `solver`: the compiled solver graph (graphs/solver.py) the attempts run in, never
+    `solver`: the compiled solver graph (graphs/solver_graph.py) the attempts run in, never
     checkpointed (graphs/nesting.py); the calling node names it, so Studio draws it nested."""
     settings = SolverSettings(
         model=_role_model(ctx, policy, "solver"),

@@ -2,7 +2,7 @@
 
 Each task's `solve.sh` becomes a replay plan (training/sft/data.py); a scripted model then says
 the plan's comments and issues its commands as `run` tool calls, one per turn, through the SAME
-served solver (`graphs.solver.solve_task`: a real Harbor trial, the MCP terminal attached to the
+served solver (`graphs.solver_attempt.solve_task`: a real Harbor trial, the MCP terminal attached to the
 trial's sandbox, the task's own verifier). Only the model's replies are scripted: every command
 runs for real and every tool result is what the terminal returned. Attempts that score 1.0
 become SFT examples rendered from the rollout store with the served system prompt and tools.
@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.graphs.scripted_model import register, reply, tool_call
-from autoenvscaling.graphs.solver import SolverSettings, solve_task
+from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
 from autoenvscaling.training.sft.data import (
     NotReplayableError,
     ReplayPlan,

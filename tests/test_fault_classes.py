@@ -23,7 +23,7 @@ import pytest
 from harbor.trial.errors import AgentTimeoutError, VerifierTimeoutError
 from harbor.verifier.verifier import AddTestsDirError, RewardFileNotFoundError
 
-from autoenvscaling.graphs.solver import outcome_of
+from autoenvscaling.graphs.solver_attempt import outcome_of
 from autoenvscaling.tools.gate import GateConfig, run_stage
 from autoenvscaling.tools.gate.config import STAGES
 from autoenvscaling.tools.gate.results import StageResult, make_verdict
@@ -301,7 +301,7 @@ async def test_a_solver_attempt_whose_container_dies_is_infrastructure(engine_re
     from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.models import ModelConfig
     from autoenvscaling.graphs.scripted_model import register, reply, tool_call
-    from autoenvscaling.graphs.solver import SolverSettings, solve_task
+    from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
     from autoenvscaling.tools.sandbox.cleanup import OWNER_LABEL, owner
     from autoenvscaling.tools.sandbox.engine import client
 

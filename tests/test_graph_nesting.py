@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from autoenvscaling.graphs import proposer, solver, validation
+from autoenvscaling.graphs import proposer, solver_graph, validation
 from autoenvscaling.graphs.flywheel import build_flywheel
 from autoenvscaling.graphs.nesting import non_durable
 from autoenvscaling.graphs.scripted_model import register
@@ -50,7 +50,7 @@ def test_the_served_proposer_graph_nests_the_attempt_and_its_gate():
 
 
 def test_what_runs_is_the_served_graph_never_checkpointed():
-    for served in (proposer.attempt_graph, validation.graph, solver.graph):
+    for served in (proposer.attempt_graph, validation.graph, solver_graph.graph):
         assert served.checkpointer is None  # a parent lends its checkpointer: Studio sees it
         running = non_durable(served)
         assert running.checkpointer is False

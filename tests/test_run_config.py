@@ -24,7 +24,8 @@ from autoenvscaling.graphs.config import (
 from autoenvscaling.graphs.flywheel import build_flywheel
 from autoenvscaling.graphs.policy_servers import PolicyServers
 from autoenvscaling.graphs.proposer import ProposerContext
-from autoenvscaling.graphs.solver import SolverContext, SolverSettings
+from autoenvscaling.graphs.solver_attempt import SolverSettings
+from autoenvscaling.graphs.solver_graph import SolverContext
 from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
 
 # The command's own options: how to run, not what the run is.

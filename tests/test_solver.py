@@ -3,7 +3,7 @@
 from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.graphs.scripted_model import register, reply, tool_call
-from autoenvscaling.graphs.solver import SolverSettings, solve_task
+from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
 from autoenvscaling.tools.rollouts.store import RolloutStore
 
 from .conftest import FIXTURES

@@ -110,7 +110,7 @@ def gate_config(
     **more: Any,
 ) -> GateConfig:
     """The gate a proposer faces; `solver` (a model) turns on calibration with our solver agent."""
-    from autoenvscaling.graphs.solver import SOLVER_AGENT, SolverSettings
+    from autoenvscaling.graphs.solver_attempt import SOLVER_AGENT, SolverSettings
 
     kwargs: dict[str, Any] = {
         "backend": backend,
