@@ -63,9 +63,9 @@ def propose(
     ] = False,
 ) -> None:
     """Let N proposers write Harbor tasks; each submission goes through the full admission gate."""
-    from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.models import ModelConfig
     from autoenvscaling.graphs.proposer import ARMS, ProposerSettings, gate_config, propose
+    from autoenvscaling.graphs.proposer.settings import proposer_budget
     from autoenvscaling.tools.agents.brief import build_brief
     from autoenvscaling.tools.rollouts.store import RolloutStore
 
@@ -92,7 +92,7 @@ def propose(
             model=proposer,
             arm=arm,
             solver_feedback=solver_feedback,
-            budget=LoopBudget(max_turns=max_turns, max_total_tokens=400_000),
+            budget=proposer_budget(max_turns),
             max_revisions=max_revisions,
             store_path=str(store),
             policy_version=policy_version,

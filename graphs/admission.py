@@ -52,15 +52,15 @@ async def run_proposer(
 ) -> ProposalResult:
     """One proposer attempt (episodes + revisions against the gate minus calibrate), run by
     the compiled attempt `graph` (default: graphs/proposer's)."""
-    from autoenvscaling.graphs.agent_loop import LoopBudget
     from autoenvscaling.graphs.proposer import ProposerSettings, propose
+    from autoenvscaling.graphs.proposer.settings import proposer_budget
 
     policy = task.policy
     settings = ProposerSettings(
         model=model,
         arm=ctx.arm,  # pyright: ignore[reportArgumentType] - a str option; pydantic checks it
         solver_feedback=ctx.solver_feedback,
-        budget=LoopBudget(max_turns=ctx.proposer_max_turns, time_budget_sec=900),
+        budget=proposer_budget(ctx.proposer_max_turns),
         max_revisions=ctx.max_revisions,
         compact_prompt=ctx.proposer_compact_prompt,
         gate=_gate(ctx, run, None),

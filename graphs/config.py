@@ -27,6 +27,9 @@ DEFAULT_POLICY_MODEL = "openai:policy"
 #: `proposer_max_turns`, `autoenvscaling propose`, the proposer graph served to Studio and
 #: `ProposerSettings`. Only the embedded preset differs (a 135M policy on 2 CPU cores).
 PROPOSER_MAX_TURNS = 16
+#: The proposer's other budgets per episode, wherever none is given (the same entry points).
+PROPOSER_MAX_TOTAL_TOKENS = 400_000
+PROPOSER_TIME_BUDGET_SEC = 1800.0
 
 
 @dataclass(frozen=True)

@@ -243,6 +243,13 @@ def test_one_default_for_the_proposers_turns():
     assert RunConfig().proposer_max_turns == PROPOSER_MAX_TURNS
     assert ProposerContext().max_turns == PROPOSER_MAX_TURNS
     assert ProposerSettings().budget.max_turns == PROPOSER_MAX_TURNS
+    # ... and the same token and time budgets (they were 400k / 1800 s here, 120k / 900 s in
+    # the flywheel's admission).
+    from autoenvscaling.graphs.proposer.settings import proposer_budget
+    from autoenvscaling.graphs.proposer.studio import _settings_from
+
+    assert ProposerSettings().budget == proposer_budget()
+    assert _settings_from(ProposerContext()).budget == proposer_budget()
     assert inspect.signature(propose).parameters["max_turns"].default == PROPOSER_MAX_TURNS
     assert preset("embedded")["proposer_max_turns"] < PROPOSER_MAX_TURNS
     with pytest.raises(ValidationError):  # the loop has no turn limit of its own

@@ -26,10 +26,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.graphs.proposer.record import propose
-from autoenvscaling.graphs.proposer.settings import ProposerSettings, gate_config
+from autoenvscaling.graphs.proposer.settings import ProposerSettings, gate_config, proposer_budget
 from autoenvscaling.graphs.scripted_model import register, reply, tool_call
 from autoenvscaling.tools.agents.brief import build_brief
 
@@ -158,7 +157,7 @@ async def replay_authoring(
         name = register(f"author-{task_dir.name}-{secrets.token_hex(4)}", script)
         settings = ProposerSettings(
             model=ModelConfig(model=name),
-            budget=LoopBudget(max_turns=len(script) + 1, time_budget_sec=1800),
+            budget=proposer_budget(len(script) + 1),
             max_revisions=0,
             compact_prompt=served.compact_prompt,
             gate=gate_config(backend=backend, pool_dir=pool, band=served.band),

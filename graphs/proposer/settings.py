@@ -9,7 +9,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from autoenvscaling.graphs.agent_loop import LoopBudget
-from autoenvscaling.graphs.config import PROPOSER_MAX_TURNS
+from autoenvscaling.graphs.config import (
+    PROPOSER_MAX_TOTAL_TOKENS,
+    PROPOSER_MAX_TURNS,
+    PROPOSER_TIME_BUDGET_SEC,
+)
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
 from autoenvscaling.tools.gate import GateConfig, Verdict
@@ -20,6 +24,17 @@ Arm = Literal["terminal", "error_feedback", "prompt_only"]
 ARMS: tuple[Arm, ...] = ("terminal", "error_feedback", "prompt_only")
 TASK_MOUNT = "/workspace/task"
 """Where the candidate folder appears inside the proposer's workspace sandbox."""
+
+
+def proposer_budget(
+    max_turns: int = PROPOSER_MAX_TURNS, time_budget_sec: float = PROPOSER_TIME_BUDGET_SEC
+) -> LoopBudget:
+    """A proposer episode's budget: the proposer's defaults, the turns and time a caller sets."""
+    return LoopBudget(
+        max_turns=max_turns,
+        max_total_tokens=PROPOSER_MAX_TOTAL_TOKENS,
+        time_budget_sec=time_budget_sec,
+    )
 
 
 class ProposerSettings(BaseModel):
@@ -34,9 +49,7 @@ class ProposerSettings(BaseModel):
         default=True, description="False: no rollout evidence in the brief."
     )
     budget: LoopBudget = Field(
-        default_factory=lambda: LoopBudget(
-            max_turns=PROPOSER_MAX_TURNS, max_total_tokens=400_000, time_budget_sec=1800
-        ),
+        default_factory=lambda: proposer_budget(),
         description="Per episode (the first submission and each revision).",
     )
     max_revisions: int = Field(default=2, ge=0, description="Revisions after a rejection.")

@@ -12,13 +12,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import BaseModel, ConfigDict, Field
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
-from autoenvscaling.graphs.config import from_run
+from autoenvscaling.graphs.config import PROPOSER_TIME_BUDGET_SEC, from_run
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.graphs.proposer import settings as settings_module
 from autoenvscaling.graphs.proposer.episode import attempt_graph
 from autoenvscaling.graphs.proposer.record import propose
-from autoenvscaling.graphs.proposer.settings import ProposerSettings
+from autoenvscaling.graphs.proposer.settings import ProposerSettings, proposer_budget
 from autoenvscaling.tools.agents.brief import ProposerBrief, build_brief
 from autoenvscaling.tools.rollouts.store import RolloutStore
 
@@ -34,7 +33,9 @@ class ProposerContext(BaseModel):
     arm: str = from_run("arm")
     solver_feedback: bool = from_run("solver_feedback", description="Show the solver's rollouts")
     max_turns: int = from_run("proposer_max_turns", description="Model calls per episode")
-    time_budget_sec: float = Field(default=1800, description="Wall time per episode")
+    time_budget_sec: float = Field(
+        default=PROPOSER_TIME_BUDGET_SEC, description="Wall time per episode"
+    )
     max_tokens: int = from_run("max_tokens", 8192)
     max_revisions: int = from_run("max_revisions")
     pool_dir: str = Field(default="tasks/seed", description="The task pool (examples, dedup)")
@@ -66,9 +67,7 @@ def _settings_from(ctx: ProposerContext) -> ProposerSettings:
         arm=ctx.arm,  # type: ignore[arg-type]  # validated by pydantic
         solver_feedback=ctx.solver_feedback,
         max_revisions=ctx.max_revisions,
-        budget=LoopBudget(
-            max_turns=ctx.max_turns, time_budget_sec=ctx.time_budget_sec, max_total_tokens=400_000
-        ),
+        budget=proposer_budget(ctx.max_turns, ctx.time_budget_sec),
         # Looked up on its module when called: tests swap in a quicker gate there.
         gate=settings_module.gate_config(
             backend=ctx.backend, pool_dir=ctx.pool_dir, solver=model if ctx.calibrate else None
