@@ -202,7 +202,7 @@ def test_a_proposer_that_calls_tools_gets_no_tool_warning(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_grpo_groups_without_reward_variance_come_from_the_training_summary(tmp_path):
-    # The shape graphs/flywheel_roles.run_training and role_training.train_proposer write.
+    # The shape graphs/role_training.train_solver and train_proposer write.
     training = {
         "steps": 2,
         "groups": 2,

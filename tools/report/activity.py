@@ -156,8 +156,8 @@ def role_activity(
 
 
 def grpo_groups(training: Mapping[str, Any]) -> list[GrpoGroups]:
-    """From the round's training summary (graphs/flywheel_roles.run_training and
-    role_training.train_proposer): the groups each update saw; empty when none was planned.
+    """From the round's training summary (graphs/role_training.py: train_solver and
+    train_proposer): the groups each update saw; empty when none was planned.
 
     A proposer group the plan dropped (all rewards equal, or a single proposal) counts as one
     without reward variance."""
