@@ -9,7 +9,6 @@ Paths are opened at the descriptor level (safe_paths.py); glob and grep match in
 from __future__ import annotations
 
 import contextlib
-import errno
 import fnmatch
 import os
 import secrets
@@ -30,7 +29,12 @@ from autoenvscaling.tools.files.models import (
     ReadResult,
     WriteResult,
 )
-from autoenvscaling.tools.files.safe_paths import _DIR_FLAGS, PathRefusedError, SafeRoot
+from autoenvscaling.tools.files.safe_paths import (
+    _DIR_FLAGS,
+    PathRefusedError,
+    SafeRoot,
+    _os_refusal,
+)
 
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _BINARY_PROBE = 8192
@@ -60,15 +64,7 @@ class RootedFs:
         try:
             fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
         except OSError as exc:
-            if exc.errno == errno.EISDIR:
-                raise PathRefusedError(path, "not_a_file", "the path is a directory") from None
-            raise PathRefusedError(
-                path,
-                "symlink" if exc.errno == errno.ELOOP else "invalid",
-                "a symlink appeared in the path while opening it"
-                if exc.errno == errno.ELOOP
-                else (exc.strerror or "cannot open"),
-            ) from None
+            raise _os_refusal(path, exc) from None
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
