@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
-from datetime import timedelta
 
 from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.tools import load_mcp_tools
-from mcp import ClientSession
 from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 
@@ -21,43 +19,28 @@ import autoenvscaling.mcp_servers  # noqa: F401 - installs the cached schema val
 
 
 @asynccontextmanager
-async def open_mcp_sessions(
-    servers: Mapping[str, FastMCP], *, read_timeout_sec: float | None = None
-) -> AsyncIterator[dict[str, ClientSession]]:
-    """One initialized in-memory client session per server, kept open for the block."""
-    timeout = timedelta(seconds=read_timeout_sec) if read_timeout_sec else None
-    with _unwrapped_errors():
-        async with AsyncExitStack() as stack:
-            sessions = {
-                name: await stack.enter_async_context(
-                    create_connected_server_and_client_session(
-                        server,
-                        read_timeout_seconds=timeout,  # the SDK's own way
-                    )
-                )
-                for name, server in servers.items()
-            }
-            yield sessions
-
-
-@asynccontextmanager
 async def open_mcp_tools(
-    servers: Mapping[str, FastMCP], *, prefix: bool = False, read_timeout_sec: float | None = None
+    servers: Mapping[str, FastMCP], *, prefix: bool = False
 ) -> AsyncIterator[list[BaseTool]]:
     """LangChain tools for `servers` (name -> FastMCP), in memory, over kept-open sessions.
 
     `prefix=True` names tools `<server>_<tool>` (needed when two servers share a tool name).
     Tool errors reach the model as ToolMessage(status="error") instead of raising.
     """
-    async with open_mcp_sessions(servers, read_timeout_sec=read_timeout_sec) as sessions:
-        tools: list[BaseTool] = []
-        for name, session in sessions.items():
-            tools += await load_mcp_tools(session, server_name=name, tool_name_prefix=prefix)
-        names = [tool.name for tool in tools]
-        if not (clashes := sorted({n for n in names if names.count(n) > 1})):
+    with _unwrapped_errors():
+        async with AsyncExitStack() as stack:
+            tools: list[BaseTool] = []
+            for name, server in servers.items():
+                session = await stack.enter_async_context(
+                    create_connected_server_and_client_session(server)
+                )
+                tools += await load_mcp_tools(session, server_name=name, tool_name_prefix=prefix)
+            names = [tool.name for tool in tools]
+            if clashes := sorted({n for n in names if names.count(n) > 1}):
+                raise ValueError(
+                    f"tool names {clashes} appear in several servers: pass prefix=True"
+                )
             yield tools
-            return
-    raise ValueError(f"tool names {clashes} appear in several servers: pass prefix=True")
 
 
 @contextmanager
