@@ -122,10 +122,15 @@ def cold_start(
         Path | None,
         typer.Option("--tasks", exists=True, help="Tasks to replay (default: the embedded pool)."),
     ] = None,
+    trl_config: Annotated[
+        str | None,
+        typer.Option(help="Fields of TRL's SFTConfig over ours, as JSON (a new fingerprint)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the card as JSON.")] = False,
 ) -> None:
     """Build the embedded policy's cold start once per machine (what `autoenvscaling run` then
     serves to both roles); later calls find it and return at once. `make run` calls this first."""
+    from autoenvscaling.cli.train import parse_trl_config
     from autoenvscaling.graphs.cold_start import cold_start_checkpoint, settings_for
     from autoenvscaling.graphs.config import RunConfig, preset
     from autoenvscaling.training.serving.embedded_setup import (
@@ -134,7 +139,7 @@ def cold_start(
         ensure_hf_base_model,
     )
 
-    config = RunConfig(**preset("embedded"))
+    config = RunConfig(**preset("embedded"), cold_start_trl_config=parse_trl_config(trl_config))
     base = ensure_hf_base_model(ensure_embedded_assets())
     started = time.monotonic()
     _checkpoint, card = asyncio.run(

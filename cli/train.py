@@ -38,6 +38,18 @@ def _task_dirs(paths: list[Path]) -> list[Path]:
     return found
 
 
+def parse_trl_config(text: str | None) -> dict[str, Any]:
+    """`--trl-config`: a JSON object of TRL config fields (checked against the trainer's config
+    class when the job starts)."""
+    try:
+        fields = json.loads(text or "{}")
+    except ValueError:
+        fields = None
+    if not isinstance(fields, dict):
+        raise typer.BadParameter("a JSON object of TRL config fields", param_hint="--trl-config")
+    return fields
+
+
 @train_app.command("train")
 def train(
     tasks: Annotated[
@@ -151,12 +163,7 @@ def train(
     from autoenvscaling.training.worker_backend import AccelerateLauncher
 
     sandbox_options = json.loads(harbor_env.read_text()) if harbor_env else {}
-    try:
-        trl_fields = json.loads(trl_config or "{}")
-    except ValueError:
-        trl_fields = None
-    if not isinstance(trl_fields, dict):
-        raise typer.BadParameter("a JSON object of TRL config fields", param_hint="--trl-config")
+    trl_fields = parse_trl_config(trl_config)
     try:  # before a base model is fetched or any sandbox starts
         validate_backend(sandbox, sandbox_options)
         check_stages(sandbox, ["grpo"])

@@ -72,6 +72,9 @@ class ColdStartSettings(BaseModel):
     proposer: ServedProposer = Field(
         default_factory=ServedProposer, description="How the run serves its proposer."
     )
+    trl_config: dict[str, Any] = Field(
+        default_factory=dict, description="TRL SFTConfig fields over ours (any field)."
+    )
 
 
 def settings_for(config: RunConfig) -> ColdStartSettings:
@@ -82,7 +85,8 @@ def settings_for(config: RunConfig) -> ColdStartSettings:
             brief_examples=config.brief_examples,
             brief_file_chars=config.brief_file_chars,
             band=(config.band_low, config.band_high),
-        )
+        ),
+        trl_config=config.cold_start_trl_config,
     )
 
 
@@ -127,12 +131,14 @@ def fingerprint(
     from autoenvscaling.tools.tasks.snapshot import content_hash
 
     fields = _DATASET_FIELDS if dataset else None
+    # No override is no field: a cache built before `trl_config` existed stays valid.
+    unset = set() if settings.trl_config else {"trl_config"}
     blob = json.dumps(
         {
             "version": DATASET_VERSION,
             "base": None if dataset else base_model,
             "tasks": content_hash(tasks_dir),
-            "settings": settings.model_dump(mode="json", include=fields),
+            "settings": settings.model_dump(mode="json", include=fields, exclude=unset),
         },
         sort_keys=True,
     )
@@ -343,6 +349,7 @@ async def cold_start_checkpoint(
             lora_rank=settings.lora_rank,
             lora_alpha=2 * settings.lora_rank,
             gradient_checkpointing=settings.gradient_checkpointing,
+            trl_config=settings.trl_config,
         ),
     )
 

@@ -191,6 +191,9 @@ class RunConfig(BaseModel):
     proposer_trl_config: dict[str, Any] = Field(
         default_factory=dict, description="TRL GRPOConfig fields for the proposer's training"
     )
+    cold_start_trl_config: dict[str, Any] = Field(
+        default_factory=dict, description="TRL SFTConfig fields for the cold start's SFT"
+    )
     cold_start: Annotated[
         bool,
         Cli(

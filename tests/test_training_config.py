@@ -78,6 +78,26 @@ def test_train_takes_trl_fields_as_a_json_object(tmp_path: Path) -> None:
         args = ["train", "--registry", str(tmp_path), "--trl-config", given]
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 2 and "--trl-config" in result.output, result.output
+        result = CliRunner().invoke(app, ["cold-start", "--trl-config", given])
+        assert result.exit_code == 2 and "--trl-config" in result.output, result.output
+
+
+def test_the_cold_start_sft_takes_trl_fields_and_they_enter_its_fingerprint() -> None:
+    """The cold start's SFT is a trainer too: the run's `cold_start_trl_config` reaches its
+    settings (and so its job), and a changed override builds a new checkpoint, not the cached one."""
+    from autoenvscaling.graphs.cold_start import ColdStartSettings, fingerprint, settings_for
+    from autoenvscaling.graphs.config import RunConfig
+
+    fields = {"logging_steps": 3, "report_to": "none"}
+    settings = settings_for(RunConfig(cold_start_trl_config=fields))
+    assert settings.trl_config == fields
+    plain = settings_for(RunConfig())
+    tasks = Path(__file__).parent / "fixtures"
+    assert fingerprint("base", tasks, settings) != fingerprint("base", tasks, plain)
+    # ... while the replayed dataset does not depend on it (only the SFT trains again).
+    assert fingerprint("base", tasks, settings, dataset=True) == fingerprint(
+        "base", tasks, ColdStartSettings(proposer=plain.proposer), dataset=True
+    )
 
 
 @pytest.fixture(scope="module")
