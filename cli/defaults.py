@@ -49,11 +49,11 @@ def model_or_embedded(
     ref = server.start()
     try:
         yield ResolvedModel(
-            model=f"openai:{ref.model}",
+            model=ref.chat_model,
             base_url=ref.base_url,
             tool_choice="auto",  # llama.cpp then constrains replies to a parseable tool call
             embedded=True,
-            label=f"embedded {assets.model_path.name} (served as openai:{ref.model})",
+            label=f"embedded {assets.model_path.name} (served as {ref.chat_model})",
         )
     finally:
         server.stop()

@@ -44,7 +44,7 @@ async def embedded_defaults(
         console.print(f"  {assets.summary()}")
     ref = await servers.start_embedded(model_path or assets.model_path)
     values: dict[str, Any] = {
-        "policy_model": f"openai:{ref.model}",
+        "policy_model": ref.chat_model,
         "policy_base_url": ref.base_url,
         **preset("embedded"),
     }
@@ -136,7 +136,7 @@ async def rebind_policy(ctx: FlywheelContext, run: RunDir, policy: Policy | None
         )
     checkpoint = CheckpointRegistry(run.checkpoints).get(policy.checkpoint_id)
     ref = await server.activate(checkpoint)
-    if f"openai:{ref.model}" != policy.model:
+    if ref.chat_model != policy.model:
         raise PolicySwapError(
             f"the server serves checkpoint {checkpoint.id} as {ref.model!r}, but the run's state "
             f"names {policy.model!r}"

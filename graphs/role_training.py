@@ -58,7 +58,7 @@ def run_modes(ctx: FlywheelContext) -> str:
 async def adopt_checkpoint(checkpoint: Checkpoint, server: PolicyServer, current: Policy) -> Policy:
     """Serve `checkpoint` and return the policy both roles use from now on."""
     ref = await server.activate(checkpoint)
-    return Policy.serving(f"openai:{ref.model}", ref.base_url, current.tool_choice, checkpoint.id)
+    return Policy.serving(ref.chat_model, ref.base_url, current.tool_choice, checkpoint.id)
 
 
 async def serve_checkpoint(

@@ -53,6 +53,11 @@ class PolicyRef(BaseModel):
         description="What serves it, e.g. 'vllm:lora', 'vllm:reload', 'vllm:restart', 'llama.cpp:lora'.",
     )
 
+    @property
+    def chat_model(self) -> str:
+        """The "provider:model" string a LangChain client is built from (OpenAI-compatible)."""
+        return f"openai:{self.model}"
+
 
 @runtime_checkable
 class PolicyServer(Protocol):
