@@ -14,7 +14,7 @@ from typing import Annotated
 
 import anyio
 from mcp.server.fastmcp import Context, FastMCP
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.agents.solver_interface import (
@@ -165,6 +165,28 @@ def build_terminal_server(
             note=note,
         )
 
+    def busy() -> CallToolResult:
+        """`run` while the previous command still runs: an error result (the call did not run,
+        which is what isError says in MCP) whose text is SHELL_BUSY exactly, as the GRPO episode
+        answers it. Raised instead, it would reach the model as FastMCP's "Error executing tool
+        run: ..." FastMCP checks even an error result against the output schema: it carries the
+        shell's state (a command running) as a TerminalResult."""
+        state = TerminalResult(
+            exit_code=None,
+            output="",
+            output_bytes=0,
+            truncated=False,
+            duration_sec=0.0,
+            running=True,
+            restarted=False,
+            note=SHELL_BUSY,
+        )
+        return CallToolResult(
+            content=[TextContent(type="text", text=SHELL_BUSY)],
+            structuredContent=state.model_dump(mode="json"),
+            isError=True,
+        )
+
     async def shell_of(ctx: Context) -> PersistentShell:
         session: _Session = ctx.request_context.lifespan_context
         return await session.shell()
@@ -188,7 +210,9 @@ def build_terminal_server(
         try:
             return present(await shell.run(command, clamp_timeout(timeout_sec, RUN_TIMEOUT_SEC)))
         except ShellBusyError:
-            raise ShellBusyError(SHELL_BUSY) from None
+            # FastMCP sends a returned CallToolResult as it is (its return type stays
+            # TerminalResult: that is the tool's output schema).
+            return busy()  # pyright: ignore[reportReturnType]
 
     @server.tool(
         name="read_output",

@@ -11,6 +11,7 @@ from autoenvscaling.mcp_servers.terminal import (
     build_terminal_server,
     workspace_shells,
 )
+from autoenvscaling.tools.agents.solver_interface import SHELL_BUSY
 from autoenvscaling.tools.sandbox import SandboxLimits
 from autoenvscaling.tools.sandbox.cleanup import LABEL, OWNER_LABEL
 from autoenvscaling.tools.sandbox.engine import client
@@ -55,7 +56,7 @@ async def test_long_command_read_output_and_interrupt(workspace):
         assert started["running"] and started["exit_code"] is None
         assert started["output"] == "begin\n" and "read_output" in started["note"]
         busy = await client.call_tool("run", {"command": "true"})
-        assert busy.isError and "still running" in busy.content[0].text
+        assert busy.isError and busy.content[0].text == SHELL_BUSY  # exactly, as GRPO's episode
         rest = (await client.call_tool("read_output", {"timeout_sec": 10})).structuredContent
         assert rest["exit_code"] == 0 and rest["output"] == "end\n" and not rest["running"]
 

@@ -11,8 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from langchain_core.messages import ToolMessage
 
-from autoenvscaling.tools.agents.solver_interface import render_result
+from autoenvscaling.graphs.agent_loop import LoopBudget
+from autoenvscaling.graphs.models import ModelConfig
+from autoenvscaling.graphs.scripted_model import register, reply, tool_call
+from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
+from autoenvscaling.tools.agents.solver_interface import SHELL_BUSY, render_result
 from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
 from autoenvscaling.training.grpo.sandboxes import task_starter
 from tests.test_training_support import make_tasks
@@ -115,3 +120,38 @@ def test_episode_on_docker(docker_engine, tmp_path: Path) -> None:
         assert loop.run(episode._finish()).reward == 1.0
     finally:
         loop.stop()
+
+
+async def test_a_busy_shell_reads_the_same_served_and_trained(engine_ready, tmp_path: Path) -> None:
+    """`run` while the previous command still runs: the served solver (the real MCP terminal,
+    langchain-mcp-adapters' tool, the agent loop's tool node, in a Harbor trial) and the GRPO
+    episode give the model byte-identical text, so the policy is trained on what it is served."""
+    task = make_tasks(tmp_path / "tasks")["hello-file"]
+    slow = tool_call("run", command="sleep 5", timeout_sec=0.2)
+    script = [reply("", slow), reply("", tool_call("run", command="true")), "Done."]
+    seen: list[list] = []
+
+    def respond(messages):
+        seen.append(list(messages))
+        return script[len(seen) - 1]
+
+    settings = SolverSettings(
+        model=ModelConfig(model=register("busy-probe", respond)), budget=LoopBudget(max_turns=3)
+    )
+    await solve_task(task, settings, trials_dir=tmp_path / "trials")
+    served = seen[2][-1]
+    assert isinstance(served, ToolMessage) and served.status == "error"
+
+    loop = EventLoop()
+    try:
+        episode = TaskEpisode(loop, task_starter("podman"), EpisodeConfig())
+        episode.reset(task_dir=str(task))
+        assert episode.run("sleep 5", timeout_sec=0.2).startswith("[still running")
+        trained = episode.run("true")
+        with pytest.raises(ValueError):  # a bad argument: TRL answers it, the episode goes on
+            episode.read_output(timeout_sec="soon")  # pyright: ignore[reportArgumentType]
+        assert episode.failure is None
+        loop.run(episode._close())
+    finally:
+        loop.stop()
+    assert (served.content, trained) == (SHELL_BUSY, SHELL_BUSY)

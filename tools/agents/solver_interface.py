@@ -34,10 +34,11 @@ READ_TIMEOUT_SEC = 10.0
 MAX_TIMEOUT_SEC = 600.0
 #: What read_output and interrupt say when no command is running (the shell's `idle` result).
 IDLE_NOTE = "no command is running"
-#: What `run` answers while the previous command still runs (the shell's ShellBusyError).
+#: The whole text the model reads when it calls `run` while the previous command still runs (the
+#: shell's ShellBusyError): the MCP terminal's error result and the GRPO episode's answer, as is.
 SHELL_BUSY = (
-    "the previous command is still running: call read_output to wait for it "
-    "or interrupt to stop it, then run again"
+    "[error: the previous command is still running: call read_output to wait for it "
+    "or interrupt to stop it, then run again]"
 )
 
 

@@ -183,7 +183,9 @@ class TaskEpisode:
         return self._tool(lambda shell: shell.run(command, timeout_sec=timeout_sec))
 
     def read_output(self, timeout_sec: float = READ_TIMEOUT_SEC):  # noqa: ANN201
-        return self._tool(lambda shell: shell.read(clamp_timeout(timeout_sec, READ_TIMEOUT_SEC)))
+        # Outside `_tool`: a bad argument is the policy's, for TRL to report, not a sandbox fault.
+        timeout_sec = clamp_timeout(timeout_sec, READ_TIMEOUT_SEC)
+        return self._tool(lambda shell: shell.read(timeout_sec))
 
     def interrupt(self):  # noqa: ANN201
         return self._tool(lambda shell: shell.interrupt())
@@ -202,10 +204,8 @@ class TaskEpisode:
             return "[error: no sandbox is running]"
         try:
             result = self._loop.run(call(self._shell))
-        # `run` while busy: what the MCP terminal raises (the served solver reads it after
-        # FastMCP's "Error executing tool run: " rather than the class name).
-        except ShellBusyError:
-            return f"ShellBusyError: {SHELL_BUSY}"
+        except ShellBusyError:  # `run` while busy: the MCP terminal's error result's text
+            return SHELL_BUSY
         except Exception as exc:  # noqa: BLE001 - classified and recorded: the episode is dropped
             self._stopped_by_policy(self._loop.run(self._stopped()))
             self._fail(exc, "tool")
