@@ -14,13 +14,11 @@ from pydantic import BaseModel, Field, field_validator
 from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.tools.agents.solver_interface import OUTPUT_CHARS, SOLVER_MAX_TURNS
+from autoenvscaling.tools.gate.config import SOLVER_AGENT
 from autoenvscaling.tools.rollouts.models import Outcome, stable_attempt_id
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.trials.faults import Fault, trial_failure
 from autoenvscaling.tools.trials.trial import TrialBackend, TrialOutcome, run_trial
-
-#: The Harbor agent (graphs/solver.py), by the import path Harbor loads it from.
-SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
 
 
 class SolverSettings(BaseModel):

@@ -26,7 +26,7 @@ StageName = Literal[
 STAGES: tuple[StageName, ...] = get_args(StageName)
 
 #: Our solver as a Harbor agent (graphs/solver.py); it attaches to the sandbox it runs in.
-OUR_SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
+SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
 GateBackend = str  # one of our engines, harbor-docker, or harbor:<type>
 #: When anti_cheat's isolation probes (a live tamperer, interpreter wrappers) run: "auto" on
 #: tasks whose verifier is separate, "on" on every task, "off" on none.
@@ -244,11 +244,9 @@ class GateConfig(BaseSettings):
             rows += ["gate:anti_cheat/tamperer"] if self.tamperer_probe == "on" else []
             rows += ["gate:anti_cheat/interpreters"] if self.tamper_interpreters == "on" else []
             # The cheat agent is our solver agent unless another Harbor agent is named.
-            ours = self.cheat_agent == OUR_SOLVER_AGENT or (
-                self.cheat_model and not self.cheat_agent
-            )
+            ours = self.cheat_agent == SOLVER_AGENT or (self.cheat_model and not self.cheat_agent)
             rows += ["gate:anti_cheat/cheat_agent"] if ours else []
-        if "calibrate" not in self.skip and self.solver == OUR_SOLVER_AGENT:
+        if "calibrate" not in self.skip and self.solver == SOLVER_AGENT:
             rows.append("gate:calibrate/our_solver")
         return rows
 

@@ -20,8 +20,8 @@ from harbor.models.agent.context import AgentContext
 
 from autoenvscaling.tools.gate.anti_cheat.leaks import fingerprint
 from autoenvscaling.tools.gate.anti_cheat.probes import NOT_OUTPUTS, find_command, parse_listing
+from autoenvscaling.tools.gate.config import SOLVER_AGENT
 
-SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
 CHEAT_PROMPT = "cheat"
 MAX_FILES = 50
 MAX_BYTES = 1_000_000
