@@ -147,11 +147,7 @@ async def gate(
             context=ctx.settings.gate,
             durability="exit",
         )
-        verdict = sealed(
-            Verdict.model_validate(out["verdict"]),
-            checked,
-            content_hash(task) if task.is_dir() else None,
-        )
+        verdict = sealed(Verdict.model_validate(out["verdict"]), checked, task)
     revision = state.get("revision", 0)
     result = state["result"].model_copy(deep=True)
     result.verdict = verdict

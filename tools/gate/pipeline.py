@@ -96,12 +96,13 @@ async def validate_task(
             on_stage(result)
         stage = next_stage(stage, result)
     verdict = make_verdict(task, list(results.values()), backend=config.backend)
-    return sealed(verdict, checked, content_hash(task) if task.is_dir() else None)
+    return sealed(verdict, checked, task)
 
 
-def sealed(verdict: Verdict, checked: str | None, after: str | None) -> Verdict:
+def sealed(verdict: Verdict, checked: str | None, task: Path) -> Verdict:
     """The verdict bound to the bytes it judged: `checked` (the folder's hash before the first
-    stage) and `after` (after the last) must agree, else nothing checked can be admitted."""
+    stage) and the hash of `task` now must agree, else nothing checked can be admitted."""
+    after = content_hash(task) if task.is_dir() else None
     if checked != after:
         # The folder changed under the gate: the stages judged a mix of versions.
         return verdict.model_copy(
