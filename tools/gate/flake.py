@@ -17,6 +17,7 @@ verifier-only reruns: 11 runs) that is 24%; a 50% flake slips through once in 20
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -45,19 +46,40 @@ def caught_flake_rate(runs: int, confidence: float = 0.95) -> float:
     return 1.0 - math.exp(math.log(1.0 - confidence) / runs)
 
 
-def _reward(text: str) -> float | None:
-    import json
+async def _sh(env: BaseEnvironment, command: str, timeout_sec: int | None = 120) -> str:
+    result = await env.exec(command, user="root", timeout_sec=timeout_sec)
+    return result.stdout or ""
 
-    text = text.strip()
+
+async def run_tests_here(
+    env: BaseEnvironment, verifier: Any, timeout_sec: float, tail: int
+) -> tuple[float | None, str]:
+    """Run tests/test.sh in this sandbox as Harbor's verifier would (the caller clears the reward
+    files first): the reward it wrote (None: none, or not a number) and its output's last
+    `tail` characters."""
+    result = await env.exec(
+        "chmod +x /tests/test.sh 2>/dev/null; /tests/test.sh > /tmp/.aes-tests-out 2>&1; "
+        f"tail -c {tail} /tmp/.aes-tests-out",
+        env=resolve_env_vars(dict(verifier.env)) if verifier.env else None,
+        user=verifier.user,
+        timeout_sec=int(timeout_sec),
+    )
+    text = (
+        await _sh(
+            env,
+            "cat /logs/verifier/reward.json 2>/dev/null || cat /logs/verifier/reward.txt "
+            "2>/dev/null; true",
+        )
+    ).strip()
     try:
         value = json.loads(text) if text else None
     except ValueError:
-        return None
+        value = None
     if isinstance(value, dict):
         value = value.get("reward")
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
+        return None, result.stdout or ""
+    return float(value), result.stdout or ""
 
 
 class VerifierRerunAgent(OracleAgent):
@@ -86,10 +108,6 @@ class VerifierRerunAgent(OracleAgent):
     def name() -> str:
         return "autoenvscaling-verifier-rerun"
 
-    async def _sh(self, env: BaseEnvironment, command: str, timeout_sec: int = 120) -> str:
-        result = await env.exec(command, user="root", timeout_sec=timeout_sec)
-        return result.stdout or ""
-
     @override
     async def run(
         self, instruction: str, environment: BaseEnvironment, context: AgentContext
@@ -107,7 +125,7 @@ class VerifierRerunAgent(OracleAgent):
                 "verifier_rerun_note": f"no verifier-only reruns: the workdir is {workdir}",
             }
             return
-        await self._sh(env, f"tar -C {workdir} -cf {_SNAPSHOT} . 2>/dev/null; true")
+        await _sh(env, f"tar -C {workdir} -cf {_SNAPSHOT} . 2>/dev/null; true")
         await env.upload_dir(self.task_path / "tests", "/tests")
         started = time.monotonic()
         longest = 0.0
@@ -116,32 +134,23 @@ class VerifierRerunAgent(OracleAgent):
                 if time.monotonic() - started + longest > self.budget_sec:
                     break
                 begun = time.monotonic()
-                await self._sh(
+                await _sh(
                     env,
                     f"find {workdir} -mindepth 1 -delete 2>/dev/null; tar -C {workdir} -xf "
                     f"{_SNAPSHOT}; rm -f /logs/verifier/reward.txt /logs/verifier/reward.json",
                 )
-                result = await env.exec(
-                    "chmod +x /tests/test.sh 2>/dev/null; /tests/test.sh > /tmp/.aes-flake-out "
-                    "2>&1; tail -c 600 /tmp/.aes-flake-out",
-                    env=resolve_env_vars(dict(verifier.env)) if verifier.env else None,
-                    user=verifier.user,
-                    timeout_sec=int(min(verifier.timeout_sec, self.budget_sec)),
+                reward, output = await run_tests_here(
+                    env, verifier, min(verifier.timeout_sec, self.budget_sec), 600
                 )
-                text = await self._sh(
-                    env,
-                    "cat /logs/verifier/reward.json 2>/dev/null || cat "
-                    "/logs/verifier/reward.txt 2>/dev/null; true",
-                )
-                rewards.append(_reward(text))
-                outputs.append(result.stdout or "")
+                rewards.append(reward)
+                outputs.append(output)
                 longest = max(longest, time.monotonic() - begun)
         finally:
             # Harbor's own verifier then judges the oracle's work, as in any oracle trial.
-            await self._sh(
+            await _sh(
                 env,
                 f"find {workdir} -mindepth 1 -delete 2>/dev/null; tar -C {workdir} -xf "
-                f"{_SNAPSHOT}; rm -rf /tests {_SNAPSHOT} /tmp/.aes-flake-out "
+                f"{_SNAPSHOT}; rm -rf /tests {_SNAPSHOT} /tmp/.aes-tests-out "
                 "/logs/verifier/reward.txt /logs/verifier/reward.json",
             )
         odd = next((o for r, o in zip(rewards, outputs, strict=True) if r != 1.0), "")

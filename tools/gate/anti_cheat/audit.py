@@ -18,8 +18,6 @@ Everything it measured goes to the agent context's metadata; `anti_cheat` judges
 from __future__ import annotations
 
 import io
-import json
-import math
 import re
 import tarfile
 import time
@@ -30,7 +28,6 @@ from harbor.agents.oracle import OracleAgent
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 from harbor.models.trial.paths import TrialPaths
-from harbor.utils.env import resolve_env_vars
 
 from autoenvscaling.tools.gate.anti_cheat.leaks import (
     Leak,
@@ -51,6 +48,7 @@ from autoenvscaling.tools.gate.anti_cheat.probes import (
     named_in_instruction,
     parse_listing,
 )
+from autoenvscaling.tools.gate.flake import run_tests_here
 from autoenvscaling.tools.tasks.format import load_task
 
 MAX_OUTPUT_FILES = 50
@@ -113,21 +111,6 @@ async def _fetch(env: BaseEnvironment, paths: list[str], local: Path) -> dict[st
                 out["/" + member.name.lstrip("/")] = handle.read()
     local.unlink(missing_ok=True)
     return out
-
-
-def _parse_reward(text: str) -> float | None:
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if isinstance(value, dict):
-        value = value.get("reward")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
 
 
 class OracleAuditAgent(OracleAgent):
@@ -428,21 +411,7 @@ class OracleAuditAgent(OracleAgent):
         """Run tests/test.sh in this sandbox as Harbor's verifier would; (reward, output tail)."""
         verifier = task.config.verifier
         await _sh(env, "rm -f /logs/verifier/reward.txt /logs/verifier/reward.json")
-        result = await env.exec(
-            "chmod +x /tests/test.sh 2>/dev/null; /tests/test.sh > /tmp/.aes-nm-out 2>&1; "
-            "tail -c 1500 /tmp/.aes-nm-out",
-            env=resolve_env_vars(dict(verifier.env)) if verifier.env else None,
-            user=verifier.user,
-            timeout_sec=int(verifier.timeout_sec),
-        )
-        reward = _parse_reward(
-            await _sh(
-                env,
-                "cat /logs/verifier/reward.json 2>/dev/null || cat /logs/verifier/reward.txt "
-                "2>/dev/null; true",
-            )
-        )
-        return reward, result.stdout or ""
+        return await run_tests_here(env, verifier, verifier.timeout_sec, 1500)
 
     async def _write(self, env: BaseEnvironment, files: dict[str, bytes]) -> None:
         for i, (path, data) in enumerate(sorted(files.items())):
@@ -497,7 +466,7 @@ class OracleAuditAgent(OracleAgent):
                     )
                     report["control_output"] = tail[-600:]
         finally:
-            await _sh(env, "rm -rf /tests; rm -f /logs/verifier/reward.* /tmp/.aes-nm-out")
+            await _sh(env, "rm -rf /tests; rm -f /logs/verifier/reward.* /tmp/.aes-tests-out")
         return report
 
 
