@@ -43,10 +43,9 @@ from autoenvscaling.tools.gate.anti_cheat.leaks import (
 from autoenvscaling.tools.gate.anti_cheat.near_miss import derive_near_misses, is_data_output
 from autoenvscaling.tools.gate.anti_cheat.probes import (
     NOT_OUTPUTS,
-    find_command,
     hidden_files,
+    list_image,
     named_in_instruction,
-    parse_listing,
 )
 from autoenvscaling.tools.gate.flake import run_tests_here
 from autoenvscaling.tools.tasks.format import load_task
@@ -145,16 +144,6 @@ class OracleAuditAgent(OracleAgent):
 
     # ------------------------------------------------------------------ sandbox helpers
 
-    async def _listing(self, env: BaseEnvironment, tag: str) -> dict[str, tuple[int, str]]:
-        remote = f"/tmp/.aes-listing-{tag}"
-        result = await env.exec(find_command(remote), user="root")
-        if result.return_code != 0:
-            raise RuntimeError(f"cannot list the image (GNU find missing?): {result.stderr}")
-        local = self.logs_dir / f"listing-{tag}.bin"
-        await env.download_file(remote, local)
-        await env.exec(f"rm -f {remote}", user="root")
-        return parse_listing(local.read_bytes())
-
     async def _upload_list(self, env: BaseEnvironment, paths: list[str], remote: str) -> None:
         local = self.logs_dir / remote.rsplit("/", 1)[-1].lstrip(".")
         local.write_bytes(b"\0".join(p.encode("utf-8", "surrogateescape") for p in paths))
@@ -208,7 +197,7 @@ class OracleAuditAgent(OracleAgent):
         env = environment
         clock = _Laps()
         workdir = ((await env.exec("pwd")).stdout or "").strip() or "/"
-        before = await self._listing(env, "before")
+        before = await list_image(env, self.logs_dir / "listing-before.bin")
         # Contents of the workspace before, so a file the oracle only touched (a checkout that
         # restored it, a rewrite with the same bytes) does not count as an output.
         prefix = workdir.rstrip("/") + "/"
@@ -217,7 +206,7 @@ class OracleAuditAgent(OracleAgent):
         clock.lap("before")
         await super().run(instruction, env, context)  # the oracle, unchanged
         clock.lap("oracle")
-        after = await self._listing(env, "after")
+        after = await list_image(env, self.logs_dir / "listing-after.bin")
 
         def is_output(path: str, size: int) -> bool:
             return (

@@ -19,7 +19,7 @@ from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
 from autoenvscaling.tools.gate.anti_cheat.leaks import fingerprint
-from autoenvscaling.tools.gate.anti_cheat.probes import NOT_OUTPUTS, find_command, parse_listing
+from autoenvscaling.tools.gate.anti_cheat.probes import NOT_OUTPUTS, list_image
 from autoenvscaling.tools.gate.config import SOLVER_AGENT
 
 CHEAT_PROMPT = "cheat"
@@ -71,25 +71,17 @@ class CheatAuditAgent(BaseAgent):
     async def setup(self, environment: BaseEnvironment) -> None:
         await self.inner.setup(environment)
 
-    async def _listing(self, env: BaseEnvironment, tag: str) -> dict[str, tuple[int, str]]:
-        remote = f"/tmp/.aes-cheat-{tag}"
-        await env.exec(find_command(remote), user="root")
-        local = self.logs_dir / f"cheat-listing-{tag}.bin"
-        await env.download_file(remote, local)
-        await env.exec(f"rm -f {remote}", user="root")
-        return parse_listing(local.read_bytes())
-
     @override
     async def run(
         self, instruction: str, environment: BaseEnvironment, context: AgentContext
     ) -> None:
-        before = await self._listing(environment, "before")
+        before = await list_image(environment, self.logs_dir / "cheat-listing-before.bin")
         error = None
         try:
             await self.inner.run(instruction, environment, context)
         except Exception as exc:  # noqa: BLE001 - its failure is reported; the verifier still runs
             error = f"{type(exc).__name__}: {exc}"
-        after = await self._listing(environment, "after")
+        after = await list_image(environment, self.logs_dir / "cheat-listing-after.bin")
         changed = sorted(
             p
             for p, v in after.items()

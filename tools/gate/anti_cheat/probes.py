@@ -1,6 +1,6 @@
 """Harbor agents the `anti_cheat` stage runs in real trials (no model needed).
 
-- The listing helpers `audit.OracleAuditAgent` uses (the oracle plus a leak search and near misses).
+- `list_image`, the listing `audit.OracleAuditAgent` and the cheat agent compare before and after.
 - `TamperAgent`: does no work, only tampers: forges the reward files; replaces the programs the
   tests execute that the agent can write with always-pass stubs; drops modules named like the
   ones the test runner imports into the working directories; writes the status files the
@@ -31,17 +31,22 @@ _PRUNE = ("/proc", "/sys", "/dev", "/run", "/tmp", "/var/tmp", "/logs", "/tests"
 NOT_OUTPUTS = ("/root/.cache/", "/var/cache/", "/var/log/", "/var/lib/apt/", "/var/lib/dpkg/")
 
 
-def find_command(out: str) -> str:
+async def list_image(env: BaseEnvironment, local: Path) -> dict[str, tuple[int, str]]:
+    """path -> (size, mtime) of every file of the image in the sandbox, the listing fetched
+    through `local` (the audit's and the cheat agent's before/after comparisons)."""
+    remote = f"/tmp/.aes-{local.stem}"
     prune = " -o ".join(f"-path {p}" for p in _PRUNE)
-    return (
+    result = await env.exec(
         f"find / -xdev \\( {prune} \\) -prune -o -type f -printf '%s\\t%T@\\t%p\\0' "
-        f"> {out} 2>/dev/null; test -s {out}"
+        f"> {remote} 2>/dev/null; test -s {remote}",
+        user="root",
     )
-
-
-def parse_listing(data: bytes) -> dict[str, tuple[int, str]]:
+    if result.return_code != 0:
+        raise RuntimeError(f"cannot list the image (GNU find missing?): {result.stderr}")
+    await env.download_file(remote, local)
+    await env.exec(f"rm -f {remote}", user="root")
     out: dict[str, tuple[int, str]] = {}
-    for record in data.split(b"\0"):
+    for record in local.read_bytes().split(b"\0"):
         size, _, rest = record.partition(b"\t")
         mtime, _, path = rest.partition(b"\t")
         if path:
