@@ -13,12 +13,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["make_scratch", "sweep_scratch"]
+__all__ = ["make_scratch", "process_start_time", "sweep_scratch"]
 
 _OWNER = ".owner"
 
 
-def _start_time(pid: int) -> str | None:
+def process_start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -29,7 +29,7 @@ def _start_time(pid: int) -> str | None:
 
 def make_scratch(prefix: str) -> Path:
     folder = Path(tempfile.mkdtemp(prefix=prefix))
-    (folder / _OWNER).write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
+    (folder / _OWNER).write_text(f"{os.getpid()} {process_start_time(os.getpid())}\n")
     return folder
 
 
@@ -39,7 +39,7 @@ def _alive(owner: Path) -> bool:
         pid = int(pid_text)
     except (OSError, ValueError):
         return True  # unreadable: not ours to judge
-    return _start_time(pid) == start
+    return process_start_time(pid) == start
 
 
 def sweep_scratch(prefix: str, root: Path | None = None) -> list[str]:

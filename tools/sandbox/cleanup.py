@@ -3,17 +3,14 @@
 Every container and task image carries `autoenvscaling=1`, the owner process
 (`boot-id:pid:start-time`) and the run id; base images carry `autoenvscaling.base` instead, so
 images other people build FROM them never inherit ours. Cleanup only ever touches labelled
-objects, and never those of a live owner. Scratch folders (`aes-*-<pid>-*` in the temp folder)
-are swept the same way.
+objects, and never those of a live owner. Scratch folders (`aes-*` in the temp folder) are
+swept the same way (tools/scratch.py: each names its owner).
 """
 
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import socket
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ import docker.errors
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.sandbox.base import Backend, SandboxError
+from autoenvscaling.tools.scratch import make_scratch, process_start_time, sweep_scratch
 
 LABEL = "autoenvscaling"
 OWNER_LABEL = "autoenvscaling.owner"
@@ -30,8 +28,7 @@ TASK_LABEL = "autoenvscaling.task"
 BASE_LABEL = "autoenvscaling.base"
 IMAGE_REPO = "autoenvscaling"  # built task images: autoenvscaling/<task>:<content-hash>
 BASE_REPO = "autoenvscaling/base"
-SCRATCH_PREFIX = "aes-"  # scratch folders: aes-<what>-<pid>-<random>
-_SCRATCH = re.compile(r"^aes-[a-z]+-(\d+)-")
+SCRATCH_PREFIX = "aes-"  # scratch folders: aes-<what>-<random>
 
 RUN_ID = os.environ.get("AUTOENVSCALING_RUN_ID") or uuid.uuid4().hex[:12]
 
@@ -45,7 +42,7 @@ class CleanupReport(BaseModel):
 
 def owner() -> str:
     """This process, as `boot-id:pid:start-time`, so a later cleanup can tell if it still lives."""
-    return f"{_boot_id()}:{os.getpid()}:{_start_time(os.getpid())}"
+    return f"{_boot_id()}:{os.getpid()}:{process_start_time(os.getpid())}"
 
 
 def labels(**extra: str) -> dict[str, str]:
@@ -60,13 +57,6 @@ def _boot_id() -> str:
         return socket.gethostname()
 
 
-def _start_time(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return "?"
-
-
 def owner_alive(owner_id: str) -> bool | None:
     """True / False for an owner on this machine's current boot; None when we cannot tell."""
     try:
@@ -75,7 +65,7 @@ def owner_alive(owner_id: str) -> bool | None:
         return None
     if boot != _boot_id():
         return None
-    return _start_time(int(pid)) == started
+    return process_start_time(int(pid)) == started
 
 
 def remove_container(api: Any, container_id: str) -> None:
@@ -90,23 +80,8 @@ def remove_container(api: Any, container_id: str) -> None:
 
 
 def scratch_dir(what: str) -> Path:
-    """A fresh scratch folder named for this process, swept by `sweep_scratch` once we are gone."""
-    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{what}-{os.getpid()}-"))
-
-
-def sweep_scratch() -> list[str]:
-    """Remove scratch folders whose process has exited."""
-    removed = []
-    root = Path(tempfile.gettempdir())
-    for entry in root.iterdir():
-        match = _SCRATCH.match(entry.name)
-        if not match or not entry.is_dir():
-            continue
-        if Path(f"/proc/{match.group(1)}").exists():
-            continue
-        shutil.rmtree(entry, ignore_errors=True)
-        removed.append(entry.name)
-    return removed
+    """A fresh scratch folder of this process, swept by `cleanup_stale` once it is gone."""
+    return make_scratch(f"{SCRATCH_PREFIX}{what}-")
 
 
 def cleanup_stale(backend: Backend = "podman") -> CleanupReport:
@@ -119,7 +94,7 @@ def cleanup_stale(backend: Backend = "podman") -> CleanupReport:
     from autoenvscaling.tools.sandbox.engine import client
 
     api = client(backend).api
-    report = CleanupReport(scratch=sweep_scratch())
+    report = CleanupReport(scratch=sweep_scratch(SCRATCH_PREFIX))
     for info in api.containers(all=True, filters={"label": f"{LABEL}=1"}):
         name = (info.get("Names") or [info["Id"][:12]])[0].lstrip("/")
         owner_id = (info.get("Labels") or {}).get(OWNER_LABEL, "")
