@@ -32,7 +32,7 @@ from autoenvscaling.tools.sandbox.base import (
 )
 from autoenvscaling.tools.sandbox.cleanup import labels as our_labels
 from autoenvscaling.tools.sandbox.cleanup import remove_container, sweep_once
-from autoenvscaling.tools.sandbox.control import ControlChannel
+from autoenvscaling.tools.sandbox.control import ControlChannel, exec_output
 from autoenvscaling.tools.sandbox.engine import call, cli_argv, client, engine_url, inspect_image
 from autoenvscaling.tools.sandbox.netns import SANDBOX_NETWORK, check_network
 from autoenvscaling.tools.sandbox.proctree import KILL_TREE, exec_quiet, kill_tree_host
@@ -306,14 +306,7 @@ class ContainerSandbox(Sandbox):
         except Exception as exc:  # the container went away under the command
             raise self._exec_failed(exc) from exc
         (stdout, _, t1), (stderr, _, t2) = out.take(), err.take()
-        return ExecOutput(
-            exit_code=code,
-            stdout=stdout,
-            stderr=stderr,
-            duration_sec=time.monotonic() - started,
-            timed_out=timed_out,
-            truncated=t1 or t2,
-        )
+        return exec_output(code, stdout, stderr, started, timed_out, t1 or t2)
 
     def _exec_failed(self, exc: BaseException) -> SandboxError:
         """The error, or why the sandbox was stopped under it: the writable-layer cap is a

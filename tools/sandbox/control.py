@@ -168,7 +168,7 @@ class ControlChannel:
                 header = await asyncio.wait_for(self._header(nonce, ran), KILLED_GRACE_SEC)
             except (TimeoutError, EOFError, OSError, ValueError):
                 await self._die()
-                return _result(None, "", "", started, True, False)
+                return exec_output(None, "", "", started, True, False)
         except asyncio.CancelledError:
             await asyncio.shield(self._box._kill_marked(f"{EXEC_MARK}={mark_key}", keep_top=False))
             await asyncio.shield(self._die())
@@ -192,12 +192,14 @@ class ControlChannel:
             return self._killed_under(started)
         self.served += 1
         truncated = out_size > 2 * half or err_size > 2 * half
-        return _result(None if timed_out else code, stdout, stderr, started, timed_out, truncated)
+        return exec_output(
+            None if timed_out else code, stdout, stderr, started, timed_out, truncated
+        )
 
     def _killed_under(self, started: float) -> ExecOutput:
         if why := self._box.ref.handle.get("killed"):
             raise SandboxError(f"sandbox {self._box.ref.id}: exec failed: {why}")  # as the API
-        return _result(137, "", KILLED, started)
+        return exec_output(137, "", KILLED, started)
 
     async def _header(
         self, nonce: str, ran: list[bool], until_start: bool = False
@@ -260,7 +262,7 @@ class ControlChannel:
             await self._box._kill_marked(self._mark, keep_top=False)
 
 
-def _result(
+def exec_output(
     code: int | None,
     stdout: str,
     stderr: str,
@@ -268,6 +270,7 @@ def _result(
     timed_out: bool = False,
     truncated: bool = False,
 ) -> ExecOutput:
+    """The output of a command started at `started` (monotonic), for every exec path."""
     return ExecOutput(
         exit_code=code,
         stdout=stdout,
