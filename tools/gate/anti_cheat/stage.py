@@ -65,21 +65,6 @@ Prior = Mapping[StageName, StageResult]
 AUDIT = "autoenvscaling.tools.gate.anti_cheat.audit:OracleAuditAgent"
 TAMPER = "autoenvscaling.tools.gate.anti_cheat.probes:TamperAgent"
 CHEAT = "autoenvscaling.tools.gate.anti_cheat.cheat_agent:CheatAuditAgent"
-#: Every probe, in the order their rejections are reported.
-PROBES = (
-    "leak",
-    "forge",
-    "stub",
-    "shadow",
-    "status",
-    "tamperer",
-    "interpreters",
-    "program",
-    "git",
-    "customize",
-    "near_miss",
-    "cheat_agent",
-)
 EXPLOIT_MODES = (
     "forge",
     "stub",
@@ -91,6 +76,8 @@ EXPLOIT_MODES = (
     "git",
     "customize",
 )
+#: Every probe, in the order their rejections are reported.
+PROBES = ("leak", *EXPLOIT_MODES, "near_miss", "cheat_agent")
 
 ISOLATION_MODES = ("tamperer", "interpreters")
 #: Why an isolation probe did not run on a task with a shared verifier.
