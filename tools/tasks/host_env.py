@@ -18,11 +18,13 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+
+from autoenvscaling.tools.tasks.limits import toml_leaves
 
 # Harbor's pattern is `\$\{([^}:]+)(?::-(.*))?\}` on whole values (and embedded in headers):
 # here any `${` counts, whole value or not, so no spelling slips past.
@@ -58,17 +60,6 @@ class HostTemplate(BaseModel):
     variable: str
 
 
-def _strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
-    if isinstance(value, str):
-        yield where, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _strings(item, f"{where}.{key}" if where else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _strings(item, f"{where}[{index}]")
-
-
 def allowed() -> frozenset[str]:
     from autoenvscaling.tools.settings import get_settings
 
@@ -79,7 +70,9 @@ def templates_in(raw: dict[str, Any], allow: Iterable[str] | None = None) -> lis
     """The templates of a parsed task.toml that name a variable outside `allow`."""
     allow = allowed() if allow is None else frozenset(allow)
     found = []
-    for where, text in _strings(raw, ""):
+    for where, text in toml_leaves(raw):
+        if not isinstance(text, str):
+            continue
         for match in _TEMPLATE.finditer(text):
             if match[1] not in allow:
                 found.append(HostTemplate(where=where, variable=match[1]))

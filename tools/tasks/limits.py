@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["LimitProblem", "TaskLimits", "check_numbers", "inventory", "toml_depth"]
+__all__ = ["LimitProblem", "TaskLimits", "check_numbers", "inventory", "toml_depth", "toml_leaves"]
 
 
 class TaskLimits(BaseSettings):
@@ -271,17 +271,16 @@ def _ranges(limits: TaskLimits) -> dict[str, tuple[float, float, bool]]:
     }
 
 
-def _numbers(value: Any, path: str) -> Iterator[tuple[str, float]]:
-    if isinstance(value, bool):
-        return
-    if isinstance(value, int | float):
-        yield path, value
-    elif isinstance(value, dict):
+def toml_leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Every scalar of a parsed TOML value with its path (`environment.env.API_KEY`, `a[0]`)."""
+    if isinstance(value, dict):
         for key, item in value.items():
-            yield from _numbers(item, f"{path}.{key}" if path else str(key))
+            yield from toml_leaves(item, f"{path}.{key}" if path else str(key))
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            yield from _numbers(item, f"{path}[{i}]")
+            yield from toml_leaves(item, f"{path}[{i}]")
+    else:
+        yield path, value
 
 
 def check_numbers(raw: dict[str, Any], limits: TaskLimits | None = None) -> list[LimitProblem]:
@@ -293,7 +292,9 @@ def check_numbers(raw: dict[str, Any], limits: TaskLimits | None = None) -> list
     limits = limits or TaskLimits()
     ranges = _ranges(limits)
     problems: list[LimitProblem] = []
-    for field, value in _numbers(raw, ""):
+    for field, value in toml_leaves(raw):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
         shown = f"{value!r}"
         if isinstance(value, float) and not math.isfinite(value):
             problems.append(
