@@ -5,10 +5,9 @@ Paths, tried in order:
    adapter's name as `model=`. Needs the server started with `--enable-lora` and the environment
    variable `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True` (else the route is absent: 404).
 2. Full weights: the dev-mode RPC route (`VLLM_SERVER_DEV_MODE=1`), `POST /collective_rpc` with
-   `{"method": <reload_method>, "kwargs": {<path_kwarg>: path}}`; the served name stays the base
-   model's. The worker method must accept the new weights' path: recent vLLM workers'
-   `reload_weights(weights_path=...)`, or a `--worker-extension-cls` method for older ones (both
-   are settings here). Bind such a server to 127.0.0.1: the route runs arbitrary worker methods.
+   `{"method": "reload_weights", "kwargs": {"weights_path": path}}` (recent vLLM workers'
+   method); the served name stays the base model's. Bind such a server to 127.0.0.1: the route
+   runs arbitrary worker methods.
 3. Restart: a callback the deployment supplies (e.g. restart `vllm serve <path>`); returns the
    served model name.
 Every failure says which path failed and how to enable the next one.
@@ -67,8 +66,6 @@ class VLLMPolicyServer:
         api_key: str | None = None,
         restart: RestartCallback | None = None,
         allow_weight_reload: bool = True,
-        reload_method: str = "reload_weights",
-        reload_path_kwarg: str = "weights_path",
         timeout_sec: float = 300.0,
         ready_timeout_sec: float = 600.0,
     ) -> None:
@@ -78,8 +75,6 @@ class VLLMPolicyServer:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._restart = restart
         self._allow_reload = allow_weight_reload
-        self._reload_method = reload_method
-        self._reload_path_kwarg = reload_path_kwarg
         self._timeout = timeout_sec
         self._ready_timeout = ready_timeout_sec
         self._current = PolicyRef(
@@ -175,10 +170,7 @@ class VLLMPolicyServer:
                 "only full-weight checkpoints can be reloaded in place (merge the "
                 "adapter first, or enable LoRA on the server)"
             )
-        body = {
-            "method": self._reload_method,
-            "kwargs": {self._reload_path_kwarg: str(checkpoint.path)},
-        }
+        body = {"method": "reload_weights", "kwargs": {"weights_path": str(checkpoint.path)}}
         async with self._client() as client:
             try:
                 response = await client.post(f"{self.root_url}/collective_rpc", json=body)
