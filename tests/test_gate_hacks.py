@@ -12,12 +12,14 @@ only reads the results.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 from autoenvscaling.tools.gate import GateConfig, Verdict, make_verdict, run_stage
-from autoenvscaling.tools.gate.anti_cheat.stage import PROBES, probe_rejections
+from autoenvscaling.tools.gate.anti_cheat.stage import PROBES
 from autoenvscaling.tools.gate.harness import gate_trial
 from autoenvscaling.tools.trials.trial import TrialOutcome
 
@@ -156,6 +158,17 @@ def test_the_good_task_passes_with_every_probe_recorded(corpus):
     assert "control_reward" not in near  # the control runs only when a near miss passes
     assert probes["cheat_agent"]["skipped"]
     assert "cheat agent did not run" in anti.reason
+
+
+def probe_rejections(verdicts: Iterable[Verdict]) -> Counter[str]:
+    """How often each probe rejected a task over `verdicts` (every probe that rejected counts,
+    not only the one the reason names), in `PROBES` order: which hacks the proposer falls for."""
+    counts: Counter[str] = Counter()
+    for verdict in verdicts:
+        for stage in verdict.stages:
+            if stage.stage == "anti_cheat":
+                counts.update(stage.details.get("rejected_by") or [])
+    return Counter({p: counts[p] for p in PROBES if counts[p]})
 
 
 def test_reports_can_count_which_probes_reject_most(corpus):

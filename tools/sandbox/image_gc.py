@@ -80,12 +80,3 @@ def remove_task_image(task_dir: Path, *, backend: Backend = "podman") -> bool:
     except docker.errors.NotFound:
         return False
     return True
-
-
-def pool_image_tags(task_dirs: Iterable[Path], *, backend: Backend = "podman") -> set[str]:
-    """The tags the images of these task folders have (what `gc_images` should keep)."""
-    return {
-        image_tag(Path(d).resolve().name, Path(d).resolve() / "environment", backend)
-        for d in task_dirs
-        if (Path(d) / "environment" / "Dockerfile").exists()
-    }

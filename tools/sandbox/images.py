@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from autoenvscaling.tools.sandbox.base import Backend, BuildError, SandboxError
 from autoenvscaling.tools.sandbox.builders import Log, build_docker, build_podman
 from autoenvscaling.tools.sandbox.engine import PODMAN, call, client, config_dir
-from autoenvscaling.tools.sandbox.image_gc import gc_images, pool_image_tags, remove_task_image
+from autoenvscaling.tools.sandbox.image_gc import gc_images, remove_task_image
 from autoenvscaling.tools.sandbox.image_tags import image_id as _image_id
 from autoenvscaling.tools.sandbox.image_tags import image_tag
 from autoenvscaling.tools.sandbox.image_tags import (  # noqa: F401 - tests import it from here
@@ -164,6 +164,5 @@ __all__ = [
     "build_image",
     "gc_images",
     "image_tag",
-    "pool_image_tags",
     "remove_task_image",
 ]

@@ -34,8 +34,7 @@ judges.py.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +51,13 @@ from autoenvscaling.tools.gate.anti_cheat.judges import (
 )
 from autoenvscaling.tools.gate.config import GateConfig, IsolationProbe, StageName
 from autoenvscaling.tools.gate.harness import gate_trial
-from autoenvscaling.tools.gate.results import StageResult, Verdict
+from autoenvscaling.tools.gate.results import StageResult
 from autoenvscaling.tools.tasks.format import load_task
 from autoenvscaling.tools.trials.faults import trial_failure
 from autoenvscaling.tools.trials.trial import TrialOutcome
 from autoenvscaling.tools.trials.verifier import VerifierMode, verifier_mode
 
-__all__ = ["PROBES", "ProbeResult", "anti_cheat", "executed_image_files", "probe_rejections"]
+__all__ = ["PROBES", "ProbeResult", "anti_cheat", "executed_image_files"]
 
 Prior = Mapping[StageName, StageResult]
 
@@ -259,14 +258,3 @@ def _cheat_agent(config: GateConfig) -> dict[str, Any] | None:
             config.cheat_model, config.cheat_base_url, config.cheat_max_turns
         )
     return None
-
-
-def probe_rejections(verdicts: Iterable[Verdict]) -> Counter[str]:
-    """How often each probe rejected a task over `verdicts` (every probe that rejected counts,
-    not only the one the reason names), in `PROBES` order: which hacks the proposer falls for."""
-    counts: Counter[str] = Counter()
-    for verdict in verdicts:
-        for stage in verdict.stages:
-            if stage.stage == "anti_cheat":
-                counts.update(stage.details.get("rejected_by") or [])
-    return Counter({p: counts[p] for p in PROBES if counts[p]})
