@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.rollouts.models import Attempt, Step
-from autoenvscaling.tools.rollouts.transcripts import Transcript, load_transcript
+from autoenvscaling.tools.rollouts.transcripts import Transcript, content_text, load_transcript
 from autoenvscaling.tools.text_cap import cap_text
 from autoenvscaling.viewer.run_folder import RunFolder
 
@@ -75,20 +75,16 @@ def _capped(text: str, kind: Literal["tool"], **extra: Any) -> Turn:
     )
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-    return "" if content is None else str(content)
-
-
 def from_transcript(transcript: Transcript) -> list[Turn]:
     turns: list[Turn] = []
     for m in transcript.messages:
         role = m.get("role")
         if role == "tool":
-            turns.append(_capped(_text(m.get("content")), "tool", tool_name=m.get("name") or None))
+            turns.append(
+                _capped(content_text(m.get("content")), "tool", tool_name=m.get("name") or None)
+            )
         elif role in ("system", "user"):
-            turns.append(Turn(kind=role, text=_text(m.get("content"))))
+            turns.append(Turn(kind=role, text=content_text(m.get("content"))))
         elif role == "assistant":
             calls = [
                 ToolCall(
@@ -98,7 +94,7 @@ def from_transcript(transcript: Transcript) -> list[Turn]:
                 for c in m.get("tool_calls") or []
                 if isinstance(c, dict)
             ]
-            turns.append(Turn(kind="assistant", text=_text(m.get("content")), calls=calls))
+            turns.append(Turn(kind="assistant", text=content_text(m.get("content")), calls=calls))
     return turns
 
 

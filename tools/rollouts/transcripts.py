@@ -58,14 +58,11 @@ def load_transcript(store_path: str | os.PathLike[str], attempt_id: str) -> Tran
         return None
 
 
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
+def content_text(content: Any) -> str:
+    """A message's content as text: a list of blocks joined, None as ""."""
     if isinstance(content, list):
         return "\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-    return str(content)
+    return "" if content is None else str(content)
 
 
 def chat_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
@@ -77,11 +74,11 @@ def chat_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     for message in messages:
         kind = getattr(message, "type", None)
         if kind == "system":
-            out.append({"role": "system", "content": _text(message.content)})
+            out.append({"role": "system", "content": content_text(message.content)})
         elif kind == "human":
-            out.append({"role": "user", "content": _text(message.content)})
+            out.append({"role": "user", "content": content_text(message.content)})
         elif kind == "ai":
-            entry: dict[str, Any] = {"role": "assistant", "content": _text(message.content)}
+            entry: dict[str, Any] = {"role": "assistant", "content": content_text(message.content)}
             calls = getattr(message, "tool_calls", None) or []
             if calls:
                 entry["tool_calls"] = [
@@ -99,7 +96,7 @@ def chat_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
                     "role": "tool",
                     "tool_call_id": message.tool_call_id,
                     "name": getattr(message, "name", None) or "",
-                    "content": _text(message.content),
+                    "content": content_text(message.content),
                 }
             )
         else:
@@ -112,7 +109,7 @@ def normalized(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     content as "" — for comparing a transcript with what a server received."""
     out = []
     for m in messages:
-        entry: dict[str, Any] = {"role": m["role"], "content": _text(m.get("content"))}
+        entry: dict[str, Any] = {"role": m["role"], "content": content_text(m.get("content"))}
         if m.get("tool_calls"):
             entry["tool_calls"] = [
                 {
