@@ -46,7 +46,8 @@ def caught_flake_rate(runs: int, confidence: float = 0.95) -> float:
     return 1.0 - math.exp(math.log(1.0 - confidence) / runs)
 
 
-async def _sh(env: BaseEnvironment, command: str, timeout_sec: int | None = 120) -> str:
+async def root_sh(env: BaseEnvironment, command: str, timeout_sec: int | None = 120) -> str:
+    """`command`'s stdout, run as root in the sandbox."""
     result = await env.exec(command, user="root", timeout_sec=timeout_sec)
     return result.stdout or ""
 
@@ -65,7 +66,7 @@ async def run_tests_here(
         timeout_sec=int(timeout_sec),
     )
     text = (
-        await _sh(
+        await root_sh(
             env,
             "cat /logs/verifier/reward.json 2>/dev/null || cat /logs/verifier/reward.txt "
             "2>/dev/null; true",
@@ -125,7 +126,7 @@ class VerifierRerunAgent(OracleAgent):
                 "verifier_rerun_note": f"no verifier-only reruns: the workdir is {workdir}",
             }
             return
-        await _sh(env, f"tar -C {workdir} -cf {_SNAPSHOT} . 2>/dev/null; true")
+        await root_sh(env, f"tar -C {workdir} -cf {_SNAPSHOT} . 2>/dev/null; true")
         await env.upload_dir(self.task_path / "tests", "/tests")
         started = time.monotonic()
         longest = 0.0
@@ -134,7 +135,7 @@ class VerifierRerunAgent(OracleAgent):
                 if time.monotonic() - started + longest > self.budget_sec:
                     break
                 begun = time.monotonic()
-                await _sh(
+                await root_sh(
                     env,
                     f"find {workdir} -mindepth 1 -delete 2>/dev/null; tar -C {workdir} -xf "
                     f"{_SNAPSHOT}; rm -f /logs/verifier/reward.txt /logs/verifier/reward.json",
@@ -147,7 +148,7 @@ class VerifierRerunAgent(OracleAgent):
                 longest = max(longest, time.monotonic() - begun)
         finally:
             # Harbor's own verifier then judges the oracle's work, as in any oracle trial.
-            await _sh(
+            await root_sh(
                 env,
                 f"find {workdir} -mindepth 1 -delete 2>/dev/null; tar -C {workdir} -xf "
                 f"{_SNAPSHOT}; rm -rf /tests {_SNAPSHOT} /tmp/.aes-tests-out "

@@ -47,7 +47,7 @@ from autoenvscaling.tools.gate.anti_cheat.probes import (
     list_image,
     named_in_instruction,
 )
-from autoenvscaling.tools.gate.flake import run_tests_here
+from autoenvscaling.tools.gate.flake import root_sh, run_tests_here
 from autoenvscaling.tools.tasks.format import load_task
 
 MAX_OUTPUT_FILES = 50
@@ -82,11 +82,6 @@ def history_is_input(instruction: str, task_dir: Path) -> bool:
     return bool(_ABOUT_GIT.search(instruction)) and bool(_READS_HISTORY.search(solution))
 
 
-async def _sh(env: BaseEnvironment, command: str, timeout_sec: int | None = 120) -> str:
-    result = await env.exec(command, user="root", timeout_sec=timeout_sec)
-    return result.stdout or ""
-
-
 async def _fetch(env: BaseEnvironment, paths: list[str], local: Path) -> dict[str, bytes]:
     """The files at `paths` in the sandbox (one tar round trip; missing ones left out)."""
     if not paths:
@@ -94,14 +89,14 @@ async def _fetch(env: BaseEnvironment, paths: list[str], local: Path) -> dict[st
     listing = local.with_suffix(".list")
     listing.write_bytes(b"\0".join(p.encode("utf-8", "surrogateescape") for p in paths))
     await env.upload_file(listing, "/tmp/.aes-fetch-list")
-    await _sh(
+    await root_sh(
         env,
         "tar -cPf /tmp/.aes-fetch.tar --null --no-recursion -T /tmp/.aes-fetch-list "
         "2>/dev/null; rm -f /tmp/.aes-fetch-list; test -f /tmp/.aes-fetch.tar || tar -cf "
         "/tmp/.aes-fetch.tar -T /dev/null",
     )
     await env.download_file("/tmp/.aes-fetch.tar", local)
-    await _sh(env, "rm -f /tmp/.aes-fetch.tar")
+    await root_sh(env, "rm -f /tmp/.aes-fetch.tar")
     out: dict[str, bytes] = {}
     with tarfile.open(local, mode="r:") as tf:
         for member in tf:
@@ -154,13 +149,13 @@ class OracleAuditAgent(OracleAgent):
         if not paths:
             return {}
         await self._upload_list(env, paths, "/tmp/.aes-hash-list")
-        await _sh(
+        await root_sh(
             env,
             "xargs -0 -r -a /tmp/.aes-hash-list sha256sum -z > /tmp/.aes-hashes 2>/dev/null; true",
         )
         out = self.logs_dir / "hashes.bin"
         await env.download_file("/tmp/.aes-hashes", out)
-        await _sh(env, "rm -f /tmp/.aes-hash-list /tmp/.aes-hashes")
+        await root_sh(env, "rm -f /tmp/.aes-hash-list /tmp/.aes-hashes")
         hashes: dict[str, str] = {}
         for record in out.read_bytes().split(b"\0"):
             digest, _, path = record.partition(b"  ")
@@ -176,7 +171,7 @@ class OracleAuditAgent(OracleAgent):
         words_file = self.logs_dir / "grep-words"
         words_file.write_text("\n".join(words) + "\n")
         await env.upload_file(words_file, "/tmp/.aes-grep-words")
-        out = await _sh(
+        out = await root_sh(
             env,
             "xargs -0 -r -a /tmp/.aes-grep-list grep -l -Z -i -F -f /tmp/.aes-grep-words -- "
             "2>/dev/null; rm -f /tmp/.aes-grep-list /tmp/.aes-grep-words",
@@ -185,7 +180,7 @@ class OracleAuditAgent(OracleAgent):
 
     async def _package_files(self, env: BaseEnvironment) -> set[str]:
         """Paths that Debian packages installed: the distribution's, not the task's."""
-        out = await _sh(env, "cat /var/lib/dpkg/info/*.list 2>/dev/null; true")
+        out = await root_sh(env, "cat /var/lib/dpkg/info/*.list 2>/dev/null; true")
         return {line for line in out.splitlines() if line.startswith("/")}
 
     # ------------------------------------------------------------------ the audit
@@ -399,7 +394,7 @@ class OracleAuditAgent(OracleAgent):
     async def _verify_here(self, env: BaseEnvironment, task: Any) -> tuple[float | None, str]:
         """Run tests/test.sh in this sandbox as Harbor's verifier would; (reward, output tail)."""
         verifier = task.config.verifier
-        await _sh(env, "rm -f /logs/verifier/reward.txt /logs/verifier/reward.json")
+        await root_sh(env, "rm -f /logs/verifier/reward.txt /logs/verifier/reward.json")
         return await run_tests_here(env, verifier, verifier.timeout_sec, 1500)
 
     async def _write(self, env: BaseEnvironment, files: dict[str, bytes]) -> None:
@@ -455,7 +450,7 @@ class OracleAuditAgent(OracleAgent):
                     )
                     report["control_output"] = tail[-600:]
         finally:
-            await _sh(env, "rm -rf /tests; rm -f /logs/verifier/reward.* /tmp/.aes-tests-out")
+            await root_sh(env, "rm -rf /tests; rm -f /logs/verifier/reward.* /tmp/.aes-tests-out")
         return report
 
 
