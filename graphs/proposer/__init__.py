@@ -21,57 +21,30 @@ Modules, one idea each: `settings` (what an attempt is given and returns, the ga
 (`propose`: one attempt run and recorded), `studio` (the graph `langgraph.json` serves).
 """
 
-from autoenvscaling.graphs.proposer.episode import (
-    AttemptState,
-    EpisodeContext,
-    attempt_graph,
-    build_attempt_graph,
-)
+from autoenvscaling.graphs.proposer.episode import attempt_graph
 from autoenvscaling.graphs.proposer.prompts import (
-    COMPACT_ARMS,
-    FittedPrompt,
     brief_prompt,
     fit_first_prompt,
     revision_prompt,
     system_prompt,
 )
-from autoenvscaling.graphs.proposer.record import attempt_id_for, propose
+from autoenvscaling.graphs.proposer.record import propose
 from autoenvscaling.graphs.proposer.settings import (
     ARMS,
-    TASK_MOUNT,
-    Arm,
-    GateRun,
     ProposalResult,
     ProposerSettings,
     gate_config,
 )
-from autoenvscaling.graphs.proposer.studio import (
-    ProposeInput,
-    ProposerContext,
-    ProposeState,
-    build_proposer_graph,
-    graph,
-)
-from autoenvscaling.graphs.proposer.workspace import proposer_tools, workspace_with_task
+from autoenvscaling.graphs.proposer.studio import ProposerContext, build_proposer_graph, graph
+from autoenvscaling.graphs.proposer.workspace import proposer_tools
 
 __all__ = [
     "ARMS",
-    "COMPACT_ARMS",
-    "TASK_MOUNT",
-    "Arm",
-    "AttemptState",
-    "EpisodeContext",
-    "FittedPrompt",
-    "GateRun",
     "ProposalResult",
-    "ProposeInput",
-    "ProposeState",
     "ProposerContext",
     "ProposerSettings",
     "attempt_graph",
-    "attempt_id_for",
     "brief_prompt",
-    "build_attempt_graph",
     "build_proposer_graph",
     "fit_first_prompt",
     "gate_config",
@@ -80,5 +53,4 @@ __all__ = [
     "proposer_tools",
     "revision_prompt",
     "system_prompt",
-    "workspace_with_task",
 ]
