@@ -4,11 +4,9 @@ Plain async functions over a task folder (`run_stage`, `validate_task`); the Lan
 validation subgraph (graphs/validation.py) runs the same functions, one node per stage.
 """
 
-from autoenvscaling.tools.gate.config import STAGES, GateBackend, GateConfig, StageName
-from autoenvscaling.tools.gate.pipeline import STAGE_FUNCTIONS, run_stage, sealed, validate_task
+from autoenvscaling.tools.gate.config import STAGES, GateConfig, StageName
+from autoenvscaling.tools.gate.pipeline import run_stage, sealed, validate_task
 from autoenvscaling.tools.gate.results import (
-    REWARD_ADMITTED,
-    REWARD_CALIBRATION_FAILED,
     REWARD_VALIDATION_FAILED,
     StageResult,
     Verdict,
@@ -17,12 +15,8 @@ from autoenvscaling.tools.gate.results import (
 )
 
 __all__ = [
-    "REWARD_ADMITTED",
-    "REWARD_CALIBRATION_FAILED",
     "REWARD_VALIDATION_FAILED",
     "STAGES",
-    "STAGE_FUNCTIONS",
-    "GateBackend",
     "GateConfig",
     "StageName",
     "StageResult",

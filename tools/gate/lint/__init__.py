@@ -12,10 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autoenvscaling.tools.gate.lint.dockerfile_rules import (
-    SUPPORTED_DOCKERFILE_INSTRUCTIONS,
-    check_dockerfile,
-)
+from autoenvscaling.tools.gate.lint.dockerfile_rules import check_dockerfile
 from autoenvscaling.tools.gate.lint.env_rules import check_host_env
 from autoenvscaling.tools.gate.lint.hacks import hack_findings
 from autoenvscaling.tools.gate.lint.harbor_compat import check_compat
@@ -30,7 +27,7 @@ from autoenvscaling.tools.gate.lint.verifier_rules import (
 from autoenvscaling.tools.tasks.format import check_task
 from autoenvscaling.tools.tasks.limits import TaskLimits, inventory
 
-__all__ = ["SUPPORTED_DOCKERFILE_INSTRUCTIONS", "LintFinding", "LintReport", "lint_task"]
+__all__ = ["LintFinding", "LintReport", "lint_task"]
 
 
 def _scrub(text: str, root: Path) -> str:
