@@ -1,7 +1,6 @@
 """Sandboxes: one contract (`base.Sandbox`) on a container engine (podman or docker), a persistent shell."""
 
 from autoenvscaling.tools.sandbox.base import (
-    DEFAULT_BACKEND,
     Backend,
     BuildError,
     ExecOutput,
@@ -14,7 +13,6 @@ from autoenvscaling.tools.sandbox.base import (
 from autoenvscaling.tools.sandbox.shell import PersistentShell, ShellResult
 
 __all__ = [
-    "DEFAULT_BACKEND",
     "Backend",
     "BuildError",
     "ExecOutput",
@@ -25,12 +23,4 @@ __all__ = [
     "SandboxRef",
     "ShellResult",
     "attach",
-    "start_workspace",
 ]
-
-
-async def start_workspace(**kwargs):
-    """A bare sandbox on the project's base image (see `container.start_workspace`)."""
-    from autoenvscaling.tools.sandbox.container import start_workspace as start
-
-    return await start(**kwargs)
