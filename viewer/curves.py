@@ -8,11 +8,10 @@ zero (the same rule as the report's rounds.png, tools/report/run_report.py).
 from __future__ import annotations
 
 import statistics
-from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.report.metrics import RoundMetrics
+from autoenvscaling.tools.report.metrics import RoundMetrics, as_number
 
 WIDTH, HEIGHT, PAD = 360, 170, 34
 
@@ -40,10 +39,6 @@ class Chart(BaseModel):
     )
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def _submitted(m: RoundMetrics) -> float:
     proposer = [a for a in m.agent_activity if a.role == "proposer" and a.submitted is not None]
     return float(sum(a.submitted or 0 for a in proposer)) if proposer else float(m.candidates)
@@ -57,7 +52,7 @@ def _proposer_rewards(m: RoundMetrics) -> list[float]:
     flat: list[float] = []
     for r in rewards:  # one list per group, or flat
         items = r if isinstance(r, list) else [r]
-        flat += [v for x in items if (v := _number(x)) is not None]
+        flat += [v for x in items if (v := as_number(x)) is not None]
     return flat
 
 
@@ -69,7 +64,7 @@ def _solver_variance(m: RoundMetrics, episodes: list[float] | None) -> float | N
     """Over the GRPO episodes' rewards (the worker's result); else a reported `reward_std`."""
     if episodes:
         return _variance(episodes)
-    std = _number(m.training.get("reward_std"))
+    std = as_number(m.training.get("reward_std"))
     return None if std is None else std * std
 
 
@@ -128,7 +123,7 @@ def charts(
         chart(
             "GRPO reward mean",
             {
-                "solver": [_number(m.training.get("reward_mean")) for m in history],
+                "solver": [as_number(m.training.get("reward_mean")) for m in history],
                 "proposer": [
                     statistics.fmean(r) if (r := _proposer_rewards(m)) else None for m in history
                 ],

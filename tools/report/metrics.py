@@ -138,6 +138,11 @@ BINS = [
 ]
 
 
+def as_number(value: Any) -> float | None:
+    """A metric read from a JSON mapping (`RoundMetrics.training`): a number, else None."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def difficulty_bin(mean: float) -> str:
     if mean <= 0.0:
         return "0"

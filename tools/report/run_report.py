@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autoenvscaling.tools.report.activity import activity_markdown
-from autoenvscaling.tools.report.metrics import RoundMetrics
+from autoenvscaling.tools.report.metrics import RoundMetrics, as_number
 
 EMBEDDED_NOTE = (
     "The embedded policy is SmolLM2-135M-Instruct, a plumbing model: it exercises every code path "
@@ -122,10 +122,6 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def plotted_series(history: list[RoundMetrics]) -> dict[str, list[float | None]]:
     """Each line of rounds.png, one value per round; None where the round measured nothing
     (no candidate scored, no refresh attempt reached a verdict, no held-out set, no GRPO
@@ -139,7 +135,7 @@ def plotted_series(history: list[RoundMetrics]) -> dict[str, list[float | None]]
             m.solver_mean_reward_heldout if m.heldout_configured else None for m in history
         ],
         "GRPO episode reward (solver update)": [
-            _number(m.training.get("reward_mean")) for m in history
+            as_number(m.training.get("reward_mean")) for m in history
         ],
     }
     return {k: v for k, v in series.items() if any(x is not None for x in v)}
@@ -231,9 +227,9 @@ def turn_table(history: list[RoundMetrics]) -> list[str]:
         }
         proposer_training = m.training.get("proposer")
         changes = {
-            "solver": _fmt(_number(m.training.get("param_change_l2")), 4),
+            "solver": _fmt(as_number(m.training.get("param_change_l2")), 4),
             "proposer": _fmt(
-                _number(proposer_training.get("param_change_l2"))
+                as_number(proposer_training.get("param_change_l2"))
                 if isinstance(proposer_training, dict)
                 else None,
                 4,
