@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autoenvscaling.cli.exit_codes import exit_code_for
-from autoenvscaling.cli.options import BackendOpt, HarborEnvOpt, JsonOpt
+from autoenvscaling.cli.options import BackendOpt, HarborEnvOpt, JsonOpt, ModelOpt
 from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
 
 for _var, _value in (
@@ -127,12 +127,7 @@ def trial(
 @app.command()
 def solve(
     tasks: Annotated[list[Path], typer.Argument(help="Harbor task folders.", exists=True)],
-    model: Annotated[
-        str | None,
-        typer.Option(
-            help="init_chat_model string (openai:NAME for vLLM); default: the embedded policy"
-        ),
-    ] = None,
+    model: ModelOpt = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
     attempts: Annotated[int, typer.Option("--attempts", "-k")] = 1,
     max_turns: Annotated[

@@ -24,4 +24,10 @@ HarborEnvOpt = Annotated[
         exists=True,
     ),
 ]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="init_chat_model string (openai:NAME for vLLM); default: the embedded policy"
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autoenvscaling.cli.exit_codes import exit_code_for
+from autoenvscaling.cli.options import ModelOpt
 from autoenvscaling.graphs.config import PROPOSER_MAX_TURNS
 
 propose_app = typer.Typer(no_args_is_help=False)
@@ -22,12 +23,7 @@ console = Console(stderr=True)
 @propose_app.command()
 def propose(
     n: Annotated[int, typer.Option("--n", "-n", help="Proposer attempts (one candidate each)")] = 1,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            help="init_chat_model string (openai:NAME for vLLM); default: the embedded policy"
-        ),
-    ] = None,
+    model: ModelOpt = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
     arm: Annotated[str, typer.Option(help="terminal | error_feedback | prompt_only")] = "terminal",
     solver_feedback: Annotated[
