@@ -45,12 +45,19 @@ def _failed_trial(stage: StageName, what: str, outcome: TrialOutcome) -> StageRe
         return StageResult.infrastructure(
             stage, f"the {what} trial failed: {fault.describe()}", **details
         )
+    return _rejected(stage, outcome, f"the {what} run failed: {fault.describe()}", details)
+
+
+def _rejected(
+    stage: StageName, outcome: TrialOutcome, reason: str, details: dict[str, object] | None = None
+) -> StageResult:
+    """A failed stage shown with its trial's failure excerpt (details: the trial's by default)."""
     return StageResult(
         stage=stage,
         passed=False,
-        details=details,
-        reason=f"the {what} run failed: {fault.describe()}",
+        details=_trial_details(outcome) if details is None else details,
         excerpt=failure_excerpt(outcome),
+        reason=reason,
     )
 
 
@@ -115,13 +122,7 @@ async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     outcome = await gate_trial(task, config, agent="nop", label="build")
     fault = failure(outcome)
     if fault is not None and fault.exception in ("BuildError", "SandboxBuildFailedError"):
-        return StageResult(
-            stage="build",
-            passed=False,
-            excerpt=failure_excerpt(outcome),
-            reason=f"the environment does not build: {outcome.error}",
-            details=_trial_details(outcome),
-        )
+        return _rejected("build", outcome, f"the environment does not build: {outcome.error}")
     if fault is not None and not fault.task_fault:
         return StageResult.infrastructure(
             "build",
@@ -148,12 +149,11 @@ async def oracle(task: Path, config: GateConfig, prior: Prior) -> StageResult:
         and (blame := network_blame(task, config, "verifier", "solution"))
     ):
         # Confirmed by the trial: the solution or the tests fetch, and no network was given.
-        return StageResult(
-            stage="oracle",
-            passed=False,
-            details=_trial_details(outcome) | {"network_need": True},
-            excerpt=failure_excerpt(outcome),
-            reason=f"the oracle did not score 1.0 ({outcome.error or outcome.reward}), and {blame}",
+        return _rejected(
+            "oracle",
+            outcome,
+            f"the oracle did not score 1.0 ({outcome.error or outcome.reward}), and {blame}",
+            _trial_details(outcome) | {"network_need": True},
         )
     if failure(outcome):
         return _failed_trial("oracle", "oracle", outcome)
@@ -176,22 +176,20 @@ async def oracle(task: Path, config: GateConfig, prior: Prior) -> StageResult:
         shown = ", ".join(
             f"{r:g}" for r in [outcome.reward, *(o.reward for o in reruns)] if r is not None
         )
-        return StageResult(
-            stage="oracle",
-            passed=False,
-            details=details,
-            excerpt=failure_excerpt(outcome),
-            reason=f"flaky verifier: identical oracle runs scored {shown}; make tests/ "
+        return _rejected(
+            "oracle",
+            outcome,
+            f"flaky verifier: identical oracle runs scored {shown}; make tests/ "
             "deterministic (no randomness, clocks, races or network)",
+            details,
         )
-    return StageResult(
-        stage="oracle",
-        passed=False,
-        details=details,
-        excerpt=failure_excerpt(outcome),
-        reason=f"the oracle scored {outcome.reward:g}, not exactly 1.0 (in all "
+    return _rejected(
+        "oracle",
+        outcome,
+        f"the oracle scored {outcome.reward:g}, not exactly 1.0 (in all "
         f"{len(reruns) + 1} runs): solution/solve.sh does not pass tests/ (fix the solution, "
         "or the tests if they check the wrong thing)",
+        details,
     )
 
 
@@ -204,12 +202,10 @@ async def nop(task: Path, config: GateConfig, prior: Prior) -> StageResult:
         fault = failure(outcome)
         assert fault is not None
         if fault.exception == "RewardFileNotFoundError":
-            return StageResult(
-                stage="nop",
-                passed=False,
-                details=_trial_details(outcome),
-                excerpt=failure_excerpt(outcome),
-                reason="no reward written after an empty attempt: tests/test.sh must write "
+            return _rejected(
+                "nop",
+                outcome,
+                "no reward written after an empty attempt: tests/test.sh must write "
                 "/logs/verifier/reward.txt (e.g. 0) also when the checks fail; a `set -e` or "
                 "an early `exit` skips the write",
             )
@@ -224,14 +220,13 @@ async def nop(task: Path, config: GateConfig, prior: Prior) -> StageResult:
             details=details,
             reason=f"an empty attempt scores {reward:g} < {config.nop_threshold:g}",
         )
-    return StageResult(
-        stage="nop",
-        passed=False,
-        details=details,
-        excerpt=failure_excerpt(outcome),
-        reason=f"the tests pass on the initial state: an empty attempt (nop agent) scored "
+    return _rejected(
+        "nop",
+        outcome,
+        f"the tests pass on the initial state: an empty attempt (nop agent) scored "
         f"{reward:g} >= {config.nop_threshold:g}; the tests must fail until the work the "
         "instruction asks for is done",
+        details,
     )
 
 
