@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any, override
 
-from harbor.agents.base import BaseAgent
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -32,9 +31,10 @@ from autoenvscaling.tools.agents.solver_interface import (
 )
 from autoenvscaling.tools.rollouts.models import new_attempt_id
 from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.trials.script_agent import PlainAgent
 
 
-class SolverAgent(BaseAgent):
+class SolverAgent(PlainAgent):
     """Harbor agent: the LangGraph tool loop over an MCP terminal attached to the trial's sandbox."""
 
     def __init__(self, *args: Any, settings: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -45,14 +45,6 @@ class SolverAgent(BaseAgent):
     @override
     def name() -> str:
         return "autoenvscaling-solver"
-
-    @override
-    def version(self) -> str:
-        return "1"
-
-    @override
-    async def setup(self, environment: BaseEnvironment) -> None:
-        return None
 
     @override
     async def run(

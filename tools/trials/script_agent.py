@@ -15,7 +15,19 @@ from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
 
-class ScriptAgent(BaseAgent):
+class PlainAgent(BaseAgent):
+    """A Harbor agent with nothing to install: version "1", an empty `setup`."""
+
+    @override
+    def version(self) -> str:
+        return "1"
+
+    @override
+    async def setup(self, environment: BaseEnvironment) -> None:
+        return None
+
+
+class ScriptAgent(PlainAgent):
     def __init__(
         self,
         *args: Any,
@@ -35,14 +47,6 @@ class ScriptAgent(BaseAgent):
     @override
     def name() -> str:
         return "autoenvscaling-script"
-
-    @override
-    def version(self) -> str:
-        return "1"
-
-    @override
-    async def setup(self, environment: BaseEnvironment) -> None:
-        return None
 
     @override
     async def run(

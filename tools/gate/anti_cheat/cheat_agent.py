@@ -21,6 +21,7 @@ from harbor.models.agent.context import AgentContext
 from autoenvscaling.tools.gate.anti_cheat.leaks import fingerprint
 from autoenvscaling.tools.gate.anti_cheat.probes import NOT_OUTPUTS, list_image
 from autoenvscaling.tools.gate.config import SOLVER_AGENT
+from autoenvscaling.tools.trials.script_agent import PlainAgent
 
 CHEAT_PROMPT = "cheat"
 MAX_FILES = 50
@@ -41,7 +42,7 @@ def solver_cheat_kwargs(model: str, base_url: str | None, max_turns: int) -> dic
     }
 
 
-class CheatAuditAgent(BaseAgent):
+class CheatAuditAgent(PlainAgent):
     """Runs `inner` (an import path 'module:Class') and records the files it changed."""
 
     def __init__(
@@ -62,10 +63,6 @@ class CheatAuditAgent(BaseAgent):
     @override
     def name() -> str:
         return "autoenvscaling-cheat-audit"
-
-    @override
-    def version(self) -> str:
-        return "1"
 
     @override
     async def setup(self, environment: BaseEnvironment) -> None:

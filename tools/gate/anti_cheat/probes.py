@@ -21,9 +21,10 @@ import shlex
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, override
 
-from harbor.agents.base import BaseAgent
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
+
+from autoenvscaling.tools.trials.script_agent import PlainAgent
 
 # Never part of the image the agent starts from: kernel views, Harbor's folders, scratch space.
 _PRUNE = ("/proc", "/sys", "/dev", "/run", "/tmp", "/var/tmp", "/logs", "/tests", "/solution")
@@ -234,7 +235,7 @@ _INTERPRETERS = """for name in python3 python pytest; do
 done"""
 
 
-class TamperAgent(BaseAgent):
+class TamperAgent(PlainAgent):
     """Does no work; only tampers with what the verifier will read or run (see module doc).
 
     `modes` run in order in one trial; the `anti_cheat` stage runs the cheap ones together and
@@ -275,10 +276,6 @@ class TamperAgent(BaseAgent):
     @override
     def version(self) -> str:
         return "3"
-
-    @override
-    async def setup(self, environment: BaseEnvironment) -> None:
-        return None
 
     def script_for(self, mode: TamperMode, workdir: str) -> str:
         q = shlex.quote
