@@ -239,6 +239,27 @@ async def test_file_blocks_in_a_reply_are_written_and_autosubmitted_at_the_budge
     assert (result.submitted, result.reward, result.gates) == (False, -1.0, [])
 
 
+async def test_a_call_the_chat_format_cannot_read_is_explained(engine_ready, tmp_path, brief):
+    """What the served proposer reads after a `<tool_call>` that is not valid JSON (as the
+    embedded 135M model writes one: quotes in a file's content left unescaped; the server then
+    returns the reply as text): why no tool ran and the block form that needs no escaping, not
+    the bare reminder to go on."""
+    bad = (
+        '<tool_call>\n{"name": "write_file", "arguments": {"path": "task.toml", '
+        '"content": "version = "1.0""}}\n</tool_call>'
+    )
+    model = register("proposer-bad-call", lambda _messages: bad)
+    settings = _settings(tmp_path, model, budget=LoopBudget(max_turns=2), max_revisions=0)
+    result = await propose(brief, settings, out_dir=tmp_path / "cand")
+    assert (result.submitted, result.stop_reason) == (False, "max_turns"), result
+    transcript = json.loads((tmp_path / "transcripts" / f"{result.attempt_id}.json").read_text())
+    answer = [m for m in transcript["messages"] if m["role"] == "user"][-1]["content"]
+    assert answer.startswith("No tool ran: a <tool_call> block is not valid JSON (Expecting"), (
+        answer
+    )
+    assert '<file path="RELATIVE/PATH">CONTENT</file>' in answer and "You have not" not in answer
+
+
 @pytest.mark.parametrize("arm", ["terminal", "prompt_only"])
 async def test_a_failing_model_is_an_error_outcome_not_a_crash(tmp_path, brief, arm):
     def broken(_messages):

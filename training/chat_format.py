@@ -134,6 +134,24 @@ def parse_reply(text: str) -> ParsedReply:
     return ParsedReply(content=text[: blocks[0].start()].rstrip("\n"), tool_calls=calls)
 
 
+def tool_call_error(text: str) -> str | None:
+    """Why a reply that opens a `<tool_call>` holds no call `parse_reply` reads (None when it
+    opens none, or every block is a call): the model is told this, not just asked to go on."""
+    if "<tool_call>" not in text or parse_reply(text).tool_calls:
+        return None
+    blocks = _TOOL_CALL.findall(text)
+    if not blocks:
+        return "a <tool_call> block is never closed with </tool_call>"
+    for body in blocks:
+        try:
+            payload = json.loads(body)
+        except ValueError as exc:
+            return f"a <tool_call> block is not valid JSON ({exc})"
+        if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
+            return 'a <tool_call> block is not a JSON object with a "name"'
+    return 'a <tool_call> block\'s "arguments" is not a JSON object'
+
+
 __all__ = [
     "CHATML_TOKENS",
     "END_OF_TURN",
@@ -142,6 +160,7 @@ __all__ = [
     "ParsedCall",
     "ParsedReply",
     "parse_reply",
+    "tool_call_error",
     "template_path",
     "tool_chat_template",
     "wire_to_template",

@@ -43,6 +43,7 @@ from autoenvscaling.tools.tasks.file_blocks import (
 from autoenvscaling.tools.tasks.format import TaskFormatError, write_task
 from autoenvscaling.tools.tasks.snapshot import content_hash
 from autoenvscaling.tools.trials.verifier import default_to_separate
+from autoenvscaling.training.chat_format import tool_call_error
 
 #: langgraph's END, typed as the literal the nodes' `Command[Literal[...]]` routes name.
 END: Final = "__end__"
@@ -185,10 +186,14 @@ def _continuation(messages: list[AnyMessage], candidate: Path) -> str:
     """The terminal arm's answer to a reply without a tool call. `<file>` blocks in it (the
     brief's format, which small models echo) are written to the folder as `write_file` writes
     them (same path checks), and the answer says so; any other reply gets the reminder."""
-    reply = _last_reply(messages)
+    text = reply.text if (reply := _last_reply(messages)) is not None else ""
     try:
-        files = read_file_blocks(reply.text if reply is not None else "")
+        files = read_file_blocks(text)
     except ReplyFormatError:
+        # A call the chat format could not read (small models leave quotes in a file's content
+        # unescaped): say why no tool ran, and point at the block form that needs no escaping.
+        if (error := tool_call_error(text)) is not None:
+            return load_prompt("proposer_bad_tool_call").format(error=error)
         return load_prompt("proposer_continue")
     fs, written, refused = RootedFs(candidate), [], []
     for path, content in files.items():
