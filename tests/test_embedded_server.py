@@ -466,3 +466,73 @@ async def test_the_compact_proposers_first_prompt_is_what_the_server_tokenizes(
         first_line = schema["function"]["description"].splitlines()[0]
         assert first_line in text, first_line
     assert "<file path=" in text  # the brief's example task reached the model
+
+
+def test_a_call_the_format_cannot_read_is_sampled_again_under_the_tools_grammar(model_path):
+    """The served proposer's broken call (round 1 of the embedded job: `write_file` with the
+    content's quotes unescaped). The first sampling is the scripted reply; the handler then
+    samples the call again with the real model from where it opened, under the tools' grammar,
+    as llama.cpp's own server does with a lazy grammar: the client gets a call it can run, after
+    the same text, within the reply's token budget."""
+    from llama_cpp import Llama
+
+    from autoenvscaling.training.chat_format import tool_chat_template
+    from autoenvscaling.training.serving.tool_chat import ToolChatHandler
+
+    head = "I write the task file first.\n"
+    broken = '<tool_call>\n{"name": "write_file", "arguments": {"path": "task.toml", "content": "version = "1.0""}}\n</tool_call>'
+
+    class FirstReplyScripted:
+        """The real model, except that its first completion is the scripted broken reply."""
+
+        def __init__(self, llama: Llama) -> None:
+            self.llama, self.calls = llama, []
+
+        def tokenize(self, *args, **kwargs):
+            return self.llama.tokenize(*args, **kwargs)
+
+        def create_completion(self, **kwargs):
+            self.calls.append(kwargs)
+            if len(self.calls) > 1:
+                return self.llama.create_completion(**kwargs)
+            ids = self.llama.tokenize((head + broken).encode(), add_bos=False, special=True)
+            return {
+                "id": "scripted",
+                "model": "scripted",
+                "created": 0,
+                "choices": [{"text": head + broken, "logprobs": None, "finish_reason": "stop"}],
+                "usage": {
+                    "prompt_tokens": len(kwargs["prompt"]),
+                    "completion_tokens": len(ids),
+                    "total_tokens": len(kwargs["prompt"]) + len(ids),
+                },
+            }
+
+    tools = [_tool("Write a file of the task folder.")]
+    tools[0]["function"]["name"] = "write_file"
+    tools[0]["function"]["parameters"] = {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+        "required": ["path", "content"],
+    }
+    llama = FirstReplyScripted(Llama(str(model_path), n_ctx=2048, verbose=False, seed=0))
+    handler = ToolChatHandler(tool_chat_template())
+    messages = [{"role": "user", "content": "Write task.toml with version 1.0."}]
+    response = handler(
+        llama=llama, messages=messages, tools=tools, tool_choice="auto", max_tokens=160
+    )
+    assert isinstance(response, dict)
+    message = response["choices"][0]["message"]
+    assert len(llama.calls) == 2 and llama.calls[1]["grammar"] is not None
+    prompt = llama.calls[0]["prompt"]
+    assert llama.calls[1]["prompt"][: len(prompt)] == prompt  # the same conversation, then ...
+    assert llama.llama.detokenize(llama.calls[1]["prompt"][len(prompt) :]).decode() == head
+    assert message["content"] == head.rstrip("\n"), message
+    (call,) = message["tool_calls"]
+    assert call["function"]["name"] == "write_file"
+    arguments = json.loads(call["function"]["arguments"])
+    assert set(arguments) >= {"path", "content"} and all(
+        isinstance(v, str) for v in arguments.values()
+    )
+    assert response["usage"]["completion_tokens"] <= 160
+    assert response["choices"][0]["finish_reason"] == "tool_calls"
