@@ -134,14 +134,10 @@ def parse_reply(text: str) -> ParsedReply:
     return ParsedReply(content=text[: blocks[0].start()].rstrip("\n"), tool_calls=calls)
 
 
-#: What opens a call in a reply (the template's form; `parse_reply` reads the blocks).
-TOOL_CALL_OPEN = "<tool_call>"
-
-
 def tool_call_error(text: str) -> str | None:
     """Why a reply that opens a `<tool_call>` holds no call `parse_reply` reads (None when it
     opens none, or every block is a call): the model is told this, not just asked to go on."""
-    if TOOL_CALL_OPEN not in text or parse_reply(text).tool_calls:
+    if "<tool_call>" not in text or parse_reply(text).tool_calls:
         return None
     blocks = _TOOL_CALL.findall(text)
     if not blocks:
@@ -160,7 +156,6 @@ __all__ = [
     "CHATML_TOKENS",
     "END_OF_TURN",
     "TEMPLATE_NAME",
-    "TOOL_CALL_OPEN",
     "ChatFormatError",
     "ParsedCall",
     "ParsedReply",

@@ -23,7 +23,6 @@ from typing import Any
 from autoenvscaling.training.chat_format import (
     CHATML_TOKENS,
     END_OF_TURN,
-    TOOL_CALL_OPEN,
     ChatFormatError,
     ParsedReply,
     parse_reply,
@@ -116,65 +115,32 @@ class ToolChatHandler:
         forced = forced_tools(tools, tool_choice)
         if forced:  # "required" or a named function: the reply must be one call (vLLM does so too)
             grammar = tool_call_grammar(forced)
-        sampling: dict[str, Any] = {
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-            "top_p": top_p,
-            "top_k": top_k,
-            "min_p": min_p,
-            "typical_p": typical_p,
-            "stop": [END_OF_TURN, *([stop] if isinstance(stop, str) else (stop or []))],
-            "seed": seed,
-            "presence_penalty": presence_penalty,
-            "frequency_penalty": frequency_penalty,
-            "repeat_penalty": repeat_penalty,
-            "logprobs": (top_logprobs or 0) if logprobs else None,
-            "logit_bias": logit_bias,
-            "logits_processor": logits_processor,
-            "model": model,
-            "stream": False,
-        }
-        completion: Any = llama.create_completion(prompt=prompt, grammar=grammar, **sampling)
-        text = completion["choices"][0]["text"]
+        stops = [END_OF_TURN, *([stop] if isinstance(stop, str) else (stop or []))]
+        completion: Any = llama.create_completion(
+            prompt=prompt,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            min_p=min_p,
+            typical_p=typical_p,
+            stop=stops,
+            seed=seed,
+            presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty,
+            repeat_penalty=repeat_penalty,
+            logprobs=(top_logprobs or 0) if logprobs else None,
+            logit_bias=logit_bias,
+            grammar=grammar,
+            logits_processor=logits_processor,
+            model=model,
+            stream=False,
+        )
+        choice = completion["choices"][0]
+        text = choice["text"]
         reply = parse_reply(text) if tools and tool_choice != "none" else ParsedReply(content=text)
-        if tools and tool_choice != "none" and grammar is None and _opened_a_call(text, reply):
-            completion, reply = _complete_the_call(llama, prompt, text, tools, sampling)
-        logprobs_out = _chat_logprobs(completion["choices"][0].get("logprobs"))
-        response = _chat_response(completion, reply, logprobs_out)
+        response = _chat_response(completion, reply, _chat_logprobs(choice.get("logprobs")))
         return _as_chunks(response) if stream else response
-
-
-def _opened_a_call(text: str, reply: ParsedReply) -> bool:
-    return not reply.tool_calls and TOOL_CALL_OPEN in text
-
-
-def _complete_the_call(
-    llama: Any, prompt: list[int], text: str, tools: list[dict[str, Any]], sampling: dict[str, Any]
-) -> tuple[dict[str, Any], ParsedReply]:
-    """A reply that opened a `<tool_call>` the chat format cannot read (a small model leaves a
-    string's quotes unescaped): the call is sampled again from where it opened, under the tools'
-    grammar, as llama.cpp's own server constrains a call once its trigger appears (a lazy
-    grammar). The text before the call stays as sampled; what followed the broken call goes. The
-    reply's logprobs are the call's only (no caller reads served logprobs: proposer training
-    scores its own)."""
-    head = text[: text.index(TOOL_CALL_OPEN)]
-    head_ids = list(llama.tokenize(head.encode("utf-8"), add_bos=False, special=True))
-    budget = sampling["max_tokens"]
-    left = None if budget is None or budget <= 0 else max(1, budget - len(head_ids))
-    again: Any = llama.create_completion(
-        prompt=prompt + head_ids,
-        grammar=tool_call_grammar(tools),
-        **{**sampling, "max_tokens": left},
-    )
-    spent = len(head_ids) + again["usage"]["completion_tokens"]
-    again["usage"] = {
-        "prompt_tokens": len(prompt),
-        "completion_tokens": spent,
-        "total_tokens": len(prompt) + spent,
-    }
-    text = head + again["choices"][0]["text"]
-    again["choices"][0]["text"] = text
-    return again, parse_reply(text)
 
 
 def forced_tools(tools: list[dict[str, Any]] | None, tool_choice: Any) -> list[dict[str, Any]]:
