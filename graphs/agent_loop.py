@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.report.activity import CONTEXT_EXCEEDED
 from autoenvscaling.tools.rollouts.models import Step
+from autoenvscaling.tools.rollouts.transcripts import content_text
 
 StopReason = Literal["done", "submitted", "max_turns", "max_tokens", "time_budget", "error"]
 
@@ -187,7 +188,7 @@ def build_agent_loop(
             # Plain text: several OpenAI-compatible servers (llama.cpp among them) reject the
             # content-block lists MCP tools return.
             if not isinstance(message.content, str):
-                message = message.model_copy(update={"content": _text(message.content)})
+                message = message.model_copy(update={"content": content_text(message.content)})
             if present is not None:
                 message = message.model_copy(update={"content": present(str(message.content))})
             results.append(message)
@@ -204,14 +205,6 @@ def build_agent_loop(
     # sandbox that dies with the process, so a resumed loop would replay a conversation about a
     # machine that is gone; and concurrent loops in one node would share a checkpoint namespace.
     return builder.compile(name=name, checkpointer=False)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-    return str(content)
 
 
 _EXIT_CODE = re.compile(r"\[exit code (-?\d+)\]")
@@ -235,13 +228,13 @@ def steps_from_messages(messages: Sequence[BaseMessage], seconds: dict[str, floa
     for message in messages:
         if not isinstance(message, AIMessage):
             continue
-        text = _text(message.content) or None
+        text = content_text(message.content) or None
         if not message.tool_calls:
             steps.append(Step(index=len(steps), message=text))
             continue
         for i, call in enumerate(message.tool_calls):
             out = outputs.get(call["id"] or "")
-            output = _text(out.content) if out else None
+            output = content_text(out.content) if out else None
             steps.append(
                 Step(
                     index=len(steps),
