@@ -109,47 +109,39 @@ class ParsedReply(BaseModel):
 
     content: str
     tool_calls: list[ParsedCall] = Field(default_factory=list)
+    error: str | None = Field(default=None, description="Why a `<tool_call>` is not a call.")
 
 
 def parse_reply(text: str) -> ParsedReply:
     """Content before the first `<tool_call>`, and every well-formed call. A block that is not a
     JSON object with a string `name` is not a call: the whole reply stays content, so the model
-    sees what it wrote and the trainer (which would fail to parse it too) agrees."""
+    sees what it wrote and the trainer (which would fail to parse it too) agrees; `error` says
+    why (the proposer is told it)."""
     text = text.removesuffix(END_OF_TURN)
     blocks = list(_TOOL_CALL.finditer(text))
     calls: list[ParsedCall] = []
     for block in blocks:
         try:
             payload = json.loads(block.group(1))
-        except ValueError:
-            return ParsedReply(content=text)
+        except ValueError as exc:
+            return ParsedReply(content=text, error=f"a <tool_call> block is not valid JSON ({exc})")
         if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
-            return ParsedReply(content=text)
+            return ParsedReply(
+                content=text, error='a <tool_call> block is not a JSON object with a "name"'
+            )
         arguments = payload.get("arguments") or {}
         if not isinstance(arguments, dict):
-            return ParsedReply(content=text)
+            return ParsedReply(
+                content=text, error='a <tool_call> block\'s "arguments" is not a JSON object'
+            )
         calls.append(ParsedCall(name=payload["name"], arguments=arguments))
     if not calls:
-        return ParsedReply(content=text)
+        unclosed = "<tool_call>" in text
+        return ParsedReply(
+            content=text,
+            error="a <tool_call> block is never closed with </tool_call>" if unclosed else None,
+        )
     return ParsedReply(content=text[: blocks[0].start()].rstrip("\n"), tool_calls=calls)
-
-
-def tool_call_error(text: str) -> str | None:
-    """Why a reply that opens a `<tool_call>` holds no call `parse_reply` reads (None when it
-    opens none, or every block is a call): the model is told this, not just asked to go on."""
-    if "<tool_call>" not in text or parse_reply(text).tool_calls:
-        return None
-    blocks = _TOOL_CALL.findall(text)
-    if not blocks:
-        return "a <tool_call> block is never closed with </tool_call>"
-    for body in blocks:
-        try:
-            payload = json.loads(body)
-        except ValueError as exc:
-            return f"a <tool_call> block is not valid JSON ({exc})"
-        if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
-            return 'a <tool_call> block is not a JSON object with a "name"'
-    return 'a <tool_call> block\'s "arguments" is not a JSON object'
 
 
 __all__ = [
@@ -160,7 +152,6 @@ __all__ = [
     "ParsedCall",
     "ParsedReply",
     "parse_reply",
-    "tool_call_error",
     "template_path",
     "tool_chat_template",
     "wire_to_template",

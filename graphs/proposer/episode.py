@@ -43,7 +43,7 @@ from autoenvscaling.tools.tasks.file_blocks import (
 from autoenvscaling.tools.tasks.format import TaskFormatError, write_task
 from autoenvscaling.tools.tasks.snapshot import content_hash
 from autoenvscaling.tools.trials.verifier import default_to_separate
-from autoenvscaling.training.chat_format import tool_call_error
+from autoenvscaling.training.chat_format import parse_reply
 
 #: langgraph's END, typed as the literal the nodes' `Command[Literal[...]]` routes name.
 END: Final = "__end__"
@@ -192,7 +192,7 @@ def _continuation(messages: list[AnyMessage], candidate: Path) -> str:
     except ReplyFormatError:
         # A call the chat format could not read (small models leave quotes in a file's content
         # unescaped): say why no tool ran, and point at the block form that needs no escaping.
-        if (error := tool_call_error(text)) is not None:
+        if (error := parse_reply(text).error) is not None:
             return load_prompt("proposer_bad_tool_call").format(error=error)
         return load_prompt("proposer_continue")
     fs, written, refused = RootedFs(candidate), [], []
