@@ -5,7 +5,7 @@ trajectories, then the loop begins. Ours, built from a folder of tasks the gate 
 - **solver episodes**: each task's reference `solve.sh` replayed through the served solver, one
   terminal command per turn, kept when the task's verifier gives 1.0 (graphs/sft_replay.py);
 - **proposer episodes**: each task's authoring replayed through the served proposer (the round-1
-  brief, `write_file` per file, `check`, a syntax check in the terminal, `submit`), kept when the
+  brief, a `<file>` block per file, `check`, a syntax check in the terminal, `submit`), kept when the
   gate admits what it submitted against a pool without that task (graphs/proposer/replay.py);
 - **run harvests** (optional): solved and admitted attempts of earlier runs.
 Only the model's replies are scripted; every tool result is real. The dataset is one JSONL file
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.graphs.proposer.replay import ServedProposer
+from autoenvscaling.graphs.proposer.replay import FileForm, ServedProposer
 
 if TYPE_CHECKING:
     from autoenvscaling.graphs.config import RunConfig
@@ -75,6 +75,12 @@ class ColdStartSettings(BaseModel):
     trl_config: dict[str, Any] = Field(
         default_factory=dict, description="TRL SFTConfig fields over ours (any field)."
     )
+    proposer_writes: FileForm = Field(
+        default="file_blocks",
+        description="How the authoring episodes write files: `<file>` blocks (no JSON escaping: "
+        "the embedded 135M model, taught write_file calls, left quotes in file contents "
+        "unescaped, so no file reached the folder) or `write_file` calls.",
+    )
 
 
 def settings_for(config: RunConfig) -> ColdStartSettings:
@@ -116,7 +122,7 @@ class ColdStartCard(BaseModel):
 
 
 #: The settings the dataset depends on; the others only change the SFT on it.
-_DATASET_FIELDS = {"roles", "proposer"}
+_DATASET_FIELDS = {"roles", "proposer", "proposer_writes"}
 #: Bumped when the replays record differently (2: the compact proposer is served COMPACT_TOOLS).
 DATASET_VERSION = 2
 #: The SFT's input: the dataset's rows, each role's repeated for its epochs, shuffled.
@@ -222,6 +228,7 @@ async def build_dataset(
             out_dir=cache / "candidates",
             backend=backend,
             served=settings.proposer,
+            form=settings.proposer_writes,
             on_done=lambda r: say(f"  {r.task_id}: {'kept' if r.kept else r.reason[:120]}"),
         )
         card.proposer = RoleCount(

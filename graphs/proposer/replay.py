@@ -1,13 +1,15 @@
 """Replay a task's authoring through the served proposer: verified proposer trajectories.
 
 For a finished task folder (a seed task, an admitted candidate), a scripted model plays the
-proposer of round 1: it reads the brief, writes each file of the task with the filesystem's
-`write_file`, runs the gate's quick `check` (lint), has the terminal syntax-check its scripts and
-submits. The attempt is the SAME `propose()` the flywheel runs: real MCP servers, a real workspace
-sandbox, the full gate after `submit`, the transcript the proposer's training reads. Only the
-model's replies are scripted; every tool result is what the tool returned. An episode is kept
-only when the gate admits what it submitted, against a pool that does not hold the task (the
-task's own folder is left out of the pool dedup compares with).
+proposer of round 1: it reads the brief, writes each file of the task, runs the gate's quick
+`check` (lint), has the terminal syntax-check its scripts and submits. A file is written either as
+a `<file path="...">` block in a reply (`file_blocks`: the episode loop writes it to the folder
+with `write_file`'s path checks; its content needs no JSON escaping, which a 135M model gets
+wrong) or as a `write_file` call. The attempt is the SAME `propose()` the flywheel runs: real
+MCP servers, a real workspace sandbox, the full gate after `submit`, the transcript the
+proposer's training reads. Only the model's replies are scripted; every tool result is what the
+tool returned. An episode is kept only when the gate admits what it submitted, against a pool
+that does not hold the task (the task's own folder is left out of the pool dedup compares with).
 
 Calibration needs a solver, which a cold start does not have yet: the gate admits up to dedup and
 says "calibrate NOT RUN" (graphs/cold_start.py states it in the dataset's card).
@@ -22,7 +24,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -35,12 +37,15 @@ from autoenvscaling.tools.agents.brief import build_brief
 #: The order a task author writes files in: what it is, what it asks, where it runs, how it is
 #: solved, how it is checked.
 _ORDER = ("task.toml", "instruction.md", "environment/", "solution/", "tests/")
-#: Files larger than this are not replayed (one `write_file` reply must stay a reasonable turn).
+#: Files larger than this are not replayed (one file's reply must stay a reasonable turn).
 MAX_FILE_CHARS = 6000
+
+#: How the scripted proposer writes a file: a `<file>` block in its reply, or a `write_file` call.
+FileForm = Literal["file_blocks", "write_file"]
 
 
 class NotAuthorableError(ValueError):
-    """The task cannot be written through `write_file` (a binary or oversized file)."""
+    """The task cannot be written in a reply (a binary or oversized file)."""
 
 
 class ServedProposer(BaseModel):
@@ -72,7 +77,7 @@ def authoring_files(task_dir: Path) -> list[tuple[str, str]]:
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
-            raise NotAuthorableError(f"{rel} is not text: write_file cannot author it") from None
+            raise NotAuthorableError(f"{rel} is not text: a reply cannot author it") from None
         if len(text) > MAX_FILE_CHARS:
             raise NotAuthorableError(f"{rel} has {len(text)} characters (> {MAX_FILE_CHARS})")
         out.append((rel, text))
@@ -95,15 +100,20 @@ def _what(rel: str) -> str:
     return f"The verifier: {rel}."
 
 
-def authoring_script(task_dir: Path) -> list[Any]:
+def _write(rel: str, text: str, form: FileForm) -> Any:
+    if form == "write_file":
+        return reply(_what(rel), tool_call("write_file", path=rel, content=text))
+    # The brief's own block layout (tools/tasks/file_blocks.py renders tasks the same way).
+    return reply(f'{_what(rel)}\n<file path="{rel}">\n{text.rstrip(chr(10))}\n</file>')
+
+
+def authoring_script(task_dir: Path, form: FileForm = "file_blocks") -> list[Any]:
     """The proposer's replies: one file per turn, a lint check, a syntax check, submit."""
     files = authoring_files(task_dir)
     instruction = dict(files).get("instruction.md", "").strip().splitlines()
     summary = (instruction[0] if instruction else task_dir.name).lstrip("# ").strip()[:200]
     scripts = [rel for rel, _ in files if rel.endswith(".sh")]
-    replies: list[Any] = [
-        reply(_what(rel), tool_call("write_file", path=rel, content=text)) for rel, text in files
-    ]
+    replies: list[Any] = [_write(rel, text, form) for rel, text in files]
     replies.append(reply("A quick static check first.", tool_call("check", until="lint")))
     if scripts:
         command = " && ".join(f"bash -n {s}" for s in scripts) + " && echo syntax ok"
@@ -132,17 +142,19 @@ async def replay_authoring(
     run_id: str = "cold-start",
     round_: int = 1,
     served: ServedProposer | None = None,
+    form: FileForm = "file_blocks",
 ) -> AuthoringResult:
     """One task's authoring as a proposer attempt; kept when the gate admits it."""
     started = time.monotonic()
     task_dir = Path(task_dir).resolve()
     result = AuthoringResult(task_id=task_dir.name)
     try:
-        script = authoring_script(task_dir)
+        files = authoring_files(task_dir)
+        script = authoring_script(task_dir, form)
     except (NotAuthorableError, OSError) as exc:
         result.reason = f"not authorable: {exc}"
         return result
-    result.files = sum(1 for r in script if r.tool_calls[0]["name"] == "write_file")
+    result.files = len(files)
     with tempfile.TemporaryDirectory(prefix="authoring-pool-") as scratch:
         pool = _pool_without(pool_dir, task_dir.name, Path(scratch))
         served = served or ServedProposer()
@@ -190,6 +202,7 @@ async def replay_authorings(
     out_dir: Path,
     backend: str = "podman",
     served: ServedProposer | None = None,
+    form: FileForm = "file_blocks",
     concurrency: int = 1,
     on_done: Callable[[AuthoringResult], None] | None = None,
 ) -> list[AuthoringResult]:
@@ -204,6 +217,8 @@ async def replay_authorings(
                 store_path=store_path,
                 out_dir=out_dir,
                 backend=backend,
+                served=served,
+                form=form,
             )
         if on_done is not None:
             on_done(result)
