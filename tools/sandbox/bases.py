@@ -19,10 +19,11 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from autoenvscaling.tools.sandbox.base import Backend, SandboxError
 from autoenvscaling.tools.sandbox.cleanup import BASE_LABEL, BASE_REPO
-from autoenvscaling.tools.sandbox.engine import FIXED_PATH, cli_argv, client
+from autoenvscaling.tools.sandbox.engine import FIXED_PATH, cli_argv, client, inspect_image
 from autoenvscaling.tools.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ SEED_BASE_TAGS = ("debian:bookworm-slim", "python:3.12-slim-bookworm")
 DEBOOTSTRAP = "/usr/sbin/debootstrap"
 TAR = "/usr/bin/tar"
 # What a terminal task commonly needs offline; the seed pool relies on these.
-BASE_PACKAGES = (
+CORE_PACKAGES = (
     "python3",
     "git",
     "sqlite3",
@@ -52,6 +53,26 @@ BASE_PACKAGES = (
     "less",
     "ca-certificates",
 )
+# Professional work (issue 30): spreadsheets (xlsx, ods), word-processor documents, PDFs and
+# calendars, read and written from Python or the shell. In the one base rather than a second
+# `-office` base: they add 78 MB (mostly libicu for libxml2, poppler's libraries, lxml) to a
+# 545 MB root filesystem and ~35 s to debootstrap, where a second base would cost a whole second
+# debootstrap and import (~2.5 min, 620 MB more in the engine) and a FROM name that no registry
+# has; the proposer's tasks and the seeds keep `FROM debian:bookworm-slim`. Left out: pandas
+# (+numpy, ~90 MB; the csv module does the seeds' work) and a headless office suite (LibreOffice
+# calc/writer nogui, ~300 MB; verifiers read documents with these libraries instead).
+OFFICE_PACKAGES = (
+    "python3-openpyxl",
+    "python3-docx",
+    "python3-odf",
+    "python3-pypdf",
+    "python3-icalendar",
+    "poppler-utils",
+)
+BASE_PACKAGES = CORE_PACKAGES + OFFICE_PACKAGES
+# Changes whenever the way the root filesystem is made changes (not only its packages), so the
+# cache key, the image tag and every task image built on it move with it.
+_RECIPE = "2: apt's downloaded .debs deleted"
 
 
 class BaseImageMissingError(SandboxError):
@@ -79,7 +100,8 @@ def base_rootfs_path() -> Path:
     settings = get_settings()
     if settings.base_rootfs:
         return settings.base_rootfs
-    key = hashlib.sha256(" ".join((settings.debian_suite, *BASE_PACKAGES)).encode()).hexdigest()
+    recipe = " ".join((_RECIPE, settings.debian_suite, *BASE_PACKAGES))
+    key = hashlib.sha256(recipe.encode()).hexdigest()
     return settings.cache_dir / "rootfs" / f"{settings.debian_suite}-{key[:12]}"
 
 
@@ -117,6 +139,9 @@ def ensure_base_rootfs(say: Log = log.warning) -> Path:
         )
         if done.returncode != 0:
             raise SandboxError(f"debootstrap failed: {(done.stdout + done.stderr)[-2000:]}")
+        # The .debs debootstrap downloaded are installed already: 110-130 MB nobody reads offline.
+        for deb in (tmp / "var/cache/apt/archives").glob("*.deb"):
+            deb.unlink()
         # apt in a container without CAP_SETPCAP-style sandboxing: keep its downloads as root.
         (tmp / "etc/apt/apt.conf.d/99autoenvscaling").write_text('APT::Sandbox::User "root";\n')
         shutil.rmtree(target, ignore_errors=True)
@@ -135,6 +160,12 @@ def _image_id(api: object, name: str) -> str | None:
     from autoenvscaling.tools.sandbox.images import _image_id as image_id
 
     return image_id(api, name)
+
+
+def _ours(api: Any, name: str) -> bool:
+    """Whether `name` is a base this project imported (an older recipe's: then it is retagged)."""
+    labels = (inspect_image(api, name).get("Config") or {}).get("Labels") or {}
+    return BASE_LABEL in labels
 
 
 def require_base(backend: Backend = "podman") -> str:
@@ -204,7 +235,7 @@ def ensure_base_image(
         done = [base]
         for tag in tags:
             current = _image_id(api, tag)
-            if current is not None and current != base_id and not replace:
+            if current is not None and current != base_id and not replace and not _ours(api, tag):
                 say(f"{tag} already names another image; left alone")
                 continue
             if current != base_id:
