@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.tools.report.metrics import CandidateRecord
 from autoenvscaling.tools.run_dir import RunDir
+from autoenvscaling.tools.tasks.domains import DEFAULT_DOMAIN, folder_domain
 
 if TYPE_CHECKING:
     from autoenvscaling.graphs.config import FlywheelContext
     from autoenvscaling.graphs.flywheel_state import AdmitItem, SlotTask
     from autoenvscaling.graphs.proposer.settings import ProposalResult
+    from autoenvscaling.tools.agents.brief import ProposerBrief
     from autoenvscaling.tools.gate import GateConfig, Verdict
     from autoenvscaling.tools.sandbox.base import Backend
 
@@ -69,12 +71,20 @@ async def run_proposer(
         round=task.round,
         policy_version=policy.version,
     )
-    # Slots in one group share a brief (and its focus): the proposer's GRPO group.
-    size = max(1, ctx.proposer_group_size)
-    brief = task.brief.for_slot(task.slot // size, -(-ctx.proposals // size))
     return await propose(
-        brief, settings, out_dir=run.candidates(task.round), index=task.slot, graph=graph
+        slot_brief(ctx, task),
+        settings,
+        out_dir=run.candidates(task.round),
+        index=task.slot,
+        graph=graph,
     )
+
+
+def slot_brief(ctx: FlywheelContext, task: SlotTask) -> ProposerBrief:
+    """The brief proposer slot `task.slot` works from; slots in one group share a brief (and its
+    focus): the proposer's GRPO group."""
+    size = max(1, ctx.proposer_group_size)
+    return task.brief.for_slot(task.slot // size, -(-ctx.proposals // size))
 
 
 async def run_gate(
@@ -99,6 +109,8 @@ async def run_gate(
         task_id=f"r{item.round:02d}-{candidate.name}",
         attempt_id=proposal.attempt_id,
         arm=proposal.arm,
+        # What it wrote, else what it was aimed at (a proposal that never wrote a task.toml).
+        domain=folder_domain(candidate) or slot_brief(ctx, item).domain or DEFAULT_DOMAIN,
         prompt_tokens=proposal.prompt_tokens,
         completion_tokens=proposal.completion_tokens,
     )

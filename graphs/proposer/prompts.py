@@ -43,6 +43,7 @@ def brief_prompt(brief: ProposerBrief) -> str:
         round=brief.round,
         pool_size=brief.pool_size,
         pool=sections["pool"],
+        domains=sections["domains"],
         evidence=evidence,
         examples=sections["examples"] or "(none)",
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.tasks.domains import DOMAIN_BLURBS, DOMAINS, Domain, task_domain
 from autoenvscaling.tools.tasks.file_blocks import cap_file_blocks, render_file_blocks
 from autoenvscaling.tools.tasks.format import HarborTask, load_pool
 from autoenvscaling.tools.text_cap import tail_text
@@ -24,12 +25,18 @@ DEFAULT_BAND = (0.25, 0.75)
 
 class CategoryStats(BaseModel):
     category: str
+    domain: Domain = Field(default=DOMAINS[0], description="The domain most of its tasks name.")
     tasks: int = Field(description="Pool tasks in this category.")
     difficulties: dict[str, int] = Field(default_factory=dict)
     attempts: int = Field(default=0, description="Finished solver attempts on the pool's tasks.")
     pass_rate: float | None = Field(
         default=None, description="None when the solver has no scored attempt."
     )
+
+
+class DomainStats(BaseModel):
+    domain: Domain
+    tasks: int = Field(default=0, description="Pool tasks of this domain.")
 
 
 class TaskRate(BaseModel):
@@ -75,6 +82,9 @@ class ProposerBrief(BaseModel):
     band: tuple[float, float] = DEFAULT_BAND
     pool_size: int = 0
     categories: list[CategoryStats] = Field(default_factory=list)
+    domains: list[DomainStats] = Field(
+        default_factory=list, description="Every domain, in DOMAINS order, with its pool tasks."
+    )
     task_rates: list[TaskRate] = Field(default_factory=list, description="Lowest pass rate first.")
     in_band: list[str] = Field(default_factory=list, description="Tasks with a pass rate in band.")
     targets: list[str] = Field(
@@ -85,6 +95,9 @@ class ProposerBrief(BaseModel):
     focus: str | None = Field(
         default=None,
         description="This proposer's own aim (K proposers are spread over the targets).",
+    )
+    domain: Domain | None = Field(
+        default=None, description="The domain this proposer's focus aims at (None: no focus)."
     )
 
     def evidence(self) -> BriefEvidence:
@@ -99,10 +112,23 @@ class ProposerBrief(BaseModel):
         )
 
     def for_slot(self, slot: int, slots: int) -> ProposerBrief:
-        """The brief for proposer `slot` of `slots`: each aims at a different weak category."""
-        aims = self.targets or [c.category for c in self.categories]
-        aim = f"; aim at the category `{aims[slot % len(aims)]}`" if aims else ""
-        return self.model_copy(update={"focus": f"proposal {slot + 1} of {slots}{aim}"})
+        """The brief for proposer `slot` of `slots`: each aims at a different weak category,
+        and the slots take turns over the domains the pool holds tasks of (the sandbox builds
+        what the pool's tasks need; a domain with no task yet has nothing proven to build on)."""
+        held = [d.domain for d in self.domains if d.tasks] or [DOMAINS[0]]
+        domain = held[slot % len(held)]
+        of_domain = {c.category for c in self.categories if c.domain == domain}
+        # The solver's weakest categories first, then those it has no score on yet.
+        unscored = [c.category for c in self.categories if c.category not in self.targets]
+        aims = [c for c in self.targets + unscored if c in of_domain]
+        turn = slot // len(held)  # this slot's turn within its domain
+        aim = f"; aim at the category `{aims[turn % len(aims)]}`" if aims else ""
+        return self.model_copy(
+            update={
+                "focus": f"proposal {slot + 1} of {slots}; domain `{domain}`{aim}",
+                "domain": domain,
+            }
+        )
 
     def without_feedback(self) -> ProposerBrief:
         """The same brief with every piece of rollout evidence removed."""
@@ -146,6 +172,7 @@ class ProposerBrief(BaseModel):
         """Markdown fragments for the prompt templates: pool, evidence, examples, band."""
         return {
             "pool": _pool_table(self),
+            "domains": _domain_lines(self),
             "evidence": _evidence(self) if self.solver_feedback else "",
             "examples": "\n\n".join(
                 f"### {e.name} ({e.category}, {e.difficulty})\n\n{e.files}" for e in self.examples
@@ -223,6 +250,7 @@ def build_brief(
     by_name = {task.root.name: task for task in pool}
     rates = _task_rates(store, by_name, policy_version) if store and solver_feedback else []
     categories = _categories(pool, rates)
+    held = Counter(task_domain(t) for t in pool)
     scored = [c for c in categories if c.pass_rate is not None]
     targets = [c.category for c in sorted(scored, key=lambda c: (c.pass_rate, c.category))]
     failures: list[FailureNote] = []
@@ -250,6 +278,7 @@ def build_brief(
         band=band,
         pool_size=len(pool),
         categories=categories,
+        domains=[DomainStats(domain=d, tasks=held[d]) for d in DOMAINS],
         task_rates=sorted(
             rates, key=lambda r: (r.pass_rate is None, r.pass_rate or 0.0, r.task_id)
         )[:n_task_rates],
@@ -297,8 +326,10 @@ def _task_rates(
 
 def _categories(pool: list[HarborTask], rates: list[TaskRate]) -> list[CategoryStats]:
     difficulties: dict[str, Counter[str]] = defaultdict(Counter)
+    domains: dict[str, Counter[Domain]] = defaultdict(Counter)
     for task in pool:
         difficulties[task.category or "uncategorised"][task.difficulty or "unknown"] += 1
+        domains[task.category or "uncategorised"][task_domain(task)] += 1
     solved: dict[str, list[float]] = defaultdict(list)
     attempts: Counter[str] = Counter()
     for r in rates:
@@ -308,6 +339,7 @@ def _categories(pool: list[HarborTask], rates: list[TaskRate]) -> list[CategoryS
     return [
         CategoryStats(
             category=name,
+            domain=domains[name].most_common(1)[0][0],
             tasks=sum(diff.values()),
             difficulties=dict(sorted(diff.items())),
             attempts=attempts[name],
@@ -363,6 +395,12 @@ def _pool_table(brief: ProposerBrief) -> str:
         diff = ", ".join(f"{k} {v}" for k, v in c.difficulties.items())
         rows.append(f"| {c.category} | {c.tasks} | {diff} | {_pct(c.pass_rate)} |")
     return "\n".join(rows)
+
+
+def _domain_lines(brief: ProposerBrief) -> str:
+    """One line per domain: its tag, what its tasks ask for, how many the pool holds."""
+    held = {d.domain: d.tasks for d in brief.domains}
+    return "\n".join(f"- `{d}` ({held.get(d, 0)} in the pool): {DOMAIN_BLURBS[d]}" for d in DOMAINS)
 
 
 def _evidence(brief: ProposerBrief) -> str:

@@ -21,8 +21,10 @@ from autoenvscaling.tools.report.activity import (
     grpo_groups,
     role_activity,
 )
+from autoenvscaling.tools.report.domains import DomainCounts, domain_counts
 from autoenvscaling.tools.rollouts.models import Attempt
 from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.tasks.domains import DEFAULT_DOMAIN, Domain, folder_domain
 from autoenvscaling.tools.tasks.pool import Pool
 
 
@@ -36,6 +38,11 @@ class CandidateRecord(BaseModel):
     task_id: str
     attempt_id: str | None = None
     arm: str = "terminal"
+    domain: Domain | None = Field(
+        default=None,
+        description="The candidate's domain (tools/tasks/domains.py): its task.toml's tags, else "
+        "the domain its proposer was aimed at; None in records written before domains.",
+    )
     admitted: bool = False
     stage: str | None = None
     reason: str = ""
@@ -52,6 +59,10 @@ class CandidateRecord(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     stage_seconds: dict[str, float] = Field(default_factory=dict)
+
+    def domain_or_folder(self) -> Domain:
+        """The recorded domain; for an older record, the one its folder's task.toml names."""
+        return self.domain or folder_domain(self.path) or DEFAULT_DOMAIN
 
 
 class PriceTable(BaseModel):
@@ -97,6 +108,11 @@ class RoundMetrics(BaseModel):
         "(task id: valid samples); they stay",
     )
     difficulty_histogram: dict[str, int] = Field(default_factory=dict)
+    domains: dict[str, DomainCounts] = Field(
+        default_factory=dict,
+        description="Proposals, admissions and solve rates per domain (every domain listed); "
+        "empty in rounds recorded before domains.",
+    )
     training: dict[str, Any] = Field(default_factory=dict)
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     policy: str = ""
@@ -224,6 +240,7 @@ def round_metrics(
         pool_active=len(pool.entries("active")),
         pool_retired=len(pool.entries("retired")),
         difficulty_histogram={label: histogram.get(label, 0) for *_, label in BINS},
+        domains=domain_counts([(r.domain_or_folder(), r.admitted) for r in records], solver, pool),
         training=training or {},
         stage_seconds=stage_seconds or {},
         policy=policy,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autoenvscaling.tools.report.activity import activity_markdown
+from autoenvscaling.tools.report.domains import domain_markdown
 from autoenvscaling.tools.report.metrics import RoundMetrics, as_number
 
 EMBEDDED_NOTE = (
@@ -97,6 +98,7 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
         "Difficulty histogram of the active pool (solver mean reward): "
         + ", ".join(f"{k}: {v}" for k, v in m.difficulty_histogram.items()),
         "",
+        *domain_markdown(m.domains),
         activity_markdown(m.agent_activity, m.grpo_groups),
         "## Training",
         "",
