@@ -182,6 +182,7 @@ def validate(
                 "reason": v.reason,
                 "proposer_reward": v.proposer_reward,
                 "infrastructure_error": v.infrastructure_error,
+                "needs_gpus": v.needs_gpus,
                 "excerpt": v.excerpt,
                 "timings": v.timings,
                 "skipped": v.skipped,
@@ -198,6 +199,8 @@ def validate(
             mark = (
                 "[green]admitted[/]"
                 if v.admitted
+                else "[yellow]needs a GPU[/]"
+                if v.needs_gpus
                 else "[yellow]infra[/]"
                 if v.infrastructure_error
                 else "[red]rejected[/]"

@@ -22,6 +22,9 @@ REWARD_VALIDATION_FAILED = -1.0
 EXCERPT_CHARS = 1500
 #: `StageResult.details["status"]` of a stage that had nothing configured to check against.
 NOT_CONFIGURED_STATUS = "not_configured"
+#: `StageResult.details["status"]` of a lint stage that did not judge a GPU task this gate has no
+#: GPU for (tools/gate/gpu.py); `details["gpus"]` holds how many it asks for.
+NEEDS_GPU_STATUS = "needs_gpu"
 
 
 def excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
@@ -82,6 +85,11 @@ class Verdict(BaseModel):
         "infrastructure failure kept the gate from judging the task."
     )
     infrastructure_error: bool = False
+    needs_gpus: int = Field(
+        default=0,
+        description="GPUs the task asks for that this gate has none of: the task was not run "
+        "(not judged, no proposer reward), never failed for the missing device.",
+    )
     stages: list[StageResult] = Field(
         default_factory=list, description="Every stage run, in order."
     )
@@ -115,6 +123,8 @@ class Verdict(BaseModel):
     def summary(self) -> str:
         if self.admitted:
             return f"{self.task_name}: admitted ({self.reason})"
+        if self.needs_gpus:
+            return f"{self.task_name}: not judged: {self.reason}"
         return f"{self.task_name}: rejected at {self.stage}: {self.reason}"
 
 
@@ -174,6 +184,16 @@ def make_verdict(task: Path | str, results: Sequence[StageResult], *, backend: s
             stage=None,
             proposer_reward=REWARD_ADMITTED,
             reason=f"passed {len(ran)} stages ({', '.join(ran)}){note}",
+            **common,
+        )
+    if failed.details.get("status") == NEEDS_GPU_STATUS:
+        return Verdict(
+            admitted=False,
+            stage=failed.stage,
+            proposer_reward=None,
+            infrastructure_error=True,
+            needs_gpus=int(failed.details.get("gpus") or 1),
+            reason=failed.reason,
             **common,
         )
     if failed.infrastructure_error:

@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from autoenvscaling.tools.gate.config import GateConfig, StageName
+from autoenvscaling.tools.gate.gpu import gpu_lint_result
 from autoenvscaling.tools.gate.lint import lint_task
 from autoenvscaling.tools.gate.network import network_need
 from autoenvscaling.tools.gate.results import StageResult, excerpt
@@ -24,6 +25,9 @@ MAX_DEDUP_CHARS = 2_000_000
 
 async def lint(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     report = await asyncio.to_thread(lint_task, task, backend=config.backend)
+    gpu = gpu_lint_result(task, report, config.backend)
+    if gpu is not None:
+        return gpu
     need = await asyncio.to_thread(network_need, task, allow_internet=config.allow_internet)
     details = {
         "findings": [f.model_dump() for f in report.findings],

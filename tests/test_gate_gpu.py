@@ -1,0 +1,78 @@
+"""A GPU task at a gate without a GPU (issue 30): the real gate does not run it and does not fail
+it; the verdict says it needs a GPU and how to give the gate one. No sandbox starts: lint decides.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from autoenvscaling.cli.exit_codes import ExitCode
+from autoenvscaling.cli.main import app
+from autoenvscaling.graphs.validation import validate_batch
+from autoenvscaling.tools.gate import GateConfig
+from autoenvscaling.tools.gate.pipeline import validate_task
+
+from .conftest import SEED_DIR
+
+GPU_TASK = SEED_DIR.parent / "gpu" / "rmsnorm-triton"
+REMEDY = ("AUTOENVSCALING_TASK_MAX_GPUS=1", "--backend harbor-docker", "harbor:modal")
+
+
+def _assert_needs_gpu(verdict, *why: str) -> None:
+    assert not verdict.admitted and verdict.needs_gpus == 1, verdict.summary()
+    assert verdict.stage == "lint" and [s.stage for s in verdict.stages] == ["lint"]
+    # not judged: no proposer reward, counted as infrastructure (exit 3), never as the task's fault
+    assert verdict.proposer_reward is None and verdict.infrastructure_error
+    assert verdict.reason.startswith("needs a GPU: task.toml asks for 1 GPU (gpus = 1)")
+    assert "infrastructure failure" not in verdict.reason
+    for text in (*REMEDY, *why):
+        assert text in verdict.reason, (text, verdict.reason)
+    assert verdict.summary().startswith("rmsnorm-triton: not judged: needs a GPU")
+
+
+@pytest.mark.timeout(120)
+async def test_a_gpu_task_on_a_cpu_only_gate_needs_a_gpu(monkeypatch):
+    monkeypatch.delenv("AUTOENVSCALING_TASK_MAX_GPUS", raising=False)
+    verdict = await validate_task(GPU_TASK, GateConfig())
+    _assert_needs_gpu(verdict, "its limits allow 0", "its podman backend passes no GPU")
+    # the graph the flywheel and `validate` run says the same
+    (batched,) = await validate_batch([GPU_TASK], GateConfig())
+    _assert_needs_gpu(batched)
+
+
+@pytest.mark.timeout(120)
+async def test_limits_that_allow_gpus_do_not_make_podman_have_one(monkeypatch):
+    monkeypatch.setenv("AUTOENVSCALING_TASK_MAX_GPUS", "2")
+    verdict = await validate_task(GPU_TASK, GateConfig())
+    _assert_needs_gpu(verdict, "its podman backend passes no GPU")
+    assert "its limits allow" not in verdict.reason
+
+
+@pytest.mark.timeout(120)
+async def test_a_broken_gpu_task_is_rejected_for_what_is_wrong_with_it(tmp_path: Path):
+    """The GPU is not an excuse: a lint error of the task's own is still a rejection."""
+    task = tmp_path / "broken-gpu"
+    shutil.copytree(GPU_TASK, task)
+    (task / "tests" / "test.sh").write_text("#!/bin/bash\necho checked\n")
+    verdict = await validate_task(task, GateConfig())
+    assert not verdict.admitted and verdict.needs_gpus == 0 and not verdict.infrastructure_error
+    assert verdict.stage == "lint" and verdict.proposer_reward == -1.0
+    # the task's own error leads; the GPU it would also need is said after it
+    assert verdict.reason.startswith("tests/test.sh: [") and "reward" in verdict.reason
+    assert "besides, task.toml asks for 1 GPU" in verdict.reason
+    assert "needs a GPU" not in verdict.reason
+
+
+@pytest.mark.timeout(120)
+def test_validate_cli_says_needs_a_gpu_and_exits_3(monkeypatch):
+    monkeypatch.delenv("AUTOENVSCALING_TASK_MAX_GPUS", raising=False)
+    result = CliRunner().invoke(app, ["validate", str(GPU_TASK), "--json"])
+    assert result.exit_code == ExitCode.INFRASTRUCTURE, result.output
+    (row,) = json.loads(result.stdout)
+    assert row["needs_gpus"] == 1 and row["proposer_reward"] is None
+    assert row["reason"].startswith("needs a GPU")

@@ -1,0 +1,96 @@
+"""GPU tasks at a gate without a GPU: not judged, with the need and the remedy named.
+
+A task asks for GPUs with Harbor's `[environment] gpus` (or `[verifier.environment] gpus`). A gate
+has none to give when its limits allow none (`TaskLimits.max_gpus`, 0 unless
+`AUTOENVSCALING_TASK_MAX_GPUS` says more) or its backend passes none to a sandbox (our podman and
+docker engines). Running the task anyway would fail it for the missing device and call that the
+task's fault, so the lint stage returns a result that did not judge the task: it needs a GPU,
+here is how to give the gate one. Other lint errors still reject the task: they are its own fault
+whatever the machine. The verdict carries `needs_gpus` and no proposer reward (results.py).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from autoenvscaling.tools.gate.lint.harbor_compat import OUR_BACKENDS
+from autoenvscaling.tools.gate.lint.model import LintFinding, LintReport
+from autoenvscaling.tools.gate.results import NEEDS_GPU_STATUS, StageResult, excerpt
+from autoenvscaling.tools.tasks.limits import TaskLimits
+
+#: How to give the gate a GPU (README "Kernels and GPUs"); every needs-GPU verdict ends with it.
+GIVE_THE_GATE_A_GPU = (
+    "Give the gate a GPU: AUTOENVSCALING_TASK_MAX_GPUS={n} autoenvscaling validate TASK "
+    "--backend harbor-docker on a machine with an NVIDIA GPU, docker and NVIDIA's container "
+    "toolkit, or --backend harbor:<type> whose sandboxes have GPUs (e.g. harbor:modal)"
+)
+
+
+def _count(table: Any) -> int:
+    value = table.get("gpus") if isinstance(table, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def gpus_asked(task: Path) -> int:
+    """The most GPUs the task's environment or verifier asks for (0 for none, or no task.toml)."""
+    try:
+        raw = tomllib.loads((task / "task.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        return 0
+    verifier = raw.get("verifier")
+    nested = verifier.get("environment") if isinstance(verifier, dict) else None
+    return max(_count(raw.get("environment")), _count(nested))
+
+
+def missing_gpus(asked: int, backend: str, limits: TaskLimits) -> list[str]:
+    """Why this gate cannot give `asked` GPUs; empty when it can."""
+    why = []
+    if asked > limits.max_gpus:
+        why.append(
+            f"its limits allow {limits.max_gpus} (TaskLimits.max_gpus, "
+            "AUTOENVSCALING_TASK_MAX_GPUS)"
+        )
+    if backend in OUR_BACKENDS:
+        why.append(f"its {backend} backend passes no GPU to a sandbox")
+    return why
+
+
+def _about_gpus(finding: LintFinding) -> bool:
+    """A lint error that only says the GPUs cannot be had (a limit, or a backend without)."""
+    return finding.rule in ("task-limits", "cannot-honour") and "gpus" in finding.message
+
+
+def gpu_lint_result(
+    task: Path, report: LintReport, backend: str, limits: TaskLimits | None = None
+) -> StageResult | None:
+    """The lint stage's result for a GPU task this gate cannot serve: not judged when the GPU is
+    all that is missing, else a rejection led by the task's own errors. None when the task asks
+    for no GPU or the gate can give it one (the ordinary lint result stands)."""
+    asked = gpus_asked(task)
+    why = missing_gpus(asked, backend, limits or TaskLimits()) if asked else []
+    if not why:
+        return None
+    plural = "s" if asked > 1 else ""
+    need = f"task.toml asks for {asked} GPU{plural} (gpus = {asked}) and this gate has none to give"
+    details = {"findings": [f.model_dump() for f in report.findings], "gpus": asked}
+    own = [f for f in report.errors if not _about_gpus(f)]
+    if own:
+        more = f" (+{len(own) - 1} more)" if len(own) > 1 else ""
+        return StageResult(
+            stage="lint",
+            passed=False,
+            reason=f"{own[0]}{more}; besides, {need}",
+            details=details,
+            excerpt=excerpt(report.summary()),
+        )
+    return StageResult(
+        stage="lint",
+        passed=False,
+        infrastructure_error=True,
+        reason=f"needs a GPU: {need} ({'; '.join(why)}), so the task was not run: without the "
+        "GPU it would fail for the missing device, which says nothing about the task. "
+        + GIVE_THE_GATE_A_GPU.format(n=asked),
+        details={**details, "status": NEEDS_GPU_STATUS},
+    )
