@@ -15,7 +15,7 @@ from autoenvscaling.cli.exit_codes import ExitCode
 from autoenvscaling.cli.main import app
 from autoenvscaling.graphs.validation import validate_batch
 from autoenvscaling.tools.gate import GateConfig
-from autoenvscaling.tools.gate.pipeline import validate_task
+from autoenvscaling.tools.gate.pipeline import run_stage, validate_task
 
 from .conftest import SEED_DIR
 
@@ -76,3 +76,14 @@ def test_validate_cli_says_needs_a_gpu_and_exits_3(monkeypatch):
     (row,) = json.loads(result.stdout)
     assert row["needs_gpus"] == 1 and row["proposer_reward"] is None
     assert row["reason"].startswith("needs a GPU")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend", ["harbor-docker", "harbor:modal"])
+async def test_the_named_remedy_lets_lint_pass(monkeypatch, backend: str):
+    """What the verdict says to do is enough for the static stage: with GPUs allowed and a
+    backend that passes them through, lint admits the task and the trials go to that backend."""
+    monkeypatch.setenv("AUTOENVSCALING_TASK_MAX_GPUS", "1")
+    result = await run_stage("lint", GPU_TASK.resolve(), GateConfig(backend=backend), {})
+    assert result.passed and not result.infrastructure_error, result.reason
+    assert result.details.get("status") != "needs_gpu"
