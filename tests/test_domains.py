@@ -46,7 +46,7 @@ def test_a_folder_without_a_readable_task_toml_has_no_domain(tmp_path: Path):
 def test_every_seed_names_its_domain_and_kernels_has_four():
     named = {}
     for folder in seed_tasks():
-        tags = load_task(folder).config.metadata.get("tags")
+        tags = load_task(folder).config.metadata.get("tags") or []
         assert any(t in DOMAINS for t in tags), f"{folder.name}: no domain in its tags {tags}"
         named[folder.name] = task_domain(load_task(folder))
         assert folder_domain(folder) == named[folder.name]

@@ -41,7 +41,7 @@ def _store(path: Path) -> None:
                     round=round_,
                     role="solver",
                     task_id=task,
-                    outcome=outcome,  # type: ignore[arg-type]
+                    outcome=outcome,
                     reward=reward,
                     metadata={"purpose": purpose},
                 )
