@@ -1,0 +1,71 @@
+"""Professional work (issue 30): a scripted proposer writes an office-document task through the
+real proposer (MCP tools, a workspace sandbox, the full gate) and the gate admits it; the same
+task with a reference solution that writes totals as plain values instead of formulas is
+rejected by the real verifier, which opens the workbook with openpyxl inside the sandbox.
+
+Only the model's replies are scripted (graphs/proposer/replay.py replays the seed's authoring).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from autoenvscaling.graphs.proposer.replay import authoring_files, replay_authoring
+from autoenvscaling.tools.rollouts.store import RolloutStore
+
+from .conftest import SEED_DIR, seed_tasks
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+TASK = SEED_DIR / "xlsx-expense-summary"
+DOMAIN = "professional-work"
+
+
+def test_the_pool_has_four_professional_work_seeds() -> None:
+    tagged = [
+        t.name
+        for t in seed_tasks()
+        if DOMAIN in tomllib.loads((t / "task.toml").read_text())["metadata"]["tags"]
+    ]
+    assert len(tagged) >= 4 and TASK.name in tagged, tagged
+
+
+async def test_a_scripted_proposer_gets_a_spreadsheet_task_admitted(
+    engine_ready: str, tmp_path: Path
+) -> None:
+    result = await replay_authoring(
+        TASK, pool_dir=SEED_DIR, store_path=tmp_path / "rollouts.db", out_dir=tmp_path / "out"
+    )
+    assert result.kept, result.model_dump_json(indent=1)
+    assert result.reason.startswith("admitted")
+    # What the gate admitted is what the proposer's tool calls wrote, file for file.
+    assert result.attempt_id is not None
+    candidate = tmp_path / "out" / f"cand-{result.attempt_id[:12]}"
+    assert sorted(authoring_files(candidate)) == sorted(authoring_files(TASK))
+    with RolloutStore(tmp_path / "rollouts.db") as store:
+        (attempt,) = [t.attempt for t in store.iter_trajectories(role="proposer")]
+    assert attempt.reward == 1.0 and attempt.metadata["admitted"] is True
+
+
+async def test_totals_written_as_values_are_rejected_at_the_oracle(
+    engine_ready: str, tmp_path: Path
+) -> None:
+    """The negative twin: the instruction asks for formulas; a reference solution that stores
+    the numbers fails its own verifier, so the gate says the oracle does not pass."""
+    task = tmp_path / "tasks" / "xlsx-expense-values"
+    shutil.copytree(TASK, task)
+    solve = task / "solution" / "solve.sh"
+    text = solve.read_text()
+    formula = 'f"=SUMIF(Data!$C:$C,A{i},Data!$E:$E)"'
+    assert formula in text
+    values = 'sum(float(r["amount"]) for r in recs if r["department"] == dept)'
+    solve.write_text(text.replace(formula, values))
+    result = await replay_authoring(
+        task, pool_dir=SEED_DIR, store_path=tmp_path / "rollouts.db", out_dir=tmp_path / "out"
+    )
+    assert not result.kept
+    assert result.stage == "oracle", result.model_dump_json(indent=1)
