@@ -40,10 +40,11 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	  echo "installed in $$(( $$(date +%s) - started )) s"
 	touch $@
 
-# The offline base image, imported into podman once per machine (debootstrap ~1-2 min the first
-# time; later runs find it and return in a second). Tests never build it: they fail if it is missing.
+# The offline base image, imported into podman once per machine (debootstrap ~1.5-2.5 min the
+# first time; later runs find it and return in seconds). Tests never build it: they fail if it is
+# missing.
 bases: system $(VENV)/.installed-$(EXTRAS)
-	@echo "the offline base image (debootstrap the first time, ~1-2 min; then found at once)"
+	@echo "the offline base image (debootstrap the first time, ~1.5-2.5 min; then found at once)"
 	$(VENV)/bin/python -m autoenvscaling.tools.sandbox.bases
 
 setup: system $(VENV)/.installed-$(EXTRAS) bases

@@ -1,7 +1,7 @@
 """The offline base image: a debootstrap minbase of Debian, imported into the engine once.
 
 `make bases` (part of `make setup`) runs `python -m autoenvscaling.tools.sandbox.bases`: the root
-filesystem is debootstrapped once per machine (~1-2 min, cached), imported as
+filesystem is debootstrapped once per machine (~1.5-2.5 min, cached), imported as
 `autoenvscaling/base:<name>` and tagged as the FROM images the seed pool names, so real
 Dockerfiles build with no registry. Where a registry answers, other FROM images pull as usual.
 Tests and sandboxes only ever `require_base()`: they never build it.
@@ -54,13 +54,13 @@ CORE_PACKAGES = (
     "ca-certificates",
 )
 # Professional work (issue 30): spreadsheets (xlsx, ods), word-processor documents, PDFs and
-# calendars, read and written from Python or the shell. In the one base rather than a second
-# `-office` base: they add 78 MB (mostly libicu for libxml2, poppler's libraries, lxml) to a
-# 545 MB root filesystem and ~35 s to debootstrap, where a second base would cost a whole second
-# debootstrap and import (~2.5 min, 620 MB more in the engine) and a FROM name that no registry
-# has; the proposer's tasks and the seeds keep `FROM debian:bookworm-slim`. Left out: pandas
-# (+numpy, ~90 MB; the csv module does the seeds' work) and a headless office suite (LibreOffice
-# calc/writer nogui, ~300 MB; verifiers read documents with these libraries instead).
+# calendars, read and written from Python or the shell. In the one base, not a second `-office`
+# base: measured, they add 80 MB (mostly libicu for libxml2, poppler's libraries, lxml) to the
+# 545 MB root filesystem and ~35 s to debootstrap, where a second base costs a whole second
+# debootstrap and import (~2.5 min, 625 MB more in the engine, no layer shared) and a FROM name
+# no registry has; tasks keep `FROM debian:bookworm-slim`. Left out: pandas (+126 MB with numpy;
+# the csv module does the seeds' work) and a headless LibreOffice (calc + writer nogui: 88
+# packages, 318 MB); verifiers read documents with these libraries instead.
 OFFICE_PACKAGES = (
     "python3-openpyxl",
     "python3-docx",
@@ -106,7 +106,7 @@ def base_rootfs_path() -> Path:
 
 
 def ensure_base_rootfs(say: Log = log.warning) -> Path:
-    """Return the base rootfs, building it with debootstrap (about 80 s) the first time only."""
+    """Return the base rootfs, building it with debootstrap (85-150 s) the first time only."""
     target = base_rootfs_path()
     ready = target.parent / f"{target.name}.ready"
     if (target / "etc" / "debian_version").exists() and ready.exists():
@@ -124,7 +124,7 @@ def ensure_base_rootfs(say: Log = log.warning) -> Path:
         tmp = target.parent / f"{target.name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         mirror = settings.debian_mirror or _apt_mirror()
-        say("building the base root filesystem once for this machine (~1-2 min)...")
+        say("building the base root filesystem once for this machine (~1.5-2.5 min)...")
         started = time.monotonic()
         cmd = [
             DEBOOTSTRAP,
