@@ -144,11 +144,24 @@ def fingerprint(
             "version": DATASET_VERSION,
             "base": None if dataset else base_model,
             "tasks": content_hash(tasks_dir),
+            "prompts": _prompts_hash(),
             "settings": settings.model_dump(mode="json", include=fields, exclude=unset),
         },
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _prompts_hash() -> str:
+    """The prompts' text: the episodes record what the roles were told, so a changed prompt
+    is a new dataset (else round 1 serves prompts the cold start never trained on)."""
+    from importlib.resources import files
+
+    digest = hashlib.sha256()
+    for prompt in sorted(files("autoenvscaling.prompts").iterdir(), key=lambda p: p.name):
+        if prompt.name.endswith(".md"):
+            digest.update(prompt.name.encode() + b"\0" + prompt.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def export_row(example: SFTExample, *, run_id: str = "cold-start") -> dict[str, Any]:
