@@ -15,6 +15,7 @@ from autoenvscaling.cli.exit_codes import ExitCode
 from autoenvscaling.cli.main import app
 from autoenvscaling.graphs.validation import validate_batch
 from autoenvscaling.tools.gate import GateConfig
+from autoenvscaling.tools.gate.gpu import MAX_GPUS_PER_TASK
 from autoenvscaling.tools.gate.pipeline import run_stage, validate_task
 
 from .conftest import SEED_DIR
@@ -87,3 +88,14 @@ async def test_the_named_remedy_lets_lint_pass(monkeypatch, backend: str):
     result = await run_stage("lint", GPU_TASK.resolve(), GateConfig(backend=backend), {})
     assert result.passed and not result.infrastructure_error, result.reason
     assert result.details.get("status") != "needs_gpu"
+
+
+@pytest.mark.timeout(120)
+async def test_more_gpus_than_a_machine_holds_is_a_limit_not_a_need(tmp_path: Path):
+    task = tmp_path / "greedy-gpu"
+    shutil.copytree(GPU_TASK, task)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("gpus = 1", f"gpus = {MAX_GPUS_PER_TASK + 1}"))
+    verdict = await validate_task(task, GateConfig())
+    assert not verdict.admitted and verdict.needs_gpus == 0 and not verdict.infrastructure_error
+    assert verdict.proposer_reward == -1.0 and "environment.gpus" in verdict.reason

@@ -6,7 +6,8 @@ has none to give when its limits allow none (`TaskLimits.max_gpus`, 0 unless
 docker engines). Running the task anyway would fail it for the missing device and call that the
 task's fault, so the lint stage returns a result that did not judge the task: it needs a GPU,
 here is how to give the gate one. Other lint errors still reject the task: they are its own fault
-whatever the machine. The verdict carries `needs_gpus` and no proposer reward (results.py).
+whatever the machine; so does a request for more GPUs than one machine holds. The verdict carries
+`needs_gpus` and no proposer reward (results.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from autoenvscaling.tools.gate.lint.harbor_compat import OUR_BACKENDS
 from autoenvscaling.tools.gate.lint.model import LintFinding, LintReport
 from autoenvscaling.tools.gate.results import NEEDS_GPU_STATUS, StageResult, excerpt
 from autoenvscaling.tools.tasks.limits import TaskLimits
+
+#: The most GPUs one machine holds (an 8-GPU node). A task that asks for more asks for what no
+#: backend gives one task: its limit error stands, a rejection like any other out-of-range field.
+MAX_GPUS_PER_TASK = 8
 
 #: How to give the gate a GPU (README "Kernels and GPUs"); every needs-GPU verdict ends with it.
 GIVE_THE_GATE_A_GPU = (
@@ -69,7 +74,9 @@ def gpu_lint_result(
     all that is missing, else a rejection led by the task's own errors. None when the task asks
     for no GPU or the gate can give it one (the ordinary lint result stands)."""
     asked = gpus_asked(task)
-    why = missing_gpus(asked, backend, limits or TaskLimits()) if asked else []
+    if not 0 < asked <= MAX_GPUS_PER_TASK:
+        return None
+    why = missing_gpus(asked, backend, limits or TaskLimits())
     if not why:
         return None
     plural = "s" if asked > 1 else ""
