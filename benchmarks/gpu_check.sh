@@ -8,8 +8,8 @@
 # .gpu/ holds what this machine made for it: model/ (the embedded base model's config and
 # tokenizer, no weights) and cold-start/ (a cold start's card.json and cold-start-train.jsonl).
 # Writes OUT/: gpu.txt (the card), sft.json (the cold start's SFT job on CUDA), grpo.json
-# (benchmarks/gpu_train.py), gpu_tasks.json (the GPU kernel task's oracle and nop, when the task
-# and its runner exist), mem.csv (GPU memory used, every 0.5 s), log.txt.
+# (benchmarks/gpu_train.py), gpu_tasks.json (tasks/gpu/*: oracle and nop, benchmarks/gpu_tasks.py),
+# mem.csv (GPU memory used, every 0.5 s), log.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
@@ -49,11 +49,9 @@ step() {  # name, limit in seconds, command...
   echo "== $name: rc $rc, $((SECONDS - started)) s"
 }
 
-step "cold-start SFT on CUDA" 300 \
+step "GPU tasks: oracle and nop (gpu_tasks.py)" 150 python3 benchmarks/gpu_tasks.py --out "$OUT/gpu_tasks.json"
+step "cold-start SFT on CUDA" 240 \
   python3 benchmarks/gpu_sft.py --model-files "$IN/model" --cache "$IN/cold-start" --out "$OUT/sft.json"
-step "GRPO steps (gpu_train.py)" 240 python3 benchmarks/gpu_train.py --out "$OUT/grpo.json"
-if [ -x benchmarks/gpu_tasks.sh ]; then
-  step "GPU kernel task: oracle and nop" 180 bash -c "benchmarks/gpu_tasks.sh > '$OUT/gpu_tasks.json'"
-fi
+step "GRPO steps (gpu_train.py)" 200 python3 benchmarks/gpu_train.py --steps 2 --out "$OUT/grpo.json"
 kill "$SMI" 2>/dev/null
 echo "peak GPU memory used: $(cut -d, -f2 "$OUT/mem.csv" | sort -n | tail -1)"
