@@ -41,6 +41,10 @@ def test_a_folder_without_a_readable_task_toml_has_no_domain(tmp_path: Path):
     assert folder_domain(tmp_path) == "software"
     (tmp_path / "task.toml").write_text("[metadata]\ntags = ['computer-use', 'x11']\n")
     assert folder_domain(tmp_path) == "computer-use"
+    # a proposer's oversized task.toml is not read
+    padding = "# " + "x" * 70_000 + "\n"
+    (tmp_path / "task.toml").write_text("[metadata]\ntags = ['kernels']\n" + padding)
+    assert folder_domain(tmp_path) is None
 
 
 def test_every_seed_names_its_domain_and_kernels_has_four():

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from autoenvscaling.tools.tasks.format import HarborTask
+from autoenvscaling.tools.tasks.limits import TaskLimits
 
 Domain = Literal["software", "professional-work", "computer-use", "kernels"]
 DOMAINS: tuple[Domain, ...] = get_args(Domain)
@@ -43,10 +44,14 @@ def task_domain(task: HarborTask) -> Domain:
 
 def folder_domain(folder: Path | str) -> Domain | None:
     """The domain a task folder's task.toml names; `software` for a readable task.toml that names
-    none; None when there is no readable task.toml (a proposal that never wrote one). Reads only
-    that file, so a candidate the format checks reject still has a domain."""
+    none; None when there is no readable task.toml (a proposal that never wrote one, or one larger
+    than the gate reads). Reads only that file, so a candidate the format checks reject still has
+    a domain."""
+    path = Path(folder) / "task.toml"
     try:
-        raw = tomllib.loads((Path(folder) / "task.toml").read_text(encoding="utf-8"))
+        if path.is_symlink() or path.stat().st_size > TaskLimits().max_toml_bytes:
+            return None  # a proposer's file: read only what the gate would read
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
         return None
     metadata = raw.get("metadata")
