@@ -128,3 +128,7 @@ def container_running(box) -> bool:
     except Exception:  # noqa: BLE001 - gone
         return False
     return bool(state.get("Running"))
+
+
+# A real PostgreSQL server for the store and checkpointer tests (tests/postgres_server.py).
+from .postgres_server import postgres_server, postgres_url  # noqa: E402, F401

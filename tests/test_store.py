@@ -1,10 +1,12 @@
-"""The rollout store against real SQLite files: writes, idempotency, queries, search, export."""
+"""The rollout store against real SQLite files and a real PostgreSQL server (every test on both
+backends): writes, idempotency, queries, search, export."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -19,24 +21,39 @@ from autoenvscaling.tools.rollouts.schema import SCHEMA_VERSION, SchemaTooNewErr
 from autoenvscaling.tools.rollouts.store import RolloutStore
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request, tmp_path) -> str:
+    """A store location nothing has opened yet: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "rollouts.db")
+    return request.getfixturevalue("postgres_url")
+
+
 @pytest.fixture
-def store(tmp_path):
-    with RolloutStore(tmp_path / "rollouts.db") as s:
+def store(location):
+    with RolloutStore(location) as s:
         yield s
 
 
-def _counts(path) -> tuple[int, int]:
-    conn = sqlite3.connect(path)
-    try:
+def _counts(store: RolloutStore) -> tuple[int, int]:
+    """Rows in the tables, counted by a connection of its own."""
+    with RolloutStore(store.location) as other:
+        conn = other._conn()
         return (
             conn.execute("SELECT count(*) FROM attempts").fetchone()[0],
             conn.execute("SELECT count(*) FROM steps").fetchone()[0],
         )
-    finally:
-        conn.close()
 
 
 def test_database_is_wal_with_current_schema(store):
+    if store.postgres:
+        assert store.summary().schema_version == SCHEMA_VERSION
+        assert store.location.startswith("postgresql://")
+        with pytest.raises(RolloutStoreError, match="PostgreSQL store, not a file"):
+            _ = store.path
+        store.record_attempt(Attempt(id="a", task_id="t", outcome="solved", reward=1.0))
+        assert RolloutStore(store.location).get_attempt("a").outcome == "solved"
+        return
     conn = sqlite3.connect(store.path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
@@ -95,8 +112,8 @@ def test_start_step_finish_and_trajectory(store):
     assert trajectory.steps[0].output_bytes == len("Makefile\nsrc\n")
 
 
-def test_tool_output_is_capped_head_and_tail_with_full_size(tmp_path):
-    store = RolloutStore(tmp_path / "r.db", output_cap=1000)
+def test_tool_output_is_capped_head_and_tail_with_full_size(location):
+    store = RolloutStore(location, output_cap=1000)
     attempt_id = store.start_attempt(task_id="t")
     big = "HEAD" + "x" * 50_000 + "TAIL"
     step = store.add_step(attempt_id, 0, tool_output=big)
@@ -118,14 +135,14 @@ def test_writes_are_idempotent_on_attempt_id(store):
     steps = [Step(index=i, tool_output=f"out {i}") for i in range(3)]
     store.record_attempt(attempt, steps)
     store.record_attempt(attempt, steps)  # a resumed run records it again
-    assert _counts(store.path) == (1, 3)
+    assert _counts(store) == (1, 3)
 
     # start_attempt again does not reset a finished attempt; a re-run step replaces the old one.
     store.start_attempt(task_id="task-a", id=attempt_id)
     assert store.get_attempt(attempt_id).outcome == "failed"
     store.add_step(attempt_id, 1, tool_output="replaced")
     store.record_attempt(attempt.model_copy(update={"outcome": "solved", "reward": 1.0}), steps[:1])
-    assert _counts(store.path) == (1, 3)
+    assert _counts(store) == (1, 3)
     trajectory = store.trajectory(attempt_id)
     assert trajectory.attempt.outcome == "solved"
     assert trajectory.steps[1].tool_output == "replaced"
@@ -291,29 +308,41 @@ def test_threads_share_a_store_object(store):
         thread.start()
     for thread in threads:
         thread.join()
-    assert _counts(store.path) == (100, 100)
+    assert _counts(store) == (100, 100)
 
 
-def test_schema_newer_than_code_is_refused(tmp_path):
-    path = tmp_path / "future.db"
-    RolloutStore(path).close()
-    conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    conn.close()
+def test_schema_newer_than_code_is_refused(location):
+    with RolloutStore(location) as store:
+        if store.postgres:
+            store._conn().execute("UPDATE rollout_schema SET version = ?", (SCHEMA_VERSION + 1,))
+        else:
+            conn = sqlite3.connect(location)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+            conn.close()
     with pytest.raises(SchemaTooNewError, match="upgrade autoenvscaling"):
-        RolloutStore(path)
+        RolloutStore(location)
 
 
-def test_read_only_store(tmp_path):
+def _holds_a_store(location: str) -> bool:
+    if not location.startswith("postgresql://"):
+        return Path(location).exists()
+    import psycopg
+
+    with psycopg.connect(location) as conn:
+        row = conn.execute("SELECT to_regclass('attempts')").fetchone()
+        return row is not None and row[0] is not None
+
+
+def test_read_only_store(location):
     with pytest.raises(RolloutStoreError, match="no rollout store"):
-        RolloutStore(tmp_path / "missing.db", read_only=True)
-    writer = RolloutStore(tmp_path / "r.db")
+        RolloutStore(location, read_only=True)
+    assert not _holds_a_store(location)  # a read-only open creates nothing
+    writer = RolloutStore(location)
     writer.record_attempt(Attempt(id="a", task_id="t", outcome="solved"))
-    reader = RolloutStore(tmp_path / "r.db", read_only=True)
+    reader = RolloutStore(location, read_only=True)
     assert reader.summary().attempts == 1
     with pytest.raises(RolloutStoreError, match="read-only"):
         reader.start_attempt(task_id="t")
-    assert not (tmp_path / "missing.db").exists()
 
 
 def test_error_set_on_finish_is_searchable(store):
@@ -334,8 +363,57 @@ def test_deleted_attempts_leave_no_steps_or_search_hits(store):
         Attempt(id="kept", task_id="t", outcome="solved"), [Step(index=0, tool_output="ok")]
     )
     assert store.delete_attempts(["gone", "never-there"]) == 1
-    assert _counts(store.path) == (1, 1)
+    assert _counts(store) == (1, 1)
     assert store.search("segfault") == [] and store.search("stale") == []
     with pytest.raises(AttemptNotFoundError):
         store.get_attempt("gone")
     assert store.get_attempt("kept").outcome == "solved"
+
+
+def test_raw_search_syntax_on_both_backends(store):
+    """FTS5's query syntax means the same on PostgreSQL (pg_search.py translates it)."""
+    store.record_attempt(
+        Attempt(id="a", task_id="t"),
+        [Step(index=0, tool_output="gcc: undefined reference to `main'")],
+    )
+    store.record_attempt(
+        Attempt(id="b", task_id="t"), [Step(index=0, tool_output="permission denied: /etc/x")]
+    )
+    store.record_attempt(Attempt(id="c", task_id="t"), [Step(index=0, tool_output="reference ok")])
+
+    def ids(query: str) -> list[str]:
+        return sorted(h.attempt_id for h in store.search(query, raw=True))
+
+    assert ids('"undefined reference"') == ["a"]  # a phrase: adjacent, in order
+    assert ids('"reference undefined"') == []
+    assert ids("undefined OR denied") == ["a", "b"]
+    assert ids("reference NOT undefined") == ["c"]
+    assert ids("(permission OR gcc) AND denied") == ["b"]
+    assert ids("perm* OR undef*") == ["a", "b"]
+    assert ids("reference") == ["a", "c"]
+    with pytest.raises(RolloutStoreError, match="bad search query"):
+        store.search("(unbalanced", raw=True)
+
+
+def test_nul_bytes_in_output_are_stored(store):
+    """A sandbox may print NUL: SQLite keeps it, PostgreSQL text cannot (replaced by U+FFFD)."""
+    store.record_attempt(
+        Attempt(id="a", task_id="t"), [Step(index=0, tool_output="bin\x00ary tail")]
+    )
+    out = store.trajectory("a").steps[0].tool_output
+    assert out == ("bin\ufffdary tail" if store.postgres else "bin\x00ary tail")
+    assert [h.attempt_id for h in store.search("tail")] == ["a"]
+
+
+def test_transcripts_live_with_the_store(store):
+    from autoenvscaling.tools.rollouts.transcripts import (
+        Transcript,
+        load_transcript,
+        save_transcript,
+    )
+
+    transcript = Transcript(attempt_id="a1", messages=[{"role": "user", "content": "hi"}])
+    where = save_transcript(store.location, transcript)
+    assert (where is None) == store.postgres  # a row of the database, or a file next to it
+    assert load_transcript(store.location, "a1") == transcript
+    assert load_transcript(store.location, "missing") is None

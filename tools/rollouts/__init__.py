@@ -1,1 +1,1 @@
-"""The rollout store (SQLite): the models, the schema and its migrations, the derived columns, transcripts."""
+"""The rollout store (SQLite, or PostgreSQL by URL): the models, the schema and its migrations, the derived columns, transcripts."""

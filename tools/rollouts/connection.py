@@ -1,7 +1,10 @@
-"""The rollout store's SQLite connections: one per process and thread, WAL, read-only snapshots.
+"""The rollout store's connections: one per process and thread, WAL, read-only snapshots.
 
 Safe with several writer processes: every write is one IMMEDIATE transaction (`_write`) and waits
 on the busy timeout instead of failing; a read of several SELECTs is one snapshot (`_read`).
+A PostgreSQL URL instead of a file opens the same store on a server (postgres.py): a write is one
+transaction, a row it reads before changing is locked (`_require_attempt(lock=True)`), a read is
+one REPEATABLE READ snapshot.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from autoenvscaling.tools.rollouts.models import (
     ATTEMPTS,
@@ -20,6 +23,7 @@ from autoenvscaling.tools.rollouts.models import (
     AttemptNotFoundError,
     RolloutStoreError,
 )
+from autoenvscaling.tools.rollouts.postgres import PgConnection, is_postgres_url, redacted
 from autoenvscaling.tools.rollouts.schema import (
     SCHEMA_VERSION,
     SchemaOutdatedError,
@@ -31,7 +35,8 @@ DEFAULT_OUTPUT_CAP = 16 * 1024
 
 
 class StoreConnection:
-    """The connection side of `RolloutStore(path)`; methods may be called from any process or thread."""
+    """The connection side of `RolloutStore(location)`: a SQLite file, or a PostgreSQL URL
+    (`postgresql://...`); methods may be called from any process or thread."""
 
     def __init__(
         self,
@@ -41,12 +46,19 @@ class StoreConnection:
         busy_timeout_sec: float = 60.0,
         output_cap: int = DEFAULT_OUTPUT_CAP,
     ) -> None:
-        self.path = Path(path)
+        #: What opened it: the file's path or the URL (transcripts are found from it).
+        self.location = str(path) if is_postgres_url(str(path)) else str(Path(path))
+        self.postgres = is_postgres_url(self.location)
+        #: How messages name it: the path, or the URL without its password.
+        self.name = redacted(self.location) if self.postgres else self.location
+        self._path = Path(path) if not self.postgres else None
         self.read_only = read_only
         self.busy_timeout_sec = busy_timeout_sec
         self.output_cap = output_cap
         self._local = threading.local()
-        if read_only:
+        if self.postgres:
+            self._open_postgres()
+        elif read_only:
             if self.path.is_dir():
                 raise RolloutStoreError(
                     f"{self.path} is a folder, not a rollout store: pass the SQLite file "
@@ -69,10 +81,61 @@ class StoreConnection:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             migrate(self._conn(), str(self.path))
 
+    @property
+    def path(self) -> Path:
+        """The SQLite file (a PostgreSQL store has none: use `location`)."""
+        if self._path is None:
+            raise RolloutStoreError(f"{self.name} is a PostgreSQL store, not a file")
+        return self._path
+
+    def _open_postgres(self) -> None:
+        import psycopg
+
+        from autoenvscaling.tools.rollouts import pg_schema
+
+        try:
+            conn = self._pg()
+            if self.read_only:
+                version = pg_schema.check_version(conn, self.name)
+                if version is None:
+                    raise RolloutStoreError(f"no rollout store at {self.name}")
+                if version < pg_schema.SCHEMA_VERSION:
+                    raise SchemaOutdatedError(
+                        f"{self.name} has rollout schema v{version} (current "
+                        f"v{pg_schema.SCHEMA_VERSION}): open it once read-write to migrate"
+                    )
+            else:
+                pg_schema.migrate(conn, self.name)
+        except psycopg.OperationalError as exc:
+            raise RolloutStoreError(f"cannot open the rollout store {self.name}: {exc}") from None
+
+    def _pg(self) -> PgConnection:
+        """This thread's PostgreSQL connection (a forked child's inherited one is detached)."""
+        conn: PgConnection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            if self._local.pid == os.getpid():
+                return conn
+            conn.detach()
+        conn = PgConnection.connect(
+            self.location, read_only=self.read_only, lock_timeout_sec=self.busy_timeout_sec
+        )
+        self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    def _schema_version(self, conn: Any) -> int:
+        if self.postgres:
+            from autoenvscaling.tools.rollouts import pg_schema
+
+            return pg_schema.schema_version(conn) or 0
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
     # -- connections -------------------------------------------------------------------------
 
-    def _conn(self) -> sqlite3.Connection:
-        """This thread's connection; a forked child opens its own instead of sharing the parent's."""
+    def _conn(self) -> Any:
+        """This thread's connection (sqlite3.Connection or PgConnection: the same execute,
+        executemany and rows); a forked child opens its own instead of sharing the parent's."""
+        if self.postgres:
+            return self._pg()
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         live = self.read_only and os.path.exists(f"{self.path}-wal")
         if conn is not None and self._local.pid == os.getpid():
@@ -114,9 +177,13 @@ class StoreConnection:
         self.close()
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> Iterator[Any]:
         if self.read_only:
-            raise RolloutStoreError(f"{self.path} was opened read-only")
+            raise RolloutStoreError(f"{self.name} was opened read-only")
+        if self.postgres:
+            with self._pg().transaction() as pg:
+                yield pg
+            return
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -127,8 +194,12 @@ class StoreConnection:
         conn.execute("COMMIT")
 
     @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def _read(self) -> Iterator[Any]:
         """One snapshot for several SELECTs."""
+        if self.postgres:
+            with self._pg().transaction(snapshot=True) as pg:
+                yield pg
+            return
         conn = self._conn()
         conn.execute("BEGIN")
         try:
@@ -136,12 +207,16 @@ class StoreConnection:
         finally:
             conn.execute("COMMIT")
 
-    def _require_attempt(self, conn: sqlite3.Connection, attempt_id: str) -> Attempt:
+    def _require_attempt(self, conn: Any, attempt_id: str, *, lock: bool = False) -> Attempt:
+        """The attempt; `lock` (inside a write): PostgreSQL holds its row until the commit, so
+        concurrent writers of one attempt take turns as SQLite's one writer at a time does."""
         row = conn.execute(
-            f"SELECT {ATTEMPTS.column_list} FROM attempts WHERE id = ?", (attempt_id,)
+            f"SELECT {ATTEMPTS.column_list} FROM attempts WHERE id = ?"
+            + (" FOR UPDATE" if lock and self.postgres else ""),
+            (attempt_id,),
         ).fetchone()
         if row is None:
             raise AttemptNotFoundError(
-                f"no attempt {attempt_id!r} in {self.path}: call start_attempt first"
+                f"no attempt {attempt_id!r} in {self.name}: call start_attempt first"
             )
         return ATTEMPTS.load(row)

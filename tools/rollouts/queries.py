@@ -122,7 +122,8 @@ class StoreQueries(StoreConnection):
             .execute(
                 f"""
             SELECT {column} AS key, policy_version, count(*) AS attempts,
-                   sum(outcome = 'solved') AS solved, sum(outcome = 'error') AS errors,
+                   sum(CASE WHEN outcome = 'solved' THEN 1 ELSE 0 END) AS solved,
+                   sum(CASE WHEN outcome = 'error' THEN 1 ELSE 0 END) AS errors,
                    avg(reward) AS mean_reward
             FROM attempts
             WHERE role = ? AND outcome IS NOT NULL {version_clause}
@@ -206,6 +207,8 @@ class StoreQueries(StoreConnection):
         `SEARCH_WINDOW` matches of each table: every match of a rare term, the recent ones of a
         common phrase.
         """
+        if self.postgres:
+            return self._search_postgres(text, limit, raw=raw)
         query = text if raw else _fts_words(text)
         if not query:
             return []
@@ -261,27 +264,47 @@ class StoreQueries(StoreConnection):
                 )
         except sqlite3.OperationalError as exc:
             raise RolloutStoreError(f"bad search query {text!r}: {exc}") from exc
-        return [
-            SearchHit(
-                attempt_id=row["attempt_id"],
-                task_id=attempts[row["attempt_id"]]["task_id"],
-                role=attempts[row["attempt_id"]]["role"],
-                outcome=attempts[row["attempt_id"]]["outcome"],
-                kind=row["kind"],
-                step_index=row["step_index"],
-                snippet=row["snippet"],
+        return _hits(rows, attempts)
+
+    def _search_postgres(self, text: str, limit: int, *, raw: bool) -> list[SearchHit]:
+        """`search` with PostgreSQL's full-text search (pg_search.py): same words, same hits."""
+        from autoenvscaling.tools.rollouts import pg_search
+
+        query = pg_search.tsquery(text, raw=raw)
+        if query is None:
+            return []
+        sql, params = query
+        with self._read() as conn:
+            rows = conn.execute(
+                pg_search.search_sql(pg_search.named(sql)),
+                pg_search.search_params(params, limit=limit, window=SEARCH_WINDOW),
+            ).fetchall()
+            ids = list(dict.fromkeys(row["attempt_id"] for row in rows))
+            attempts = (
+                {
+                    row["id"]: row
+                    for row in conn.execute(
+                        "SELECT id, task_id, role, outcome FROM attempts WHERE id IN "
+                        f"({', '.join('?' * len(ids))})",
+                        ids,
+                    )
+                }
+                if ids
+                else {}
             )
-            for row in rows
-        ]
+        return _hits(rows, attempts)
 
     def summary(self) -> StoreSummary:
         with self._read() as conn:
             totals = conn.execute(
                 """
-                SELECT count(*) AS attempts, sum(outcome IS NULL) AS running,
+                SELECT count(*) AS attempts,
+                       sum(CASE WHEN outcome IS NULL THEN 1 ELSE 0 END) AS running,
                        count(DISTINCT run_id) AS runs, count(DISTINCT task_id) AS tasks,
-                       avg(reward) AS mean_reward, total(prompt_tokens) AS prompt_tokens,
-                       total(completion_tokens) AS completion_tokens, total(cost) AS cost,
+                       avg(reward) AS mean_reward,
+                       coalesce(sum(prompt_tokens), 0.0) AS prompt_tokens,
+                       coalesce(sum(completion_tokens), 0.0) AS completion_tokens,
+                       coalesce(sum(cost), 0.0) AS cost,
                        min(started_at) AS first, max(started_at) AS last
                 FROM attempts
                 """
@@ -301,9 +324,9 @@ class StoreQueries(StoreConnection):
                     "SELECT policy_version FROM attempts GROUP BY policy_version ORDER BY min(seq)"
                 )
             ]
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            version = self._schema_version(conn)
         return StoreSummary(
-            path=str(self.path),
+            path=self.name,
             schema_version=version,
             attempts=totals["attempts"],
             running=totals["running"] or 0,
@@ -316,7 +339,7 @@ class StoreQueries(StoreConnection):
             mean_reward=totals["mean_reward"],
             prompt_tokens=int(totals["prompt_tokens"]),
             completion_tokens=int(totals["completion_tokens"]),
-            cost=totals["cost"],
+            cost=float(totals["cost"]),
             first_started_at=totals["first"],
             last_started_at=totals["last"],
         )
@@ -349,6 +372,21 @@ class StoreQueries(StoreConnection):
                 steps[step_row["attempt_id"]].append(STEPS.load(step_row))
             for row in rows:
                 yield Trajectory(attempt=ATTEMPTS.load(row), steps=steps[row["id"]])
+
+
+def _hits(rows: list[Any], attempts: dict[str, Any]) -> list[SearchHit]:
+    return [
+        SearchHit(
+            attempt_id=row["attempt_id"],
+            task_id=attempts[row["attempt_id"]]["task_id"],
+            role=attempts[row["attempt_id"]]["role"],
+            outcome=attempts[row["attempt_id"]]["outcome"],
+            kind=row["kind"],
+            step_index=row["step_index"],
+            snippet=row["snippet"],
+        )
+        for row in rows
+    ]
 
 
 def _fts_words(text: str) -> str:

@@ -1,4 +1,5 @@
-"""The rollout store: one row per solver/proposer attempt, one row per step, in SQLite (WAL).
+"""The rollout store: one row per solver/proposer attempt, one row per step, in SQLite (WAL) or,
+given a `postgresql://` URL, in PostgreSQL (postgres.py, pg_schema.py, pg_search.py).
 
 The write side lives here, queries in queries.py, connections in connection.py.
 
@@ -10,7 +11,6 @@ again updates it instead of duplicating it.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -96,7 +96,7 @@ class RolloutStore(StoreQueries):
             duration_sec=duration_sec,
         )
         with self._write() as conn:
-            self._require_attempt(conn, attempt_id)
+            self._require_attempt(conn, attempt_id, lock=True)
             return self._insert_steps(conn, attempt_id, [step])[0]
 
     def finish_attempt(
@@ -120,7 +120,7 @@ class RolloutStore(StoreQueries):
         """
         finished = now_utc()
         with self._write() as conn:
-            current = self._require_attempt(conn, attempt_id)
+            current = self._require_attempt(conn, attempt_id, lock=True)
             if turns is None and current.turns == 0:
                 turns = conn.execute(
                     "SELECT count(*) FROM steps WHERE attempt_id = ?", (attempt_id,)
@@ -187,7 +187,7 @@ class RolloutStore(StoreQueries):
 
     def _insert_attempt(
         self,
-        conn: sqlite3.Connection,
+        conn: Any,
         attempt: Attempt,
         *,
         on_conflict: Literal["DO NOTHING", "UPDATE"],
@@ -205,9 +205,7 @@ class RolloutStore(StoreQueries):
             ATTEMPTS.row(attempt),
         )
 
-    def _insert_steps(
-        self, conn: sqlite3.Connection, attempt_id: str, steps: Sequence[Step]
-    ) -> list[Step]:
+    def _insert_steps(self, conn: Any, attempt_id: str, steps: Sequence[Step]) -> list[Step]:
         stored, rows = [], []
         for step in steps:
             output_bytes = step.output_bytes

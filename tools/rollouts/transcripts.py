@@ -6,7 +6,9 @@ keeps every message and the tool schemas the model was given, as the chat dicts 
 chat template renders (`role`, `content`, `tool_calls` with dict arguments, `tool_call_id`), so the
 SFT export and the proposer's GRPO update read exactly what the model read.
 
-Layout: `<folder of rollouts.db>/transcripts/<attempt id>.json`, written atomically.
+Layout: `<folder of rollouts.db>/transcripts/<attempt id>.json`, written atomically; with a
+PostgreSQL store (a `postgresql://` URL), a row of its `transcripts` table, so every machine that
+reaches the database reads them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from autoenvscaling.tools.rollouts.postgres import is_postgres_url
 
 TRANSCRIPTS_DIR = "transcripts"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -40,7 +44,11 @@ def transcript_path(store_path: str | os.PathLike[str], attempt_id: str) -> Path
     return Path(store_path).parent / TRANSCRIPTS_DIR / f"{attempt_id}.json"
 
 
-def save_transcript(store_path: str | os.PathLike[str], transcript: Transcript) -> Path:
+def save_transcript(store_path: str | os.PathLike[str], transcript: Transcript) -> Path | None:
+    """Write the transcript; returns its file (None in a PostgreSQL store)."""
+    if is_postgres_url(str(store_path)):
+        _pg_save(str(store_path), transcript)
+        return None
     path = transcript_path(store_path, transcript.attempt_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -51,10 +59,38 @@ def save_transcript(store_path: str | os.PathLike[str], transcript: Transcript) 
 
 def load_transcript(store_path: str | os.PathLike[str], attempt_id: str) -> Transcript | None:
     """The attempt's transcript, or None when it was never written (or is unreadable)."""
+    if is_postgres_url(str(store_path)):
+        return _pg_load(str(store_path), attempt_id)
     try:
         path = transcript_path(store_path, attempt_id)
         return Transcript.model_validate_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return None
+
+
+def _pg_save(url: str, transcript: Transcript) -> None:
+    from autoenvscaling.tools.rollouts.connection import StoreConnection
+
+    with StoreConnection(url) as store, store._write() as conn:
+        conn.execute(
+            "INSERT INTO transcripts (attempt_id, body) VALUES (?, ?) "
+            "ON CONFLICT (attempt_id) DO UPDATE SET body = excluded.body",
+            (transcript.attempt_id, transcript.model_dump_json()),
+        )
+
+
+def _pg_load(url: str, attempt_id: str) -> Transcript | None:
+    from autoenvscaling.tools.rollouts.connection import StoreConnection
+
+    with StoreConnection(url, read_only=True) as store:
+        row = (
+            store._conn()
+            .execute("SELECT body FROM transcripts WHERE attempt_id = ?", (attempt_id,))
+            .fetchone()
+        )
+    try:
+        return Transcript.model_validate_json(row[0]) if row else None
+    except ValueError:
         return None
 
 
