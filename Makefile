@@ -4,7 +4,7 @@ VENV ?= .venv
 # The first Python 3.12 that really runs (a pyenv shim may exist without 3.12 selected).
 PY ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 /usr/local/bin/python3.12 /usr/bin/python3.12; do \
 	"$$c" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && echo "$$c" && break; done)
-EXTRAS ?= dev,train,embedded
+EXTRAS ?= dev,train,embedded,postgres
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist); `make test PYTEST_WORKERS=0` runs in one process.
 PYTEST_WORKERS ?= 2
@@ -16,12 +16,13 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXA
 
 # The engine (podman, rootful, with runc and catatonit for --init), debootstrap for the offline
 # base image, Chromium and a font for the viewer's browser tests, and slirp4netns for a task granted the
-# internet (a user-mode network without the host's loopback). Each package is checked by the file
+# internet (a user-mode network without the host's loopback), PostgreSQL's server for the store and
+# checkpointer tests on PostgreSQL (tests/postgres_server.py). Each package is checked by the file
 # it provides, so a set-up machine starts at once.
 SYSTEM_PACKAGES = /usr/bin/podman:podman /usr/sbin/runc:runc /usr/bin/newuidmap:uidmap \
 	/usr/bin/catatonit:catatonit /usr/sbin/debootstrap:debootstrap /usr/bin/chromium:chromium \
 	/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core \
-	/usr/bin/slirp4netns:slirp4netns
+	/usr/bin/slirp4netns:slirp4netns /usr/lib/postgresql/15/bin/initdb:postgresql
 
 system:
 	@missing=""; for pair in $(SYSTEM_PACKAGES); do \
