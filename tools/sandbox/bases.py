@@ -69,10 +69,37 @@ OFFICE_PACKAGES = (
     "python3-icalendar",
     "poppler-utils",
 )
-BASE_PACKAGES = CORE_PACKAGES + OFFICE_PACKAGES
+# Computer use (issue 30): a display without a screen (Xvfb :99), a small window manager that
+# maximises each window (so clicks land where a screenshot shows them), xdotool for keys, text and
+# clicks, Pillow for screenshots (ImageGrab reads the X display over XCB and writes PNG; x11-apps'
+# xwd drags in man-db, scrot imlib2, imagemagick ~30 MB), Tk for the seeds' GUI apps and tmux for
+# full-screen terminal programs. In the one base, as the office packages are: measured on
+# 2026-12-04 (2 shared cores, others busy), 86 more packages take the root filesystem from 625 MB
+# to 676 MB (+51 MB once Mesa's GL drivers are deleted, SOFTWARE_GL; +210 MB with them) and
+# debootstrap from 83 s to 178 s (the 83 s on a quieter machine; `make bases` 215 s in all).
+DESKTOP_PACKAGES = (
+    "xvfb",
+    "xauth",
+    "matchbox-window-manager",
+    "xdotool",
+    "python3-pil",
+    "python3-tk",
+    "tmux",
+)
+BASE_PACKAGES = CORE_PACKAGES + OFFICE_PACKAGES + DESKTOP_PACKAGES
 # Changes whenever the way the root filesystem is made changes (not only its packages), so the
 # cache key, the image tag and every task image built on it move with it.
-_RECIPE = "2: apt's downloaded .debs deleted"
+_RECIPE = "3: apt's downloaded .debs and Mesa's GL drivers deleted"
+# Xvfb depends on libgl1, which pulls Mesa's DRI drivers and through them LLVM and Z3: 162 MB of
+# the desktop's 210 MB, for OpenGL inside the virtual display, which no seed needs (Xvfb, Tk,
+# xdotool and Pillow's screenshots run without them: Xvfb starts without its GLX renderer).
+# Deleted after debootstrap; a task that wants OpenGL runs
+# `apt-get install --reinstall libgl1-mesa-dri libllvm15 libz3-4` (needs a network).
+SOFTWARE_GL = (
+    "usr/lib/*-linux-gnu/dri/*.so",
+    "usr/lib/*-linux-gnu/libLLVM-15.so*",
+    "usr/lib/*-linux-gnu/libz3.so*",
+)
 
 
 class BaseImageMissingError(SandboxError):
@@ -142,6 +169,9 @@ def ensure_base_rootfs(say: Log = log.warning) -> Path:
         # The .debs debootstrap downloaded are installed already: 110-130 MB nobody reads offline.
         for deb in (tmp / "var/cache/apt/archives").glob("*.deb"):
             deb.unlink()
+        for pattern in SOFTWARE_GL:
+            for path in tmp.glob(pattern):
+                path.unlink()
         # apt in a container without CAP_SETPCAP-style sandboxing: keep its downloads as root.
         (tmp / "etc/apt/apt.conf.d/99autoenvscaling").write_text('APT::Sandbox::User "root";\n')
         shutil.rmtree(target, ignore_errors=True)
