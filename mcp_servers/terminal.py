@@ -17,6 +17,7 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from autoenvscaling.mcp_servers.desktop import DesktopError, add_desktop_tools
 from autoenvscaling.tools.agents.solver_interface import (
     IDLE_NOTE,
     READ_TIMEOUT_SEC,
@@ -28,6 +29,7 @@ from autoenvscaling.tools.agents.solver_interface import (
 from autoenvscaling.tools.sandbox import (
     Backend,
     PersistentShell,
+    Sandbox,
     SandboxLimits,
     SandboxRef,
     ShellResult,
@@ -116,8 +118,12 @@ def build_terminal_server(
     ref: SandboxRef | None = None,
     output_cap: int = DEFAULT_OUTPUT_CAP,
     name: str = "terminal",
+    desktop: bool = False,
 ) -> FastMCP:
-    """A terminal over `opener`'s shells; or attached to `ref`; or a workspace sandbox per session."""
+    """A terminal over `opener`'s shells; or attached to `ref`; or a workspace sandbox per session.
+
+    `desktop`: also the computer-use tools (screenshot, key, type_text, click: desktop.py) on the
+    same sandbox's X display."""
     if opener is None:
         opener = attached_shells(ref) if ref is not None else workspace_shells()
 
@@ -236,6 +242,15 @@ def build_terminal_server(
     async def interrupt(ctx: Context) -> TerminalResult:
         return present(await (await shell_of(ctx)).interrupt())
 
+    if desktop:
+
+        async def sandbox_of(ctx: Context) -> Sandbox:
+            shell = await shell_of(ctx)
+            if shell.sandbox is None:
+                raise DesktopError("this terminal's shell runs in no sandbox: no desktop")
+            return shell.sandbox
+
+        add_desktop_tools(server, sandbox_of)
     return server
 
 

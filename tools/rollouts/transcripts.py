@@ -95,10 +95,22 @@ def _pg_load(url: str, attempt_id: str) -> Transcript | None:
 
 
 def content_text(content: Any) -> str:
-    """A message's content as text: a list of blocks joined, None as ""."""
+    """A message's content as text: a list of blocks joined, None as "".
+
+    An image block (an MCP screenshot, as LangChain's `image` block) is `[image <mime type>]`:
+    the text policy reads that, beside the text block its tool writes, wherever a conversation
+    becomes text (the served loop, the transcript, the SFT and GRPO data)."""
     if isinstance(content, list):
-        return "\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+        return "\n".join(_block_text(b) for b in content)
     return "" if content is None else str(content)
+
+
+def _block_text(block: Any) -> str:
+    if not isinstance(block, dict):
+        return str(block)
+    if block.get("type") in ("image", "image_url"):
+        return f"[image {str(block.get('mime_type') or 'image')[:40]}]"
+    return str(block.get("text", ""))
 
 
 def chat_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:

@@ -381,6 +381,7 @@ class ContainerSandbox(Sandbox):
             output_cap=output_cap,
             cwd=cwd or self.ref.workdir,
         )
+        shell.sandbox = self
         self._shells.append(shell)
         return shell
 

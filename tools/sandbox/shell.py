@@ -18,11 +18,14 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.sandbox.base import SandboxError
+
+if TYPE_CHECKING:
+    from autoenvscaling.tools.sandbox.base import Sandbox
 
 Spawn = Callable[[], Awaitable[asyncio.subprocess.Process]]
 Interrupt = Callable[[asyncio.subprocess.Process], Awaitable[None]]
@@ -118,6 +121,9 @@ class PersistentShell:
         self._started_at = 0.0
         self._eof = False
         self._lock = asyncio.Lock()
+        # The sandbox this shell runs in, when a sandbox opened it: the desktop tools
+        # (mcp_servers/desktop.py) run their own commands there, beside the shell.
+        self.sandbox: Sandbox | None = None
 
     @classmethod
     async def start(cls, spawn: Spawn, **kwargs: Any) -> PersistentShell:

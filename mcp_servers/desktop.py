@@ -1,0 +1,296 @@
+"""Desktop tools for computer-use tasks: screenshot, key, type_text, click on the sandbox's X display.
+
+Added to the terminal server (`build_terminal_server(..., desktop=True)`), so they act on the same
+sandbox as `run`: each runs its own short command there through the sandbox's exec path (never
+through the shell, which may be busy with the agent's command). The display (Xvfb :99, 1024x768,
+and matchbox-window-manager, which maximises each window so a screenshot's coordinates are the
+window's) starts on the first call and keeps running, as the agent's own `DISPLAY=:99` programs
+expect. An image without the X tools gets an error that names the Debian packages.
+
+A screenshot is an MCP ImageContent (PNG) after a text block that describes it; a text-only model
+reads the text block (the image block becomes `[image image/png]`, tools/agents/content_blocks.py),
+in serving and in training alike.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import shlex
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Literal
+
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+
+from autoenvscaling.tools.sandbox.base import ExecOutput, Sandbox, SandboxError
+
+DISPLAY = ":99"
+SCREEN = (1024, 768)
+EXEC_TIMEOUT_SEC = 30.0
+MAX_TYPE_CHARS = 2000
+MAX_KEYS = 50
+#: The most PNG bytes one screenshot may return (the exec path caps output at 1 MB; base64 is 4/3).
+MAX_PNG_BYTES = 600_000
+MISSING_TOOLS = (
+    "this sandbox has no X tools (Xvfb, xdotool): its image needs the Debian packages xvfb, "
+    "xdotool and matchbox-window-manager (and python3-pil for screenshots); the project's "
+    "offline base image (`make bases`) has them"
+)
+# An xdotool key name or chord: keysyms (Return, ctrl+s, shift+Tab, F2, a, 5, KP_Enter, ...).
+_KEY = re.compile(r"^[A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*$")
+
+# Starts the display once; a second caller finds it up. Every background process gets no stdio
+# of the exec (it would hold the exec's streams open) and its own session.
+_ENSURE = f"""
+export DISPLAY={DISPLAY}
+if ! command -v Xvfb >/dev/null || ! command -v xdotool >/dev/null; then exit 96; fi
+if ! xdotool getdisplaygeometry >/dev/null 2>&1; then
+  setsid Xvfb {DISPLAY} -screen 0 {SCREEN[0]}x{SCREEN[1]}x24 -nolisten tcp \
+    >/tmp/.xvfb.log 2>&1 </dev/null &
+  for _ in $(seq 100); do xdotool getdisplaygeometry >/dev/null 2>&1 && break; sleep 0.05; done
+  if command -v matchbox-window-manager >/dev/null; then
+    setsid matchbox-window-manager -use_titlebar no >/dev/null 2>&1 </dev/null &
+    sleep 0.3
+  fi
+fi
+xdotool getdisplaygeometry >/dev/null 2>&1 || {{ echo "X display {DISPLAY} did not start:"; \
+  tail -n 5 /tmp/.xvfb.log; exit 97; }}
+"""
+
+# Prints one JSON object: the screen's size, the visible named windows and the active one, and
+# the PNG (base64) when Pillow is there. Run with python3 -I: nothing of the agent's on sys.path.
+_DESCRIBE = r"""
+import base64, io, json, subprocess, sys
+def xdo(*args):
+    r = subprocess.run(["xdotool", *args], capture_output=True, text=True, timeout=10)
+    return r.stdout.strip() if r.returncode == 0 else ""
+def window(wid):
+    name = xdo("getwindowname", wid)
+    geo = xdo("getwindowgeometry", "--shell", wid)
+    g = dict(line.split("=", 1) for line in geo.splitlines() if "=" in line)
+    return {"id": wid, "name": name, "x": int(g.get("X", 0)), "y": int(g.get("Y", 0)),
+            "width": int(g.get("WIDTH", 0)), "height": int(g.get("HEIGHT", 0))}
+ids = xdo("search", "--onlyvisible", "--name", ".").split()
+wins = [w for w in (window(i) for i in ids[:20]) if w["name"]]
+active = xdo("getactivewindow")
+out = {"screen": xdo("getdisplaygeometry"), "windows": wins,
+       "active": next((w["name"] for w in wins if w["id"] == active), None)}
+if sys.argv[1:] == ["png"]:
+    try:
+        from PIL import ImageGrab
+    except ImportError:
+        out["error"] = "no screenshot tool: the image needs the Debian package python3-pil"
+    else:
+        image = ImageGrab.grab(xdisplay=":99").convert("RGB")
+        buf = io.BytesIO()
+        image.save(buf, "PNG", optimize=True)
+        if buf.tell() > 600_000:
+            buf = io.BytesIO()
+            image.resize((image.width // 2, image.height // 2)).save(buf, "PNG", optimize=True)
+        out["png"] = base64.b64encode(buf.getvalue()).decode()
+        out["size"] = list(image.size)
+print(json.dumps(out))
+"""
+
+
+class DesktopError(RuntimeError):
+    """The desktop could not act; the message is what the model reads."""
+
+
+class Window(BaseModel):
+    id: str
+    name: str
+    x: int
+    y: int
+    width: int
+    height: int
+
+
+class ScreenState(BaseModel):
+    """What the sandbox's describe script reports (every field checked: the sandbox is hostile)."""
+
+    screen: str = Field(max_length=40)
+    windows: list[Window] = Field(max_length=20)
+    active: str | None = None
+    png: str | None = Field(default=None, max_length=4 * MAX_PNG_BYTES // 3 + 8)
+    size: list[int] | None = None
+    error: str | None = Field(default=None, max_length=500)
+
+    def summary(self) -> str:
+        wins = "; ".join(
+            f"{_quote(w.name)} {w.width}x{w.height}+{w.x}+{w.y}" for w in self.windows
+        )
+        active = _quote(self.active) if self.active else "none"
+        return f"active window: {active}; windows: {wins or 'none'}"
+
+
+def _quote(name: str) -> str:
+    return json.dumps(name[:80], ensure_ascii=False)
+
+
+SandboxOf = Callable[[Context], Awaitable[Sandbox]]
+"""The sandbox of the MCP session a request belongs to."""
+
+
+async def _exec(ctx: Context, sandbox_of: SandboxOf, command: str, env: dict[str, str] | None = None) -> str:
+    """Ensure the display, then run `command` with DISPLAY set; its stdout, or a DesktopError."""
+    sandbox = await sandbox_of(ctx)
+    try:
+        done: ExecOutput = await sandbox.exec(
+            f"{_ENSURE}\n{command}", env=env, timeout_sec=EXEC_TIMEOUT_SEC
+        )
+    except SandboxError as exc:
+        raise DesktopError(f"the sandbox could not run the desktop command: {exc}") from exc
+    if done.exit_code == 96:
+        raise DesktopError(MISSING_TOOLS)
+    if done.timed_out:
+        raise DesktopError(f"the desktop command did not finish in {EXEC_TIMEOUT_SEC:g} s")
+    if done.exit_code != 0:
+        detail = (done.stdout + done.stderr).strip()[-500:]
+        raise DesktopError(f"the desktop command failed (exit {done.exit_code}): {detail}")
+    return done.stdout
+
+
+async def _state(ctx: Context, sandbox_of: SandboxOf, *, png: bool) -> ScreenState:
+    script = f"python3 -I -c {shlex.quote(_DESCRIBE)}" + (" png" if png else "")
+    out = await _exec(ctx, sandbox_of, script)
+    try:
+        return ScreenState.model_validate_json(out.strip().splitlines()[-1] if out.strip() else "")
+    except (ValidationError, IndexError) as exc:
+        raise DesktopError(f"could not read the screen's state: {str(exc)[:300]}") from exc
+
+
+def _error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=f"[error: {text}]")], isError=True)
+
+
+def _text(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)])
+
+
+def screenshot_result(state: ScreenState) -> CallToolResult:
+    """A text block the text model reads, then the PNG (when the image could take one)."""
+    if state.png is None:
+        why = state.error or "no image"
+        return _text(f"[screenshot unavailable ({why}); screen {state.screen}; {state.summary()}]")
+    try:
+        png = base64.b64decode(state.png, validate=True)
+    except (binascii.Error, ValueError):
+        return _error("the screenshot was not valid base64")
+    if not png.startswith(b"\x89PNG\r\n\x1a\n"):
+        return _error("the screenshot was not a PNG")
+    width, height = (state.size or [0, 0])[:2]
+    text = f"[screenshot {width}x{height} PNG, {len(png) // 1024} KiB; {state.summary()}]"
+    return CallToolResult(
+        content=[
+            TextContent(type="text", text=text),
+            ImageContent(type="image", data=state.png, mimeType="image/png"),
+        ]
+    )
+
+
+def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
+    """Register screenshot, key, type_text and click on `server`, acting in `sandbox_of(ctx)`."""
+
+    async def after(ctx: Context, action: str) -> CallToolResult:
+        state = await _state(ctx, sandbox_of, png=False)
+        return _text(f"[{action}; {state.summary()}]")
+
+    async def guarded(work: Callable[[], Awaitable[CallToolResult]]) -> CallToolResult:
+        try:
+            return await work()
+        except DesktopError as exc:
+            return _error(str(exc))
+
+    @server.tool(
+        name="screenshot",
+        description=f"Take a screenshot of the sandbox's X display {DISPLAY} (started on first "
+        "use with a window manager; run GUI programs with DISPLAY=:99). Returns the image and a "
+        "text line: its size and the visible windows' titles and geometry.",
+        annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=False),
+        structured_output=False,
+    )
+    async def screenshot(ctx: Context) -> CallToolResult:
+        async def work() -> CallToolResult:
+            return screenshot_result(await _state(ctx, sandbox_of, png=True))
+
+        return await guarded(work)
+
+    @server.tool(
+        name="key",
+        description="Press keys on the X display (xdotool key names, space-separated; chords "
+        "with +): e.g. 'ctrl+s', 'Tab Tab space', 'Return', 'shift+Tab', 'Escape'.",
+        annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False),
+        structured_output=False,
+    )
+    async def key(
+        keys: Annotated[str, Field(description="Key names separated by spaces.")],
+        ctx: Context,
+    ) -> CallToolResult:
+        names = keys.split()
+        if not names or len(names) > MAX_KEYS or not all(_KEY.match(n) for n in names):
+            return _error(
+                f"keys must be 1 to {MAX_KEYS} xdotool key names (letters, digits, _ and + "
+                "for chords), separated by spaces"
+            )
+
+        async def work() -> CallToolResult:
+            await _exec(ctx, sandbox_of, "xdotool key --delay 40 " + " ".join(names))
+            return await after(ctx, f"pressed {' '.join(names)}")
+
+        return await guarded(work)
+
+    @server.tool(
+        name="type_text",
+        description="Type text on the X display into the focused window, as keystrokes.",
+        annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False),
+        structured_output=False,
+    )
+    async def type_text(
+        text: Annotated[str, Field(description=f"The text (at most {MAX_TYPE_CHARS} characters).")],
+        ctx: Context,
+    ) -> CallToolResult:
+        if not text or len(text) > MAX_TYPE_CHARS:
+            return _error(f"text must be 1 to {MAX_TYPE_CHARS} characters")
+
+        async def work() -> CallToolResult:
+            # The text travels in the environment: never part of the command line's syntax.
+            await _exec(ctx, sandbox_of, 'xdotool type --delay 20 -- "$AES_TEXT"', {"AES_TEXT": text})
+            return await after(ctx, f"typed {len(text)} characters")
+
+        return await guarded(work)
+
+    @server.tool(
+        name="click",
+        description="Move the mouse to (x, y) on the X display (pixels from the top-left "
+        "corner, as in the screenshot) and click a button.",
+        annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False),
+        structured_output=False,
+    )
+    async def click(
+        x: Annotated[int, Field(description="Pixels from the left edge.")],
+        y: Annotated[int, Field(description="Pixels from the top edge.")],
+        ctx: Context,
+        button: Annotated[
+            Literal["left", "middle", "right"], Field(description="Which button.")
+        ] = "left",
+        double: Annotated[bool, Field(description="Double-click.")] = False,
+    ) -> CallToolResult:
+        if not (0 <= x < SCREEN[0] and 0 <= y < SCREEN[1]):
+            return _error(f"(x, y) must lie on the {SCREEN[0]}x{SCREEN[1]} screen")
+        number = {"left": 1, "middle": 2, "right": 3}[button]
+        repeat = 2 if double else 1
+
+        async def work() -> CallToolResult:
+            await _exec(
+                ctx,
+                sandbox_of,
+                f"xdotool mousemove --sync {x} {y} click --repeat {repeat} --delay 80 {number}",
+            )
+            return await after(ctx, f"clicked {button} at ({x}, {y})" + (" twice" if double else ""))
+
+        return await guarded(work)
