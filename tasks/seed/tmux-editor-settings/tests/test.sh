@@ -1,0 +1,11 @@
+#!/bin/bash
+# Verifier (binary): /app/settings.conf, as settings-tui saves it, holds the requested settings
+# and the untouched ones unchanged.
+set -u
+mkdir -p /logs/verifier
+chmod 755 /logs /logs/verifier
+rm -f /logs/verifier/reward.json
+echo 0.0 > /logs/verifier/reward.txt
+python3 -I /tests/check_settings.py && echo 1.0 > /logs/verifier/reward.txt
+rm -f /logs/verifier/reward.json
+cat /logs/verifier/reward.txt
