@@ -132,8 +132,16 @@ def train(
     accelerate_config: Annotated[
         str | None,
         typer.Option(
-            help="Run the worker under `accelerate launch` with this config: deepspeed_zero2 | "
-            "deepspeed_zero3 | fsdp (training/configs/) or a path"
+            help="Run the worker under `accelerate launch` with this config: multi_cpu | "
+            "deepspeed_zero2 | deepspeed_zero3 | fsdp (training/configs/) or a path"
+        ),
+    ] = None,
+    num_processes: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="With --accelerate-config: the number of worker processes (ranks), over the "
+            "config's; a step's batch is divided among them",
         ),
     ] = None,
     trl_config: Annotated[
@@ -249,7 +257,13 @@ def train(
             bar.print(f"  [{event.stage}] {event.message}")
 
     try:
-        launcher = AccelerateLauncher.named(accelerate_config) if accelerate_config else None
+        if num_processes is not None and not accelerate_config:
+            raise TrainingError("--num-processes needs --accelerate-config (e.g. multi_cpu)")
+        launcher = (
+            AccelerateLauncher.named(accelerate_config, num_processes=num_processes)
+            if accelerate_config
+            else None
+        )
     except TrainingError as exc:
         raise typer.BadParameter(str(exc)) from None
     backend = backend_type(reg, timeout_sec=timeout, launcher=launcher)

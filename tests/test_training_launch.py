@@ -24,7 +24,7 @@ def test_plain_worker_command_is_unchanged(tmp_path):
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
 def test_accelerate_parses_the_command_and_loads_the_config(config, tmp_path):
-    from accelerate.commands.config.config_args import load_config_from_file
+    from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
     from accelerate.commands.launch import launch_command_parser
 
     launcher = AccelerateLauncher.named(
@@ -50,14 +50,19 @@ def test_accelerate_parses_the_command_and_loads_the_config(config, tmp_path):
     assert args.training_script_args == ["/j/job.json"]
 
     loaded = load_config_from_file(str(config))
+    assert isinstance(loaded, ClusterConfig)  # a local machine's config, not SageMaker's
+    if config.stem == "multi_cpu":  # torchrun's DDP launch; the workers pick gloo on CPU
+        assert str(loaded.distributed_type).endswith("MULTI_GPU") and loaded.use_cpu
+        assert loaded.num_processes == 2 and loaded.mixed_precision == "no"
+        return
     expected = "FSDP" if "fsdp" in config.stem else "DEEPSPEED"
     assert str(loaded.distributed_type).endswith(expected)
     assert loaded.num_processes == 8 and loaded.mixed_precision == "bf16"
     if expected == "DEEPSPEED":
-        assert loaded.deepspeed_config["zero_stage"] == int(config.stem[-1])
+        assert (loaded.deepspeed_config or {})["zero_stage"] == int(config.stem[-1])
 
 
 def test_configs_ship_and_unknown_names_say_which_exist():
-    assert {p.stem for p in CONFIGS} >= {"deepspeed_zero2", "deepspeed_zero3", "fsdp"}
+    assert {p.stem for p in CONFIGS} >= {"deepspeed_zero2", "deepspeed_zero3", "fsdp", "multi_cpu"}
     with pytest.raises(TrainingError, match="fsdp"):
         AccelerateLauncher.named("megatron")

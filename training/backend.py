@@ -200,6 +200,9 @@ class TrainProgress(BaseModel):
     total_steps: int = 0
     message: str = ""
     metrics: dict[str, Any] = Field(default_factory=dict)
+    rank: int = Field(
+        default=0, ge=0, description="The worker process that sent it (0: the main one)."
+    )
 
 
 ProgressCallback = Callable[[TrainProgress], None]

@@ -29,3 +29,28 @@ def watch_parent(
         os._exit(1)
 
     threading.Thread(target=loop, name="parent-watch", daemon=True).start()
+
+
+def watch_process(
+    pid: int, on_gone: Callable[[], None], interval_sec: float = 0.5, grace_sec: float = 5.0
+) -> None:
+    """As `watch_parent`, for an ancestor that is not our parent (a launcher sits between): once
+    `pid` no longer exists, call `on_gone` and exit `grace_sec` later."""
+
+    def alive() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # exists, owned by someone else
+        return True
+
+    def loop() -> None:
+        while alive():
+            time.sleep(interval_sec)
+        on_gone()
+        time.sleep(grace_sec)
+        os._exit(1)
+
+    threading.Thread(target=loop, name="ancestor-watch", daemon=True).start()

@@ -7,6 +7,11 @@ job's folder (`work_dir/trainer/runs/`; W&B too when WANDB_PROJECT is set), and 
 tenth of the job (`work_dir/trainer/checkpoint-N`, the last one kept). A job whose worker was
 killed resumes from its last complete checkpoint when run again unchanged (`train`); a checkpoint
 of another job is dropped at start, and a finished job's once training returns.
+
+Several processes (`accelerate launch`, one rank each): every rank builds the same trainer and
+trains its share of each batch; the trainer folder's files (job stamp, checkpoints) and the
+weights are written by rank 0 alone, the weights gathered from every rank first (a no-op for
+DDP, the shards for ZeRO-3 / FSDP).
 """
 
 from __future__ import annotations
@@ -21,7 +26,12 @@ from typing import Any
 
 from autoenvscaling.training.backend import TrainJob
 from autoenvscaling.training.policy_loading import device_of
-from autoenvscaling.training.worker_protocol import WEIGHTS_DIR, WorkerResult, emit
+from autoenvscaling.training.worker_protocol import (
+    WEIGHTS_DIR,
+    WorkerResult,
+    emit,
+    process_rank,
+)
 
 
 def trainer_dir(job: TrainJob) -> Path:
@@ -43,9 +53,10 @@ def start_job(job: TrainJob, config_type: type) -> str:
     # The job its checkpoints belong to: all of it but the id (`train` names each run anew).
     stamp, this_job = trainer_dir(job) / "job.json", job.model_dump_json(exclude={"job_id"})
     stamp.parent.mkdir(parents=True, exist_ok=True)
-    if stamp.is_file() and stamp.read_text() != this_job:
-        _drop_checkpoints(stamp.parent)  # another job's weights: never resumed from
-    stamp.write_text(this_job)
+    if process_rank()[0] == 0:  # one writer; the other ranks wait for it in `train`
+        if stamp.is_file() and stamp.read_text() != this_job:
+            _drop_checkpoints(stamp.parent)  # another job's weights: never resumed from
+        stamp.write_text(this_job)
     if job.hyper.torch_threads:
         torch.set_num_threads(job.hyper.torch_threads)
     device = device_of(job)
@@ -90,6 +101,8 @@ def train(trainer: Any, job: TrainJob) -> dict[str, Any]:
     if any. Returns the loss, the L2 norm of the trainable weights' change since the job's start,
     the checkpoint resumed from (None: none) and the logged steps."""
     out = Path(trainer.args.output_dir)
+    main = trainer.accelerator.is_main_process
+    trainer.accelerator.wait_for_everyone()  # rank 0 dropped stale checkpoints: all see the same
     last = next(
         (p for p in reversed(_checkpoints(out)) if (p / "trainer_state.json").is_file()), None
     )
@@ -103,7 +116,9 @@ def train(trainer: Any, job: TrainJob) -> dict[str, Any]:
         for n, p in trainer.model.named_parameters()
         if n in before
     )
-    _drop_checkpoints(out)
+    trainer.accelerator.wait_for_everyone()  # every rank is past its last checkpoint
+    if main:
+        _drop_checkpoints(out)
     return {
         "train_loss": output.training_loss,
         "param_change_l2": math.sqrt(change),
@@ -114,12 +129,20 @@ def train(trainer: Any, job: TrainJob) -> dict[str, Any]:
 
 def save_weights(trainer: Any, tokenizer: Any, job: TrainJob, result: WorkerResult) -> WorkerResult:
     """The weights in work_dir/weights (the tokenizer too, for full weights), named in the result
-    for the parent to publish."""
+    for the parent to publish. Called on every rank (gathering sharded weights is collective);
+    rank 0 alone writes, the others return their result without weights."""
+    accelerator = trainer.accelerator
+    state_dict = None
+    if accelerator.distributed_type != "NO":
+        # The whole state on rank 0 (DDP: its own copy; ZeRO-3 / FSDP: gathered from the shards).
+        state_dict = accelerator.get_state_dict(trainer.model_wrapped)
+    if not accelerator.is_main_process:
+        return result
     emit(
         "save", job.job_id, step=result.steps_done, total=job.hyper.steps, message="saving weights"
     )
     weights = Path(job.work_dir) / WEIGHTS_DIR
-    trainer.model.save_pretrained(str(weights))
+    trainer.model.save_pretrained(str(weights), state_dict=state_dict)
     if result.kind == "full":
         tokenizer.padding_side = "left"  # the policy generates; SFT pads on the right
         tokenizer.save_pretrained(str(weights))

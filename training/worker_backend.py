@@ -5,7 +5,9 @@ under `accelerate launch`), reads progress events from its stdout and, only afte
 exited cleanly with a valid result, publishes the weights it left in the job's work_dir into the
 `CheckpointRegistry` (files and events: training/worker_protocol.py). A crash, a kill or a
 timeout raises `TrainingError` with the worker's last words and its log path; the registry is
-untouched. The GRPO, SFT and proposer backends are siblings that name their worker module.
+untouched. Under a launcher the worker is several ranks: each reports its steps (the result's
+`rank_steps`), the first rank to fail is the error named, and once the launcher exits whatever is
+left of its process group is killed. The GRPO, SFT and proposer backends are siblings that name their worker module.
 The graph process never imports torch.
 """
 
@@ -26,6 +28,7 @@ from autoenvscaling.training.backend import ProgressCallback, TrainingError, Tra
 from autoenvscaling.training.checkpoints import CheckpointRegistry
 from autoenvscaling.training.worker_protocol import (
     LOG_FILE,
+    PARENT_PID_ENV,
     WORKER_ENV,
     parse_event,
     read_result,
@@ -107,19 +110,20 @@ class WorkerBackend:
         self.registry.sweep_staging()
 
         tail: deque[str] = deque(maxlen=60)
-        last_error: str | None = None
+        first_error: str | None = None
+        rank_steps: dict[int, int] = {}  # the last step each rank reported
         proc = await asyncio.create_subprocess_exec(
             *self.worker_command(job_path),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             stdin=asyncio.subprocess.DEVNULL,
-            env={**os.environ, **WORKER_ENV, **self.env},
-            start_new_session=True,  # killable as a group (torch threads, sandbox helpers)
+            env={**os.environ, **WORKER_ENV, PARENT_PID_ENV: str(os.getpid()), **self.env},
+            start_new_session=True,  # killable as a group (torch threads, sandbox helpers, ranks)
         )
         self.worker_pid = proc.pid
 
         async def pump() -> None:
-            nonlocal last_error
+            nonlocal first_error
             assert proc.stdout is not None
             with open(log_path, "a", encoding="utf-8") as log:  # noqa: ASYNC230 - small local log
                 async for raw in proc.stdout:
@@ -130,13 +134,23 @@ class WorkerBackend:
                     if event is None:
                         tail.append(line)
                         continue
-                    if event.stage == "error":
-                        last_error = event.message
-                    if progress is not None:
+                    if event.stage == "step":
+                        rank_steps[event.rank] = max(event.step, rank_steps.get(event.rank, 0))
+                    # The first failure is the cause: the other ranks then fail in collectives.
+                    if event.stage == "error" and first_error is None:
+                        first_error = event.message
+                    # Rank 0 speaks for the job; the others' steps are counted above.
+                    if progress is not None and (event.rank == 0 or event.stage == "error"):
                         progress(event)
 
+        async def run_to_end() -> None:
+            reader = asyncio.ensure_future(pump())
+            await proc.wait()
+            _kill_group(proc.pid)  # a rank the launcher left behind (it would hold our pipe open)
+            await reader
+
         try:
-            await asyncio.wait_for(asyncio.gather(pump(), proc.wait()), self.timeout_sec)
+            await asyncio.wait_for(run_to_end(), self.timeout_sec)
         except TimeoutError:
             _kill_group(proc.pid)
             await proc.wait()
@@ -155,13 +169,15 @@ class WorkerBackend:
         assert code is not None  # the worker was awaited above
         if code != 0:
             how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            detail = last_error or "\n".join(list(tail)[-15:])
+            detail = first_error or "\n".join(list(tail)[-15:])
             raise TrainingError(
                 f"training job {job.job_id}: the {self.worker_name} {how}; no checkpoint published, "
                 f"the current policy stays. Last output:\n{detail}\n(full log: {log_path})"
             )
         worker = read_result(job, log_path)
         metrics = {**worker.metrics, "step_tasks": worker.step_tasks}
+        if len(rank_steps) > 1:  # several processes trained: what each one reported
+            metrics["rank_steps"] = {str(rank): rank_steps[rank] for rank in sorted(rank_steps)}
         groups = worker.model_dump(include={"groups_total", "groups_dropped_no_variance"})
         result = TrainResult(
             job_id=job.job_id,

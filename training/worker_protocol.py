@@ -5,6 +5,8 @@ Both sides import this module and nothing else of each other: the parent writes 
 `@@aes {TrainProgress json}` from the worker's stdout; the worker trains, publishes
 `work_dir/result.json` (a `WorkerResult`) atomically and exits 0, or reports an `error` event and
 exits non-zero. The parent publishes the weights only after a clean exit with a valid result.
+Under `accelerate launch` the worker is several processes (ranks, `process_rank`): every rank
+trains and reports its events tagged with its rank; rank 0 alone writes the weights and the result.
 Import-light (pydantic only): the parent process must never import torch.
 """
 
@@ -28,6 +30,11 @@ JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
 LOG_FILE = "worker.log"
 WEIGHTS_DIR = "weights"
+#: Test-only fault injection: the rank named here raises at the start of its first optimizer step
+#: (tests/test_training_multiprocess.py checks that the parent reports that rank's error).
+TEST_CRASH_RANK_ENV = "AUTOENVSCALING_TEST_CRASH_RANK"
+#: The parent's pid: under a launcher the worker's own parent is the launcher, not the parent.
+PARENT_PID_ENV = "AUTOENVSCALING_TRAINING_PARENT"
 
 #: The worker's environment: offline hubs, quiet libraries. The parent passes it to the child;
 #: the worker also sets it on itself (setdefault) when started some other way.
@@ -103,6 +110,12 @@ def read_result(job: TrainJob, log_path: Path) -> WorkerResult:
 # -- worker side -------------------------------------------------------------------------------
 
 
+def process_rank() -> tuple[int, int]:
+    """(rank, world size) of this worker process: what torchrun (`accelerate launch`) sets in
+    RANK and WORLD_SIZE; (0, 1) for a plain `python -m` worker."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def emit(
     stage: str,
     job_id: str,
@@ -120,6 +133,7 @@ def emit(
         total_steps=total,
         message=message,
         metrics=metrics or {},
+        rank=process_rank()[0],
     )
     # json.dumps with default=str: a metric of an odd type is shown, not fatal.
     sys.stdout.write(EVENT_PREFIX + json.dumps(event.model_dump(), default=str) + "\n")
@@ -127,10 +141,18 @@ def emit(
 
 
 def step_progress(job_id: str, total: int) -> Any:
-    """A transformers `TrainerCallback` that emits each logged step as a progress event."""
+    """A transformers `TrainerCallback` that emits each logged step as a progress event (on every
+    rank, each tagged with its own). Also the test-only crash hook (`TEST_CRASH_RANK_ENV`)."""
     from transformers import TrainerCallback  # workers only: the parent never imports torch
 
+    crash_rank = os.environ.get(TEST_CRASH_RANK_ENV)
+
     class StepProgress(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            rank = process_rank()[0]
+            if crash_rank is not None and int(crash_rank) == rank and state.global_step == 0:
+                raise RuntimeError(f"test-only crash of rank {rank} ({TEST_CRASH_RANK_ENV})")
+
         def on_log(self, args, state, control, logs=None, **kwargs):
             emit(
                 "step",
@@ -163,25 +185,29 @@ def serve_job[J: TrainJob](
         return 2
     job = job_model.model_validate_json(Path(argv[0]).read_text())
     # A run killed mid-training must not leave its worker (and the episodes' sandboxes) behind.
-    from autoenvscaling.training.orphan import watch_parent
+    from autoenvscaling.training.orphan import watch_parent, watch_process
 
-    watch_parent(
-        os.getppid(),
-        lambda: emit("error", job.job_id, message="parent died; exiting"),
-        grace_sec=0.0,
-    )
+    on_orphan = lambda: emit("error", job.job_id, message="parent died; exiting")  # noqa: E731
+    watch_parent(os.getppid(), on_orphan, grace_sec=0.0)
+    training_parent = int(os.environ.get(PARENT_PID_ENV, "0"))
+    if training_parent and training_parent != os.getppid():  # a rank under `accelerate launch`
+        watch_process(training_parent, on_orphan, grace_sec=0.0)
+    rank, world = process_rank()
     try:
         result = run_job(job)
     except Exception as exc:  # noqa: BLE001 - the process boundary: report any failure as an event
         traceback.print_exc()
-        emit("error", job.job_id, message=f"{type(exc).__name__}: {exc}")
+        who = f"rank {rank} of {world}: " if world > 1 else ""
+        emit("error", job.job_id, message=f"{who}{type(exc).__name__}: {exc}")
         return 1
-    publish_result(result, Path(job.work_dir))
+    if rank == 0:  # the other ranks trained the same weights; one result, one writer
+        publish_result(result, Path(job.work_dir))
     emit(
         "done",
         job.job_id,
         step=result.steps_done,
         total=job.hyper.steps,
-        message=result.reason or "checkpoint weights saved",
+        message=result.reason
+        or ("checkpoint weights saved" if rank == 0 else "trained; rank 0 writes the weights"),
     )
     return 0

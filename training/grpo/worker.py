@@ -8,6 +8,11 @@ parent process publishes, so a crash here cannot leave a half checkpoint anywher
 The job, the progress events on stdout, the result file and the process boundary (`serve_job`)
 follow training/worker_protocol.py, which the parent imports too. torch and TRL are imported
 inside the functions that use them, so importing this module is cheap.
+
+Under `accelerate launch` each rank runs its share of a step's rollouts in its own sandboxes (the
+step's rollouts are divided by the number of ranks, so the step's batch is the job's, whatever the
+number of processes); the verified episodes are gathered in TRL's group order, so every rank's
+group counts and records are the whole step's and rank 0's result has every episode.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from autoenvscaling.training.worker_protocol import (
     WORKER_ENV,
     WorkerResult,
     emit,
+    process_rank,
     serve_job,
     step_progress,
 )
@@ -185,17 +191,28 @@ def make_reward_func(loop, stats: GroupStats, records: list[dict[str, Any]], job
             return await asyncio.gather(*(env._finish() for env in environments))
 
         done = loop.run(all_finished())
-        rewards = [record.reward for record in done]
-        records.extend(record.model_dump() for record in done)
+        local_rewards = [record.reward for record in done]
+        step_records = [record.model_dump() for record in done]
+        rank, ranks = process_rank()
+        if ranks > 1:
+            from accelerate.utils import gather_object
+
+            # Rank order is TRL's order too (it gathers the rewards so): groups stay consecutive.
+            step_records = gather_object([{**r, "rank": rank} for r in step_records])
+        rewards = [r["reward"] for r in step_records]
+        records.extend(step_records)
         dropped = stats.add(rewards)
-        infrastructure = sum(1 for r in done if r.fault == "infrastructure")
-        task_fault = sum(1 for r in done if r.fault == "task")
+        infrastructure = sum(1 for r in step_records if r["fault"] == "infrastructure")
+        task_fault = sum(1 for r in step_records if r["fault"] == "task")
         if log_metric is not None:
             log_metric("groups_no_variance", float(dropped))
-            log_metric("tool_calls_mean", sum(r.tool_calls for r in done) / max(len(done), 1))
+            calls = sum(r["tool_calls"] for r in step_records)
+            log_metric("tool_calls_mean", calls / max(len(step_records), 1))
             log_metric("episodes_infrastructure", float(infrastructure))
             log_metric("episodes_task_fault", float(task_fault))
         scored = len(rewards) - infrastructure - task_fault
+        if rank != 0:
+            return local_rewards  # rank 0 reports the whole step's episodes
         emit(
             "rewards",
             job_id,
@@ -208,7 +225,7 @@ def make_reward_func(loop, stats: GroupStats, records: list[dict[str, Any]], job
                 "episodes_task_fault": task_fault,
             },
         )
-        return rewards
+        return local_rewards
 
     return verifier_reward
 
@@ -252,8 +269,15 @@ def run(job: TrainJob) -> WorkerResult:
     def factory() -> TaskEpisode:
         return TaskEpisode(loop, start, episode_config)
 
-    # One optimizer step per generation batch, its gradient accumulated over passes of per_pass.
-    per_pass, passes = hyper.passes(hyper.num_generations * tasks_per_step)
+    # One optimizer step per generation batch, its gradient accumulated over passes of per_pass;
+    # with several ranks each generates and trains on its share of the step's rollouts.
+    rollouts, ranks = hyper.num_generations * tasks_per_step, process_rank()[1]
+    if rollouts % ranks:
+        raise ValueError(
+            f"a step's {rollouts} rollouts (num_generations x tasks_per_step) do not divide "
+            f"among {ranks} processes"
+        )
+    per_pass, passes = hyper.passes(rollouts // ranks)
     config = trl_config(
         GRPOConfig,
         job,

@@ -4,7 +4,9 @@ Trains the policy (LoRA or full) with TRL's SFTTrainer on an SFT dataset (messag
 `autoenvscaling sft-data` writes it) and leaves the weights and `result.json` in the job's
 work_dir; the parent publishes them (training/sft/trl_backend.py). The policy is loaded as every
 worker loads it (training/policy_loading.py), so SFT and GRPO produce the same kind of checkpoint;
-the job, events and result file follow training/worker_protocol.py like every worker.
+the job, events and result file follow training/worker_protocol.py like every worker. Under
+`accelerate launch` each rank takes its share of every step's examples (`batch_size` is the whole
+step's, divided among the ranks): the update is the one a single process makes.
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ from typing import Any
 from autoenvscaling.training.policy_loading import load_policy
 from autoenvscaling.training.sft.trl_backend import SFTJob
 from autoenvscaling.training.trl_worker import save_weights, start_job, train, trl_config
-from autoenvscaling.training.worker_protocol import WorkerResult, serve_job, step_progress
+from autoenvscaling.training.worker_protocol import (
+    WorkerResult,
+    process_rank,
+    serve_job,
+    step_progress,
+)
 
 
 def run(job: SFTJob) -> WorkerResult:
@@ -34,11 +41,14 @@ def run(job: SFTJob) -> WorkerResult:
     dataset = load_sft_dataset(Path(job.dataset))
     if len(dataset) == 0:
         raise ValueError(f"the SFT dataset {job.dataset} has no examples")
+    batch, ranks = min(job.batch_size, len(dataset)), process_rank()[1]
+    if batch % ranks:
+        raise ValueError(f"a step's {batch} examples do not divide among {ranks} processes")
     config = trl_config(
         SFTConfig,
         job,
         device,
-        per_device_train_batch_size=min(job.batch_size, len(dataset)),
+        per_device_train_batch_size=batch // ranks,
         max_length=job.max_length,
         assistant_only_loss=job.assistant_only_loss,
     )
