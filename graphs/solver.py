@@ -31,6 +31,7 @@ from autoenvscaling.tools.agents.solver_interface import (
 )
 from autoenvscaling.tools.rollouts.models import new_attempt_id
 from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.tasks.domains import folder_domain
 from autoenvscaling.tools.trials.script_agent import PlainAgent
 
 
@@ -53,14 +54,18 @@ class SolverAgent(PlainAgent):
         s = self.settings
         ref = environment.sandbox_ref  # type: ignore[attr-defined]  # our SandboxEnvironment
         started = time.monotonic()
-        server = build_terminal_server(ref=ref)
+        task_dir = Path(str(getattr(environment, "environment_dir", ""))).parent
+        desktop = s.desktop_tools
+        if desktop is None:
+            desktop = folder_domain(task_dir) == "computer-use"
+        server = build_terminal_server(ref=ref, desktop=desktop)
         # The one solver interface (tools/agents/solver_interface.py): GRPO episodes start the same way.
         # Only the cheat agent (anti_cheat) swaps the system prompt.
         system, user = first_messages(instruction)
         if s.system_prompt != "solver":
             system = {"content": load_prompt(s.system_prompt)}
         messages = [SystemMessage(system["content"]), HumanMessage(user["content"])]
-        model = solver_model_for(s.model, system["content"], user["content"])
+        model = solver_model_for(s.model, system["content"], user["content"], desktop=desktop)
         async with open_mcp_tools({"terminal": server}) as tools:
             loop = build_agent_loop(
                 load_chat_model(model),
@@ -68,7 +73,7 @@ class SolverAgent(PlainAgent):
                 s.budget,
                 name="solver",
                 tool_choice=s.model.tool_choice,
-                schemas=openai_tools(),
+                schemas=openai_tools(desktop=desktop),
                 present=functools.partial(render_mcp_result, cap=s.tool_output_chars),
             )
             state = await loop.ainvoke(
@@ -110,13 +115,15 @@ class SolverAgent(PlainAgent):
         }
 
 
-def solver_model_for(model: ModelConfig, system: str, user: str) -> ModelConfig:
+def solver_model_for(
+    model: ModelConfig, system: str, user: str, *, desktop: bool = False
+) -> ModelConfig:
     """The solver's model with its reply cap within what a known context window leaves after
     the first prompt (~1.1k tokens with the tool schemas). The instruction is the task's and is
     never trimmed; one too long for the window leaves a 1-token reply and the attempt fails as
     the model's, not as an infrastructure error a task could provoke on purpose."""
     if model.context_window is None:
         return model
-    needed = prompt_tokens([system, user], openai_tools())
+    needed = prompt_tokens([system, user], openai_tools(desktop=desktop))
     cap = reply_cap(needed, model.max_tokens, model.context_window)
     return model if cap == model.max_tokens else model.model_copy(update={"max_tokens": cap})

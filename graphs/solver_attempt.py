@@ -40,6 +40,11 @@ class SolverSettings(BaseModel):
     system_prompt: str = Field(
         default="solver", description="Prompt file (prompts/<name>.md) to use"
     )
+    desktop_tools: bool | None = Field(
+        default=None,
+        description="Bind the desktop tools (screenshot, key, type_text, click) beside the "
+        "terminal's; None: only for a task whose domain is computer-use.",
+    )
 
     @field_validator("budget", mode="before")
     @classmethod

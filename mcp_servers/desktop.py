@@ -26,6 +26,7 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from autoenvscaling.tools.agents.solver_interface import DESKTOP_TOOLS
 from autoenvscaling.tools.sandbox.base import ExecOutput, Sandbox, SandboxError
 
 DISPLAY = ":99"
@@ -208,9 +209,7 @@ def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
 
     @server.tool(
         name="screenshot",
-        description=f"Take a screenshot of the sandbox's X display {DISPLAY} (started on first "
-        "use with a window manager; run GUI programs with DISPLAY=:99). Returns the image and a "
-        "text line: its size and the visible windows' titles and geometry.",
+        description=DESKTOP_TOOLS["screenshot"].description,
         annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=False),
         structured_output=False,
     )
@@ -222,13 +221,12 @@ def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
 
     @server.tool(
         name="key",
-        description="Press keys on the X display (xdotool key names, space-separated; chords "
-        "with +): e.g. 'ctrl+s', 'Tab Tab space', 'Return', 'shift+Tab', 'Escape'.",
+        description=DESKTOP_TOOLS["key"].description,
         annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False),
         structured_output=False,
     )
     async def key(
-        keys: Annotated[str, Field(description="Key names separated by spaces.")],
+        keys: Annotated[str, Field(description=_param("key", "keys"))],
         ctx: Context,
     ) -> CallToolResult:
         names = keys.split()
@@ -246,12 +244,12 @@ def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
 
     @server.tool(
         name="type_text",
-        description="Type text on the X display into the focused window, as keystrokes.",
+        description=DESKTOP_TOOLS["type_text"].description,
         annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False),
         structured_output=False,
     )
     async def type_text(
-        text: Annotated[str, Field(description=f"The text (at most {MAX_TYPE_CHARS} characters).")],
+        text: Annotated[str, Field(description=_param("type_text", "text"))],
         ctx: Context,
     ) -> CallToolResult:
         if not text or len(text) > MAX_TYPE_CHARS:
@@ -266,19 +264,18 @@ def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
 
     @server.tool(
         name="click",
-        description="Move the mouse to (x, y) on the X display (pixels from the top-left "
-        "corner, as in the screenshot) and click a button.",
+        description=DESKTOP_TOOLS["click"].description,
         annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False),
         structured_output=False,
     )
     async def click(
-        x: Annotated[int, Field(description="Pixels from the left edge.")],
-        y: Annotated[int, Field(description="Pixels from the top edge.")],
+        x: Annotated[int, Field(description=_param("click", "x"))],
+        y: Annotated[int, Field(description=_param("click", "y"))],
         ctx: Context,
         button: Annotated[
-            Literal["left", "middle", "right"], Field(description="Which button.")
+            Literal["left", "middle", "right"], Field(description=_param("click", "button"))
         ] = "left",
-        double: Annotated[bool, Field(description="Double-click.")] = False,
+        double: Annotated[bool, Field(description=_param("click", "double"))] = False,
     ) -> CallToolResult:
         if not (0 <= x < SCREEN[0] and 0 <= y < SCREEN[1]):
             return _error(f"(x, y) must lie on the {SCREEN[0]}x{SCREEN[1]} screen")
@@ -294,3 +291,7 @@ def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
             return await after(ctx, f"clicked {button} at ({x}, {y})" + (" twice" if double else ""))
 
         return await guarded(work)
+
+
+def _param(tool: str, name: str) -> str:
+    return next(p.description for p in DESKTOP_TOOLS[tool].params if p.name == name)

@@ -11,6 +11,7 @@ from mcp.types import ImageContent, TextContent
 
 from autoenvscaling.graphs.mcp_tools import open_mcp_tools
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
+from autoenvscaling.tools.agents.solver_interface import DESKTOP_TOOLS, openai_tools
 from autoenvscaling.tools.rollouts.transcripts import content_text
 
 DESKTOP = {"screenshot", "key", "type_text", "click"}
@@ -53,6 +54,27 @@ async def test_desktop_tools_only_when_asked(workspace):
         async with connect(server) as session:
             names = {t.name for t in (await session.list_tools()).tools}
             assert names & DESKTOP == want and {"run", "read_output", "interrupt"} <= names
+
+
+async def test_the_bound_schemas_are_the_servers_tools():
+    """What the solver binds for a computer-use task (openai_tools(desktop=True)) names and
+    describes the tools the server serves, parameter for parameter."""
+    server = build_terminal_server(opener=lambda: None, desktop=True)  # type: ignore[arg-type]
+    async with connect(server) as session:
+        served = {t.name: t for t in (await session.list_tools()).tools if t.name in DESKTOP}
+    bound = {s["function"]["name"]: s["function"] for s in openai_tools(desktop=True)}
+    assert set(bound) == DESKTOP | {"run", "read_output", "interrupt"}
+    assert {s["function"]["name"] for s in openai_tools()} == {"run", "read_output", "interrupt"}
+    for name, tool in served.items():
+        schema = bound[name]
+        assert tool.description == schema["description"] == DESKTOP_TOOLS[name].description
+        props = tool.inputSchema.get("properties", {})
+        assert set(props) == set(schema["parameters"]["properties"]), name
+        assert set(tool.inputSchema.get("required", [])) == set(
+            schema["parameters"].get("required", [])
+        ), name
+        for param, spec in schema["parameters"]["properties"].items():
+            assert props[param]["description"] == spec["description"], (name, param)
 
 
 async def test_screenshot_keys_text_and_click_drive_a_tk_app(workspace):

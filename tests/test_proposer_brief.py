@@ -194,6 +194,10 @@ async def test_terminal_arm_tools_are_all_mcp_and_follow_solver_feedback(tmp_pat
         "grep",
         "check",
         "submit",
+        "screenshot",  # the desktop tools (computer use): ProposerSettings.desktop_tools
+        "key",
+        "type_text",
+        "click",
     }
     assert names[False] == basic
     assert names[True] - basic >= {"pass_rates", "recent_failures", "get_trajectory"}

@@ -58,6 +58,11 @@ class ProposerSettings(BaseModel):
         description="The compact system prompt (terminal arm) from the start, and only the tools "
         "it names (COMPACT_TOOLS): each schema costs context on every call.",
     )
+    desktop_tools: bool = Field(
+        default=True,
+        description="The terminal's desktop tools too (screenshot, key, type_text, click on the "
+        "workspace's X display), to try a computer-use task's app; never with compact_prompt.",
+    )
     autosubmit: bool = Field(
         default=True,
         description="When an episode's budget ends with files in the task folder, submit them "

@@ -59,7 +59,8 @@ async def proposer_tools(
     `compact_prompt`, only COMPACT_TOOLS (the brief already carries the rollout evidence)."""
     servers = {
         "terminal": build_terminal_server(
-            workspace_with_task(candidate, settings.workspace_limits, settings.gate.backend)
+            workspace_with_task(candidate, settings.workspace_limits, settings.gate.backend),
+            desktop=settings.desktop_tools and not settings.compact_prompt,
         ),
         "filesystem": build_filesystem_server(candidate),
         "gate": build_gate_server(candidate, settings.gate),

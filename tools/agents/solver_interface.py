@@ -126,8 +126,65 @@ TOOLS: dict[str, ToolSpec] = {
 }
 
 
-def openai_tools() -> list[dict[str, Any]]:
-    return [spec.openai() for spec in TOOLS.values()]
+#: The desktop tools (computer use: mcp_servers/desktop.py), bound beside TOOLS only for a task
+#: that needs them (a `computer-use` task; SolverSettings.desktop_tools). The GRPO episode does not
+#: have them yet: a computer-use task's GRPO episode sees TOOLS only.
+DESKTOP_TOOLS: dict[str, ToolSpec] = {
+    spec.name: spec
+    for spec in sorted(
+        (
+            ToolSpec(
+                name="screenshot",
+                description="Take a screenshot of the sandbox's X display :99 (started on first "
+                "use with a window manager; run GUI programs with DISPLAY=:99). Returns the image "
+                "and a text line: its size and the visible windows' titles and geometry.",
+            ),
+            ToolSpec(
+                name="key",
+                description="Press keys on the X display (xdotool key names, space-separated; "
+                "chords with +): e.g. 'ctrl+s', 'Tab Tab space', 'Return', 'shift+Tab'.",
+                params=[
+                    ToolParam(
+                        name="keys", type="string", description="Key names separated by spaces."
+                    )
+                ],
+            ),
+            ToolSpec(
+                name="type_text",
+                description="Type text on the X display into the focused window, as keystrokes.",
+                params=[ToolParam(name="text", type="string", description="The text to type.")],
+            ),
+            ToolSpec(
+                name="click",
+                description="Move the mouse to (x, y) on the X display (pixels from the top-left "
+                "corner, as in the screenshot) and click a button.",
+                params=[
+                    ToolParam(name="x", type="integer", description="Pixels from the left edge."),
+                    ToolParam(name="y", type="integer", description="Pixels from the top edge."),
+                    ToolParam(
+                        name="button",
+                        type="string",
+                        description="left (default), middle or right.",
+                        required=False,
+                    ),
+                    ToolParam(
+                        name="double",
+                        type="boolean",
+                        description="Double-click (default false).",
+                        required=False,
+                    ),
+                ],
+            ),
+        ),
+        key=lambda spec: spec.name,
+    )
+}
+
+
+def openai_tools(*, desktop: bool = False) -> list[dict[str, Any]]:
+    """The solver's tool schemas; `desktop`: DESKTOP_TOOLS after TOOLS."""
+    specs = [*TOOLS.values(), *(DESKTOP_TOOLS.values() if desktop else ())]
+    return [spec.openai() for spec in specs]
 
 
 def system_prompt() -> str:
