@@ -77,11 +77,12 @@ def pool(
     console.print(f"dataset {result.name} in {result.dataset}: harbor run -p {result.dataset}")
 
 
-def role_tool_schemas(store: Path) -> dict[str, list[dict[str, Any]]]:
+def role_tool_schemas(store: Path | str) -> dict[str, list[dict[str, Any]]]:
     """The OpenAI function schemas of each role's MCP tools, listed by the servers themselves."""
     from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
     from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
     from autoenvscaling.mcp_servers.terminal import build_terminal_server
+    from autoenvscaling.tools.rollouts.postgres import is_postgres_url
 
     async def listed(server: Any) -> list[dict[str, Any]]:
         return [
@@ -99,7 +100,9 @@ def role_tool_schemas(store: Path) -> dict[str, list[dict[str, Any]]]:
     async def gather() -> dict[str, list[dict[str, Any]]]:
         # Built, never started: listing tools opens no sandbox and reads no file.
         terminal = await listed(build_terminal_server())
-        filesystem = await listed(build_filesystem_server(store.parent))
+        # Any folder does for listing: the store's, or here for a PostgreSQL store.
+        root = Path.cwd() if is_postgres_url(str(store)) else Path(store).parent
+        filesystem = await listed(build_filesystem_server(root))
         rollouts = await listed(build_rollouts_server(store))
         return {"solver": terminal, "proposer": terminal + filesystem + rollouts}
 
@@ -132,7 +135,7 @@ def rollouts(
     if fmt not in ("atif", "jsonl", "hf"):
         raise typer.BadParameter(f"--format must be atif, jsonl or hf, not {fmt!r}")
     run = RunDir(run_dir)
-    if not run.rollouts.exists():
+    if not run.has_store:
         raise typer.BadParameter(f"{run.root} has no rollouts.db; pass a flywheel run folder")
     try:
         # Validated from the user's strings: a bad --role or --outcome is a BadParameter.
@@ -144,12 +147,12 @@ def rollouts(
     default = {"atif": "rollouts-atif", "jsonl": "rollouts.jsonl", "hf": "rollouts-hf"}[fmt]
     target = out or run.root / "export" / default
     result = export_rollouts(
-        run.rollouts,
+        run.store,
         target,
         fmt=fmt,
         where=where,
         task_dirs=[run.pool, *sorted((run.root / "candidates").glob("r*"))],
-        tools=role_tool_schemas(run.rollouts),
+        tools=role_tool_schemas(run.store),
     )
     if as_json:
         typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))

@@ -133,7 +133,9 @@ def solve(
     max_turns: Annotated[
         int, typer.Option(help="Model calls per attempt (the flywheel's --solver-max-turns)")
     ] = SOLVER_MAX_TURNS,
-    store: Annotated[Path, typer.Option(help="Rollout store (SQLite)")] = Path("rollouts.db"),
+    store: Annotated[
+        str, typer.Option(help="Rollout store: a SQLite file, or a postgresql:// URL")
+    ] = "rollouts.db",
     backend: BackendOpt = "podman",
     as_json: JsonOpt = False,
 ) -> None:

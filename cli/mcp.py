@@ -114,11 +114,11 @@ def filesystem(
 @mcp_app.command()
 def rollouts(
     db: Annotated[
-        Path,
+        str,
         typer.Option(
             "--db",
             envvar="AUTOENVSCALING_ROLLOUT_DB",
-            help="The rollout store (SQLite file), opened read-only.",
+            help="The rollout store (SQLite file or postgresql:// URL), opened read-only.",
         ),
     ],
     transport: TransportOpt = "stdio",
@@ -127,9 +127,11 @@ def rollouts(
 ) -> None:
     """Read-only queries over the rollout store: pass rates, failures, trajectories, search."""
     from autoenvscaling.tools.rollouts.models import RolloutStoreError
+    from autoenvscaling.tools.rollouts.postgres import is_postgres_url
     from autoenvscaling.tools.rollouts.store import RolloutStore
 
-    if db.exists():  # a store not written yet is fine: the server opens it on first use
+    # A store not written yet is fine: the server opens it on first use.
+    if is_postgres_url(db) or Path(db).exists():
         try:
             RolloutStore(db, read_only=True).close()
         except RolloutStoreError as exc:

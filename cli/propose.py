@@ -32,7 +32,9 @@ def propose(
             "--solver-feedback/--no-solver-feedback", help="Show the proposer the solver's rollouts"
         ),
     ] = True,
-    store: Annotated[Path, typer.Option(help="Rollout store (SQLite)")] = Path("rollouts.db"),
+    store: Annotated[
+        str, typer.Option(help="Rollout store: a SQLite file, or a postgresql:// URL")
+    ] = "rollouts.db",
     out: Annotated[Path, typer.Option(help="Candidate task folders go here")] = Path("candidates"),
     pool: Annotated[Path, typer.Option(help="Task pool: examples and dedup")] = Path("tasks/seed"),
     max_turns: Annotated[

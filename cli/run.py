@@ -93,25 +93,33 @@ async def _stream(
 
 
 @asynccontextmanager
-async def _saver(graph_db: Path) -> AsyncIterator[Any]:
-    """The run's SQLite checkpointer, restoring the flywheel state's models."""
-    import aiosqlite
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
+async def _saver(graph_db: Path | str) -> AsyncIterator[Any]:
+    """The run's checkpointer (graph.sqlite, or a postgresql:// URL), restoring the flywheel
+    state's models."""
+    from autoenvscaling.graphs.checkpointer import open_saver
     from autoenvscaling.graphs.flywheel import checkpoint_serde
 
-    async with aiosqlite.connect(str(graph_db)) as conn:
-        yield AsyncSqliteSaver(conn, serde=checkpoint_serde())
+    async with open_saver(graph_db, checkpoint_serde()) as saver:
+        yield saver
 
 
-async def _checkpointed(graph_db: Path) -> bool:
-    """Whether the run's graph database holds a checkpoint (a run that really started)."""
-    if not graph_db.is_file():
+async def _checkpointed(graph_db: Path | str, thread: str = THREAD) -> bool:
+    """Whether the run's graph database holds a checkpoint of its thread (a run that really
+    started)."""
+    from autoenvscaling.tools.rollouts.postgres import is_postgres_url, redacted
+
+    on_postgres = is_postgres_url(str(graph_db))
+    if not on_postgres and not Path(graph_db).is_file():
         return False
+    name = redacted(str(graph_db)) if on_postgres else str(graph_db)
     try:
         async with _saver(graph_db) as saver:
-            return await saver.aget_tuple({"configurable": {"thread_id": THREAD}}) is not None
+            return await saver.aget_tuple({"configurable": {"thread_id": thread}}) is not None
     except Exception as exc:  # noqa: BLE001 - a torn or foreign file: say so plainly
+        if on_postgres:
+            raise typer.BadParameter(
+                f"the checkpointer at {name} cannot be read ({exc})", param_hint="--store"
+            ) from None
         raise typer.BadParameter(
             f"{graph_db} cannot be read as a run's checkpoint database ({exc}); move it away "
             "to start the run over",
@@ -153,8 +161,8 @@ def run_summary(run_dir: Path, error: str | None = None) -> dict[str, Any]:
     history = load_history(run.reports)
     errored: dict[str, dict[str, int]] = {}
     faults: list[Any] = []
-    if run_id and run.rollouts.is_file():
-        with RolloutStore(run.rollouts) as store:
+    if run_id and run.has_store:
+        with RolloutStore(run.store) as store:
             attempts = store.list_attempts(run_id=run_id, outcome="error", limit=1_000_000)
         for attempt in attempts:
             fault = attempt.metadata.get("fault") or "infrastructure"
@@ -207,19 +215,36 @@ def run(
             raise typer.BadParameter("--resume needs the --run-dir of the run to continue")
         run_dir = Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     run_dir = run_dir.resolve()
-    graph_db = run_dir / "graph.sqlite"
+    from autoenvscaling.graphs.checkpointer import run_thread
+    from autoenvscaling.tools.rollouts.postgres import is_postgres_url
+    from autoenvscaling.tools.run_dir import RunDir
+
+    store: str | None = values.get("store")
+    if store is not None and not is_postgres_url(store):
+        raise typer.BadParameter(
+            "takes a postgresql:// URL (the SQLite default lives in the run folder)",
+            param_hint="--store",
+        )
+    # A run on PostgreSQL names its database in store.json: a resume finds it without --store.
+    store = store or (RunDir(run_dir).store if RunDir(run_dir).on_postgres else None)
+    values["store"] = store
+    # The checkpoints: graph.sqlite in the folder, or the run's thread in the PostgreSQL store.
+    graph_db: Path | str = store or run_dir / "graph.sqlite"
+    thread = run_thread(run_dir, str(graph_db))
     # A run killed before its first checkpoint left a graph.sqlite with nothing in it: such a
     # folder starts over (every step before the first checkpoint is idempotent).
-    started = asyncio.run(_checkpointed(graph_db))
+    started = asyncio.run(_checkpointed(graph_db, thread))
     if started and not resume:
         raise typer.BadParameter(
-            f"{run_dir} already holds a run: pass --resume to continue it, "
-            "or choose another --run-dir",
+            f"{run_dir} already holds a run"
+            + (f" (thread {thread} of the --store database)" if store else "")
+            + ": pass --resume to continue it, or choose another --run-dir",
             param_hint="--run-dir",
         )
-    if resume and not graph_db.exists():
+    begun = started if store else Path(graph_db).exists()
+    if resume and not begun:
         raise typer.BadParameter(f"nothing to resume in {run_dir}", param_hint="--run-dir")
-    if graph_db.exists() and not started:
+    if begun and not started:
         console.print(
             f"{run_dir} holds a run stopped before its first checkpoint: starting it from the "
             "beginning (the pool and the rollouts written so far are kept)"
@@ -269,7 +294,7 @@ def run(
             ctx = FlywheelContext.from_values(values).with_servers(servers)
             async with _saver(graph_db) as saver:
                 graph = build_flywheel(checkpointer=saver)
-                config = {"configurable": {"thread_id": THREAD}, "recursion_limit": 10_000}
+                config = {"configurable": {"thread_id": thread}, "recursion_limit": 10_000}
                 if resume:  # the server is new: load the policy the saved state names
                     from autoenvscaling.graphs.flywheel_roles import rebind_policy
                     from autoenvscaling.tools.run_dir import RunDir

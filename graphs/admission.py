@@ -66,7 +66,7 @@ async def run_proposer(
         max_revisions=ctx.max_revisions,
         compact_prompt=ctx.proposer_compact_prompt,
         gate=_gate(ctx, run, None),
-        store_path=str(run.rollouts),
+        store_path=run.store,
         run_id=task.run_id,
         round=task.round,
         policy_version=policy.version,
@@ -168,7 +168,7 @@ async def run_gate(
         # The proposer's rollout earns the admission's reward, not the pre-check's.
         proposal_attempt = record.attempt_id
         assert proposal_attempt is not None  # every proposal is a recorded attempt
-        with RolloutStore(run.rollouts) as store:
+        with RolloutStore(run.store) as store:
             store.finish_attempt(
                 proposal_attempt,
                 reward=verdict.proposer_reward,
@@ -200,7 +200,7 @@ def _recorded(gate: GateConfig, run: RunDir, item: AdmitItem, task_id: str) -> G
     policy = item.policy
     settings = {
         **settings,
-        "store_path": str(run.rollouts),
+        "store_path": run.store,
         "run_id": item.run_id,
         "round": item.round,
         "policy_version": policy.version,
@@ -219,9 +219,9 @@ def _drop_unjudged_calibration(run: RunDir, run_id: str, round_: int, task_id: s
     """
     from autoenvscaling.tools.rollouts.store import RolloutStore
 
-    if not run.rollouts.exists():
+    if not run.has_store:
         return
-    with RolloutStore(run.rollouts) as store:
+    with RolloutStore(run.store) as store:
         stale = [
             a.id
             for a in store.list_attempts(
@@ -245,7 +245,7 @@ def _finish_calibration(run: RunDir, verdict: Verdict, task_id: str) -> None:
     )
     if not attempts:
         return
-    with RolloutStore(run.rollouts) as store:
+    with RolloutStore(run.store) as store:
         for a in attempts:
             try:
                 store.get_attempt(a["attempt_id"])

@@ -57,6 +57,16 @@ class RunConfig(BaseModel):
     run_dir: Annotated[
         str, Cli(type=Path, unset=True, help="Run folder (default: runs/<timestamp>)")
     ] = Field(default="runs/default", description="Run folder")
+    store: Annotated[
+        str | None,
+        Cli(
+            help="A postgresql:// URL for the rollout store and the checkpointer (default: "
+            "SQLite files in the run folder); runs sharing it stay apart"
+        ),
+    ] = Field(
+        default=None,
+        description="PostgreSQL URL for the rollouts and checkpoints (None: SQLite in the run folder)",
+    )
     rounds: Annotated[int, Cli(short="-r")] = Field(default=1, description="Rounds to run")
     proposals: Annotated[int, Cli(short="-k")] = Field(default=2, description="Proposers per round")
     calibrate: Annotated[bool, Cli(help="Calibrate candidates against the solver")] = Field(

@@ -89,7 +89,7 @@ def _rounds(state: FlywheelState, ctx: FlywheelContext) -> int:
 
 
 def _run(ctx: FlywheelContext) -> RunDir:
-    return RunDir(Path(ctx.run_dir))
+    return RunDir(Path(ctx.run_dir), store=ctx.store)
 
 
 def _role_model(
@@ -173,7 +173,7 @@ def _attempter(
     settings = SolverSettings(
         model=_role_model(ctx, policy, "solver"),
         budget=LoopBudget(max_turns=ctx.solver_max_turns),
-        store_path=str(run.rollouts),
+        store_path=run.store,
         run_id=run_id,
         round=round_,
         policy_version=policy.version,
@@ -208,7 +208,7 @@ async def measure_baseline(
     Returns the number of attempts made."""
     if ctx.baseline_tasks <= 0 or ctx.baseline_attempts <= 0:
         return 0
-    with RolloutStore(run.rollouts) as store:
+    with RolloutStore(run.store) as store:
         done = [
             a
             for a in store.list_attempts(run_id=run_id, role="solver", limit=100_000)
@@ -255,7 +255,7 @@ async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
     seed = Path(ctx.seed_dir) if ctx.seed_dir else REPO_SEED
     if not pool.entries() and seed.exists():
         await asyncio.to_thread(pool.seed_from, seed)
-    RolloutStore(run.rollouts).close()  # creates the schema once
+    RolloutStore(run.store).close()  # creates the schema once
     if ctx.policy_checkpoint_id and not state.get("policy"):
         # A checkpoint swapped in before round 1 (--cold-start): the lineage starts with it.
         await asyncio.to_thread(
@@ -282,7 +282,7 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
 
     brief = await asyncio.to_thread(
         build_brief,
-        run.rollouts,
+        run.store,
         run.pool,
         solver_feedback=ctx.solver_feedback,
         band=(ctx.band_low, ctx.band_high),
@@ -536,7 +536,7 @@ async def refresh(
     metrics = round_metrics(
         round_,
         records,
-        run.rollouts,
+        run.store,
         pool,
         state["run_id"],
         prices=PriceTable(prices={_role_model(ctx, policy, "proposer").model: ctx.price_per_mtok}),

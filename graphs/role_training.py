@@ -236,7 +236,7 @@ async def train_proposer(
         return {"reason": "no base_model (HF weights) configured: nothing to train"}, None
     since = round_ - max(1, ctx.proposer_update_every) + 1
     plan = plan_proposer_update(
-        run.rollouts,
+        run.store,
         rounds=list(range(since, round_ + 1)),
         run_id=state.get("run_id"),
         policy_version=policy.version,

@@ -9,6 +9,8 @@ RUN_DIR/
   reports/             round-NN.md, run.md, PNG plots, metrics.json
   trials/              Harbor's trial folders (logs, verifier output)
   graph.sqlite         LangGraph checkpointer: lets `--resume` continue a killed run
+  store.json           only for a run on PostgreSQL (`--store postgresql://...`): the URL that
+                       holds its rollouts and checkpoints instead of the two SQLite files
 """
 
 from __future__ import annotations
@@ -62,8 +64,43 @@ def _versions() -> dict[str, str]:
 
 
 class RunDir:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, store: str | None = None) -> None:
+        """`store`: a PostgreSQL URL for the rollouts and the checkpointer; None: the one the
+        folder's store.json names, else the SQLite files in the folder."""
         self.root = Path(root).resolve()
+        self._store = store
+
+    @property
+    def store(self) -> str:
+        """Where the run's rollouts live: the PostgreSQL URL, or the path of rollouts.db."""
+        if self._store:
+            return self._store
+        if self.store_json.is_file():
+            return str(json.loads(self.store_json.read_text())["url"])
+        return str(self.rollouts)
+
+    @property
+    def on_postgres(self) -> bool:
+        return self.store.startswith(("postgresql://", "postgres://"))
+
+    @property
+    def has_store(self) -> bool:
+        """Whether the run has a rollout store to read (a PostgreSQL one is assumed to)."""
+        return self.on_postgres or self.rollouts.is_file()
+
+    @property
+    def store_json(self) -> Path:
+        return self.root / "store.json"
+
+    def remember_store(self) -> None:
+        """Write store.json for a run on PostgreSQL, so readers of the folder (report, viewer,
+        export, a resume) find its database. The URL is kept as given: prefer a password in
+        ~/.pgpass or PGPASSWORD to one in the URL."""
+        if self._store and self.on_postgres:
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = self.store_json.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"url": self._store}))
+            os.replace(tmp, self.store_json)
 
     @property
     def pool(self) -> Path:
@@ -99,6 +136,7 @@ class RunDir:
     def create(self, config: dict[str, Any], seeds: dict[str, int] | None = None) -> Manifest:
         for folder in (self.pool, self.checkpoints, self.reports, self.trials):
             folder.mkdir(parents=True, exist_ok=True)
+        self.remember_store()
         if self.manifest_path.exists():
             return self.manifest()
         manifest = Manifest(

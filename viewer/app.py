@@ -153,7 +153,7 @@ def create_app(
             if store
             else []
         )
-        transcript = load_transcript(store.path, proposer[0].id) if store and proposer else None
+        transcript = load_transcript(store.location, proposer[0].id) if store and proposer else None
         return render(
             request,
             "candidate.html",

@@ -131,7 +131,7 @@ def conversation(run: RunFolder, attempt_id: str) -> Conversation | None:
         trajectory = store.trajectory(attempt_id)
     except KeyError:
         return None
-    transcript = load_transcript(store.path, attempt_id)
+    transcript = load_transcript(store.location, attempt_id)
     if transcript is not None:
         turns, source = from_transcript(transcript), "transcript"
     else:

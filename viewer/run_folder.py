@@ -104,7 +104,7 @@ class RunFolder:
     @cached_property
     def _store(self) -> RolloutStore | None:
         try:
-            return RolloutStore(self.layout.rollouts, read_only=True)
+            return RolloutStore(self.layout.store, read_only=True)
         except RolloutStoreError:
             return None
 

@@ -73,10 +73,10 @@ def _set_package_name(task_dir: Path, name: str, description: str) -> None:
 
 def _proposer_attempts(run: RunDir) -> dict[str, dict]:
     """candidate folder -> the proposer attempt that wrote it (as a JSON dict)."""
-    if not run.rollouts.exists():
+    if not run.has_store:
         return {}
     out: dict[str, dict] = {}
-    with RolloutStore(run.rollouts) as store:
+    with RolloutStore(run.store) as store:
         for attempt in store.list_attempts(role="proposer", limit=1_000_000):
             candidate = attempt.metadata.get("candidate")
             if candidate:

@@ -214,7 +214,7 @@ def _rows(
             {"type": "function", "function": {"name": n, "description": "", "parameters": {}}}
             for n in sorted(used - known)  # a tool the role's servers no longer list
         ]
-        transcript = load_transcript(store.path, attempt.id)
+        transcript = load_transcript(store.location, attempt.id)
         if transcript is not None:
             messages, schemas = wire_messages(transcript.messages), transcript.tools
         else:
@@ -235,7 +235,7 @@ def _rows(
 
 
 def export_rollouts(
-    store_path: Path,
+    store_path: Path | str,
     out: Path,
     *,
     fmt: Format,

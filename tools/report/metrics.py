@@ -179,7 +179,7 @@ def _mean(attempts: list[Attempt]) -> float | None:
 def round_metrics(
     round_: int,
     records: list[CandidateRecord],
-    store_path: Path,
+    store_path: Path | str,
     pool: Pool,
     run_id: str,
     *,

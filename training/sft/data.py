@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from autoenvscaling.tools.rollouts.models import Step
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.rollouts.transcripts import load_transcript, normalized
+from autoenvscaling.tools.run_dir import RunDir
 
 SOLUTION_MOUNT = "/solution/"
 INLINED_DIR = "/tmp/solution/"
@@ -283,10 +284,10 @@ def harvest_run(
     """Solved solver attempts and admitted proposer attempts of one run folder."""
     from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
 
-    run_dir = Path(run_dir)
-    store_path = run_dir / "rollouts.db"
+    run = RunDir(Path(run_dir))
+    store_path = run.store  # rollouts.db, or the run's PostgreSQL URL (store.json)
     out = RunHarvest()
-    if not store_path.is_file():
+    if not run.has_store:
         return out
     with RolloutStore(store_path, read_only=True) as store:
         for trajectory in store.iter_trajectories():
