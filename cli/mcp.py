@@ -63,6 +63,10 @@ def terminal(
         str, typer.Option(help="Own workspace only: working folder.")
     ] = "/workspace",
     output_cap: Annotated[int, typer.Option(help="Bytes of output returned per call.")] = 16_000,
+    desktop: Annotated[
+        bool,
+        typer.Option(help="Also screenshot, key, type_text, click on the sandbox's X display."),
+    ] = False,
     transport: TransportOpt = "stdio",
     host: HostOpt = "127.0.0.1",
     port: PortOpt = None,
@@ -78,7 +82,9 @@ def terminal(
         opener = workspace_shells(
             limits=SandboxLimits(memory_mb=memory_mb, pids=pids), network=network, workdir=workdir
         )
-    _serve("terminal", transport, host, port, opener=opener, output_cap=output_cap)
+    _serve(
+        "terminal", transport, host, port, opener=opener, output_cap=output_cap, desktop=desktop
+    )
 
 
 @mcp_app.command()

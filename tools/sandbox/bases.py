@@ -1,7 +1,7 @@
 """The offline base image: a debootstrap minbase of Debian, imported into the engine once.
 
 `make bases` (part of `make setup`) runs `python -m autoenvscaling.tools.sandbox.bases`: the root
-filesystem is debootstrapped once per machine (~1.5-2.5 min, cached), imported as
+filesystem is debootstrapped once per machine (~1.5-3.5 min, cached), imported as
 `autoenvscaling/base:<name>` and tagged as the FROM images the seed pool names, so real
 Dockerfiles build with no registry. Where a registry answers, other FROM images pull as usual.
 Tests and sandboxes only ever `require_base()`: they never build it.
@@ -133,7 +133,7 @@ def base_rootfs_path() -> Path:
 
 
 def ensure_base_rootfs(say: Log = log.warning) -> Path:
-    """Return the base rootfs, building it with debootstrap (85-150 s) the first time only."""
+    """Return the base rootfs, building it with debootstrap (85-180 s) the first time only."""
     target = base_rootfs_path()
     ready = target.parent / f"{target.name}.ready"
     if (target / "etc" / "debian_version").exists() and ready.exists():
@@ -151,7 +151,7 @@ def ensure_base_rootfs(say: Log = log.warning) -> Path:
         tmp = target.parent / f"{target.name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         mirror = settings.debian_mirror or _apt_mirror()
-        say("building the base root filesystem once for this machine (~1.5-2.5 min)...")
+        say("building the base root filesystem once for this machine (~1.5-3.5 min)...")
         started = time.monotonic()
         cmd = [
             DEBOOTSTRAP,
