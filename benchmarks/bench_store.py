@@ -2,6 +2,7 @@
 
 .venv/bin/python benchmarks/bench_store.py                       # 10k attempts / 100k steps
 .venv/bin/python benchmarks/bench_store.py --attempts 100000 --steps 1000000
+.venv/bin/python benchmarks/bench_store.py --store postgresql://user@host/db   # an empty database
 """
 
 from __future__ import annotations
@@ -120,12 +121,18 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000, help="attempts per bulk transaction")
     parser.add_argument("--writers", type=int, default=4, help="processes in the concurrent test")
     parser.add_argument("--db", type=Path, help="database file (default: a temporary one)")
+    parser.add_argument(
+        "--store", help="a postgresql:// URL of an empty database (default: SQLite, --db)"
+    )
     parser.add_argument("--json", type=Path, help="also write the timings here (run_all)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.db or Path(tmp) / "bench.db"
+        path = args.store or str(args.db or Path(tmp) / "bench.db")
         store = RolloutStore(path)
+        backend = "PostgreSQL" if store.postgres else "SQLite"
+        if store.summary().attempts:
+            raise SystemExit(f"{store.name} is not empty: the timings need an empty store")
         rows: list[tuple[str, str, str]] = []
 
         start = time.perf_counter()
@@ -153,7 +160,7 @@ def main() -> None:
         )
         rows.append(
             (
-                "  of which SQLite (minus building the models)",
+                f"  of which {backend} (minus building the models)",
                 f"{db_only:.1f} s",
                 f"{args.steps / db_only:,.0f} steps/s",
             )
@@ -222,20 +229,39 @@ def main() -> None:
                 "search('undefined reference'): in most steps",
                 lambda: store.search("undefined reference"),
             ),
-            (
-                "  same search, ranking every match (the query before #18)",
-                lambda: _old_search(store, '"undefined" "reference"'),
+            *(
+                [
+                    (
+                        "  same search, ranking every match (the query before #18)",
+                        lambda: _old_search(store, '"undefined" "reference"'),
+                    )
+                ]
+                if not store.postgres  # FTS5's own query
+                else []
             ),
             ("trajectory(one attempt)", lambda: store.trajectory("a0")),
             ("list_attempts(task_id=..., limit=50)", lambda: store.list_attempts(task_id="task7")),
         ):
             rows.append((label, f"{timed(fn) * 1000:.1f} ms", ""))
-        wal = Path(f"{path}-wal")
-        wal_mb = wal.stat().st_size / 1e6 if wal.exists() else 0
-        note = f"{summary.attempts:,} attempts, {summary.steps:,} steps; WAL {wal_mb:.0f} MB"
-        rows.append(("database size", f"{Path(path).stat().st_size / 1e6:.0f} MB", note))
+        note = f"{summary.attempts:,} attempts, {summary.steps:,} steps"
+        if store.postgres:
+            size = (
+                store._conn()
+                .execute(
+                    "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
+                    "WHERE c.relname IN ('attempts', 'steps', 'transcripts') "
+                    "AND pg_table_is_visible(c.oid)"
+                )
+                .fetchone()[0]
+            )
+            rows.append(("database size (tables, indexes, TOAST)", f"{float(size) / 1e6:.0f} MB", note))
+        else:
+            wal = Path(f"{path}-wal")
+            wal_mb = wal.stat().st_size / 1e6 if wal.exists() else 0
+            note += f"; WAL {wal_mb:.0f} MB"
+            rows.append(("database size", f"{Path(path).stat().st_size / 1e6:.0f} MB", note))
 
-    table = Table("operation", "time", "rate / note", title="rollout store")
+    table = Table("operation", "time", "rate / note", title=f"rollout store ({backend})")
     for row in rows:
         table.add_row(*row)
     Console().print(table)
