@@ -82,9 +82,7 @@ def terminal(
         opener = workspace_shells(
             limits=SandboxLimits(memory_mb=memory_mb, pids=pids), network=network, workdir=workdir
         )
-    _serve(
-        "terminal", transport, host, port, opener=opener, output_cap=output_cap, desktop=desktop
-    )
+    _serve("terminal", transport, host, port, opener=opener, output_cap=output_cap, desktop=desktop)
 
 
 @mcp_app.command()

@@ -122,9 +122,7 @@ class ScreenState(BaseModel):
     error: str | None = Field(default=None, max_length=500)
 
     def summary(self) -> str:
-        wins = "; ".join(
-            f"{_quote(w.name)} {w.width}x{w.height}+{w.x}+{w.y}" for w in self.windows
-        )
+        wins = "; ".join(f"{_quote(w.name)} {w.width}x{w.height}+{w.x}+{w.y}" for w in self.windows)
         active = _quote(self.active) if self.active else "none"
         return f"active window: {active}; windows: {wins or 'none'}"
 
@@ -137,7 +135,9 @@ SandboxOf = Callable[[Context], Awaitable[Sandbox]]
 """The sandbox of the MCP session a request belongs to."""
 
 
-async def _exec(ctx: Context, sandbox_of: SandboxOf, command: str, env: dict[str, str] | None = None) -> str:
+async def _exec(
+    ctx: Context, sandbox_of: SandboxOf, command: str, env: dict[str, str] | None = None
+) -> str:
     """Ensure the display, then run `command` with DISPLAY set; its stdout, or a DesktopError."""
     sandbox = await sandbox_of(ctx)
     try:
@@ -257,7 +257,9 @@ def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
 
         async def work() -> CallToolResult:
             # The text travels in the environment: never part of the command line's syntax.
-            await _exec(ctx, sandbox_of, 'xdotool type --delay 20 -- "$AES_TEXT"', {"AES_TEXT": text})
+            await _exec(
+                ctx, sandbox_of, 'xdotool type --delay 20 -- "$AES_TEXT"', {"AES_TEXT": text}
+            )
             return await after(ctx, f"typed {len(text)} characters")
 
         return await guarded(work)
@@ -288,7 +290,9 @@ def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
                 sandbox_of,
                 f"xdotool mousemove --sync {x} {y} click --repeat {repeat} --delay 80 {number}",
             )
-            return await after(ctx, f"clicked {button} at ({x}, {y})" + (" twice" if double else ""))
+            return await after(
+                ctx, f"clicked {button} at ({x}, {y})" + (" twice" if double else "")
+            )
 
         return await guarded(work)
 

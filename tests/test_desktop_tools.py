@@ -44,7 +44,11 @@ async def run(session, command, timeout_sec=30):
 
 
 async def wait_for(session, command, timeout_sec=15):
-    done = await run(session, f"for i in $(seq 100); do {command} && break; sleep 0.15; done; {command}", timeout_sec)
+    done = await run(
+        session,
+        f"for i in $(seq 100); do {command} && break; sleep 0.15; done; {command}",
+        timeout_sec,
+    )
     return done
 
 
@@ -88,8 +92,12 @@ async def test_screenshot_keys_text_and_click_drive_a_tk_app(workspace):
         assert base64.b64decode(image.data).startswith(b"\x89PNG\r\n\x1a\n")
 
         await run(session, f"cat > /tmp/app.py <<'EOF'\n{APP}\nEOF")
-        await run(session, "DISPLAY=:99 setsid python3 /tmp/app.py >/tmp/app.log 2>&1 < /dev/null &")
-        shown = await wait_for(session, "DISPLAY=:99 xdotool search --onlyvisible --name '^Probe app$'")
+        await run(
+            session, "DISPLAY=:99 setsid python3 /tmp/app.py >/tmp/app.log 2>&1 < /dev/null &"
+        )
+        shown = await wait_for(
+            session, "DISPLAY=:99 xdotool search --onlyvisible --name '^Probe app$'"
+        )
         assert shown["exit_code"] == 0, shown["output"]
         shot = await session.call_tool("screenshot", {})
         assert 'active window: "Probe app"' in text_of(shot)

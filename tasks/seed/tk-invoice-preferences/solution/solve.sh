@@ -3,10 +3,13 @@
 # with xdotool keystrokes (Tab moves between fields, Space picks), then Ctrl+S and Close.
 set -euo pipefail
 export DISPLAY=:99
+started=""  # the display this script starts, it stops at the end
 if ! xdotool getdisplaygeometry >/dev/null 2>&1; then
   setsid Xvfb :99 -screen 0 1024x768x24 -nolisten tcp >/dev/null 2>&1 < /dev/null &
+  started="$!"
   for _ in $(seq 50); do xdotool getdisplaygeometry >/dev/null 2>&1 && break; sleep 0.1; done
   setsid matchbox-window-manager -use_titlebar no >/dev/null 2>&1 < /dev/null &
+  started="$started $!"
   sleep 0.5
 fi
 was_on=$(python3 -c 'import json; print(json.load(open("/app/invoice_prefs.json"))["send_reminders"])')
@@ -33,3 +36,4 @@ for _ in $(seq 50); do
 done
 cat /app/invoice_prefs.json
 xdotool windowkill "$win" 2>/dev/null || true
+[ -z "$started" ] || kill $started 2>/dev/null || true

@@ -3,10 +3,13 @@
 # lamp whose state differs from the target (positions relative to the window), click Save.
 set -euo pipefail
 export DISPLAY=:99
+started=""  # the display this script starts, it stops at the end
 if ! xdotool getdisplaygeometry >/dev/null 2>&1; then
   setsid Xvfb :99 -screen 0 1024x768x24 -nolisten tcp >/dev/null 2>&1 < /dev/null &
+  started="$!"
   for _ in $(seq 50); do xdotool getdisplaygeometry >/dev/null 2>&1 && break; sleep 0.1; done
   setsid matchbox-window-manager -use_titlebar no >/dev/null 2>&1 < /dev/null &
+  started="$started $!"
   sleep 0.5
 fi
 before=$(sha256sum /app/lamps.txt)
@@ -42,3 +45,4 @@ for _ in $(seq 50); do
 done
 cat /app/lamps.txt
 xdotool windowkill "$win" 2>/dev/null || true
+[ -z "$started" ] || kill $started 2>/dev/null || true
