@@ -89,7 +89,13 @@ class StoreConnection:
         return self._path
 
     def _open_postgres(self) -> None:
-        import psycopg
+        try:
+            import psycopg
+        except ImportError:
+            raise RolloutStoreError(
+                f"{self.name}: a PostgreSQL store needs the postgres extra "
+                "(pip install 'autoenvscaling[postgres]')"
+            ) from None
 
         from autoenvscaling.tools.rollouts import pg_schema
 
