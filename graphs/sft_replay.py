@@ -94,7 +94,9 @@ async def replay_task(
     trials_dir: Path | None = None,
 ) -> tuple[ReplayResult, SFTExample | None]:
     """Replay one task's reference solution; the example when the verifier gives 1.0."""
+    from autoenvscaling.tools.agents.solver_interface import DESKTOP_TOOLS
     from autoenvscaling.tools.rollouts.store import RolloutStore
+    from autoenvscaling.tools.tasks.domains import folder_domain
     from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
 
     task_dir = Path(task_dir).resolve()
@@ -127,12 +129,15 @@ async def replay_task(
     if attempt.reward is None or attempt.reward < 1.0:
         result.reason = f"verifier gave {attempt.reward}: not kept"
         return result, None
+    tools = interface.tools
+    if folder_domain(task_dir) == "computer-use":  # the served solver bound the desktop tools too
+        tools = [*tools, *(spec.openai() for spec in DESKTOP_TOOLS.values())]
     with RolloutStore(store_path) as store:
         example = solver_example(
             store,
             attempt.rollout_id,
             first=interface.first_messages(task.instruction),
-            tools=interface.tools,
+            tools=tools,
             source="seed-replay",
         )
     if example is None:
