@@ -118,7 +118,7 @@ class ScreenState(BaseModel):
     windows: list[Window] = Field(max_length=20)
     active: str | None = None
     png: str | None = Field(default=None, max_length=4 * MAX_PNG_BYTES // 3 + 8)
-    size: list[int] | None = None
+    size: list[int] | None = Field(default=None, min_length=2, max_length=2)
     error: str | None = Field(default=None, max_length=500)
 
     def summary(self) -> str:
