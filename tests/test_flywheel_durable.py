@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.run_dir import RunDir
 from autoenvscaling.tools.tasks.pool import Pool
 
 from .conftest import FIXTURES, REPO
@@ -53,7 +54,7 @@ def _env() -> dict[str, str]:
 
 
 def _summary(run_dir: Path) -> dict:
-    with RolloutStore(run_dir / "rollouts.db") as store:
+    with RolloutStore(RunDir(run_dir).store) as store:  # rollouts.db, or store.json's URL
         attempts = store.list_attempts(limit=100_000)
         steps = {a.id: len(store.trajectory(a.id).steps) for a in attempts}
     verdicts = [
