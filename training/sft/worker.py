@@ -68,6 +68,7 @@ def run(job: SFTJob) -> WorkerResult:
         "first_loss": history[0]["loss"] if history else None,
         "last_loss": history[-1]["loss"] if history else None,
         "examples": len(dataset),
+        "batch_per_process": config.per_device_train_batch_size,
         "by_role": {r: int(sum(1 for x in dataset["role"] if x == r)) for r in set(dataset["role"])}
         if "role" in dataset.column_names
         else {},
