@@ -14,6 +14,7 @@ from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
 from autoenvscaling.mcp_servers.gate import build_gate_server
 from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
 from autoenvscaling.mcp_servers.terminal import ShellOpener, build_terminal_server
+from autoenvscaling.tools.rollouts.postgres import is_postgres_url
 from autoenvscaling.tools.sandbox import PersistentShell, SandboxLimits
 from autoenvscaling.tools.tasks.privileges import strip_privileges
 
@@ -70,7 +71,8 @@ async def proposer_tools(
         settings.solver_feedback
         and not compact
         and settings.store_path
-        and Path(settings.store_path).exists()
+        # A PostgreSQL store is on a server: there is no file to wait for.
+        and (is_postgres_url(settings.store_path) or Path(settings.store_path).exists())
     ):
         servers["rollouts"] = build_rollouts_server(settings.store_path)
     async with open_mcp_tools(servers) as tools:
