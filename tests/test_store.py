@@ -417,3 +417,18 @@ def test_transcripts_live_with_the_store(store):
     assert (where is None) == store.postgres  # a row of the database, or a file next to it
     assert load_transcript(store.location, "a1") == transcript
     assert load_transcript(store.location, "missing") is None
+
+
+def test_readers_given_the_location_see_the_store(store):
+    """The flywheel hands readers the store's location (a path or a URL), not an open store."""
+    from autoenvscaling.tools.agents.brief import build_brief
+
+    from .conftest import SEED_DIR
+
+    store.record_attempt(
+        Attempt(task_id="git-bisect-regression", category="git", outcome="failed", reward=0.0),
+        [Step(index=0, tool_output="fatal: bad revision", exit_code=128)],
+    )
+    by_location = build_brief(store.location, SEED_DIR, n_examples=1)
+    assert [r.task_id for r in by_location.task_rates] == ["git-bisect-regression"]
+    assert by_location == build_brief(store, SEED_DIR, n_examples=1)

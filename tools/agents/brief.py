@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.rollouts.postgres import is_postgres_url
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.tasks.domains import DOMAIN_BLURBS, DOMAINS, Domain, task_domain
 from autoenvscaling.tools.tasks.file_blocks import cap_file_blocks, render_file_blocks
@@ -228,7 +229,7 @@ def build_brief(
     out in one round see different examples.
     """
     if store is not None and not isinstance(store, RolloutStore):
-        if not Path(store).exists():
+        if not is_postgres_url(str(store)) and not Path(store).exists():
             store = None
         else:
             with RolloutStore(store, read_only=True) as opened:
