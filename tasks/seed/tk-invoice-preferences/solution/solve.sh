@@ -14,6 +14,7 @@ if ! xdotool getdisplaygeometry >/dev/null 2>&1; then
 fi
 was_on=$(python3 -c 'import json; print(json.load(open("/app/invoice_prefs.json"))["send_reminders"])')
 setsid python3 /opt/invoice-prefs/prefs_app.py >/dev/null 2>&1 < /dev/null &
+app="$!"
 win=$(xdotool search --sync --onlyvisible --name '^Invoice preferences$' | head -n 1)
 xdotool windowactivate --sync "$win" 2>/dev/null || xdotool windowfocus --sync "$win"
 sleep 0.3
@@ -35,5 +36,6 @@ for _ in $(seq 50); do
   sleep 0.1
 done
 cat /app/invoice_prefs.json
-xdotool windowkill "$win" 2>/dev/null || true
-[ -z "$started" ] || kill $started 2>/dev/null || true
+# Leave nothing running: the app, then the display this script started; wait until they are gone.
+kill "$app" $started 2>/dev/null || true
+wait 2>/dev/null || true

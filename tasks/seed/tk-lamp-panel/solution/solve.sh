@@ -14,6 +14,7 @@ if ! xdotool getdisplaygeometry >/dev/null 2>&1; then
 fi
 before=$(sha256sum /app/lamps.txt)
 setsid python3 /opt/lamp-panel/lamp_panel.py >/dev/null 2>&1 < /dev/null &
+app="$!"
 win=$(xdotool search --sync --onlyvisible --name '^Lamp panel$' | head -n 1)
 xdotool windowactivate --sync "$win" 2>/dev/null || xdotool windowfocus --sync "$win"
 sleep 0.3
@@ -44,5 +45,6 @@ for _ in $(seq 50); do
   sleep 0.1
 done
 cat /app/lamps.txt
-xdotool windowkill "$win" 2>/dev/null || true
-[ -z "$started" ] || kill $started 2>/dev/null || true
+# Leave nothing running: the app, then the display this script started; wait until they are gone.
+kill "$app" $started 2>/dev/null || true
+wait 2>/dev/null || true
