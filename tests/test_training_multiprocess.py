@@ -86,6 +86,14 @@ def _two_processes() -> AccelerateLauncher:
 
 
 @pytest.fixture(scope="module")
+def plain_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny policy without the warm-up GRPO needs (SFT learns from scratch): seconds."""
+    from tests.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("model") / "plain")
+
+
+@pytest.fixture(scope="module")
 def sft_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     examples = [
         SFTExample(
@@ -118,10 +126,10 @@ def sft_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _sft_job(tiny_model: Path, dataset: Path, work: Path, steps: int = 3) -> SFTJob:
+def _sft_job(model: Path, dataset: Path, work: Path, steps: int = 3) -> SFTJob:
     return SFTJob(
         job_id=f"sft-{work.name}",
-        base_model=str(tiny_model),
+        base_model=str(model),
         dataset=dataset,
         batch_size=len(COMMANDS),
         max_length=512,
@@ -151,7 +159,7 @@ async def _train(backend: WorkerBackend, job: TrainJob) -> tuple[TrainResult, fl
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 async def test_sft_on_two_processes_trains_on_every_rank_like_one_process(
-    tiny_model: Path,  # noqa: F811 - the fixture imported above
+    plain_model: Path,
     sft_dataset: Path,
     tmp_path: Path,
 ) -> None:
@@ -170,15 +178,15 @@ async def test_sft_on_two_processes_trains_on_every_rank_like_one_process(
     """
     one = CheckpointRegistry(tmp_path / "one")
     single, single_sec = await _train(
-        TRLSFTBackend(one), _sft_job(tiny_model, sft_dataset, tmp_path / "w1")
+        TRLSFTBackend(one), _sft_job(plain_model, sft_dataset, tmp_path / "w1")
     )
-    job = _sft_job(tiny_model, sft_dataset, tmp_path / "w2")
+    job = _sft_job(plain_model, sft_dataset, tmp_path / "w2")
     args = [
         "train",
         "--sft",
         str(sft_dataset),
         "--base",
-        str(tiny_model),
+        str(plain_model),
         "--registry",
         str(tmp_path / "two"),
         "--work-dir",
@@ -238,7 +246,7 @@ async def test_sft_on_two_processes_trains_on_every_rank_like_one_process(
 
 @pytest.mark.timeout(300)
 async def test_a_rank_that_crashes_fails_the_job_with_its_error(
-    tiny_model: Path,  # noqa: F811 - the fixture imported above
+    plain_model: Path,
     sft_dataset: Path,
     tmp_path: Path,
 ) -> None:
@@ -249,7 +257,7 @@ async def test_a_rank_that_crashes_fails_the_job_with_its_error(
         registry, launcher=_two_processes(), env={TEST_CRASH_RANK_ENV: "1"}, timeout_sec=240
     )
     groups: list[int] = []
-    job = _sft_job(tiny_model, sft_dataset, tmp_path / "work")
+    job = _sft_job(plain_model, sft_dataset, tmp_path / "work")
 
     def watch(event: TrainProgress) -> None:
         if backend.worker_pid is not None and not groups:

@@ -7,8 +7,8 @@ exited cleanly with a valid result, publishes the weights it left in the job's w
 timeout raises `TrainingError` with the worker's last words and its log path; the registry is
 untouched. Under a launcher the worker is several ranks: each reports its steps (the result's
 `rank_steps`), the first rank to fail is the error named, and once the launcher exits whatever is
-left of its process group is killed. The GRPO, SFT and proposer backends are siblings that name their worker module.
-The graph process never imports torch.
+left of its process group is killed. The GRPO, SFT and proposer backends are siblings that name
+their worker module. The graph process never imports torch.
 """
 
 from __future__ import annotations
@@ -145,9 +145,12 @@ class WorkerBackend:
 
         async def run_to_end() -> None:
             reader = asyncio.ensure_future(pump())
-            await proc.wait()
-            _kill_group(proc.pid)  # a rank the launcher left behind (it would hold our pipe open)
-            await reader
+            try:
+                await proc.wait()
+                _kill_group(proc.pid)  # a rank the launcher left behind (it holds our pipe open)
+                await reader
+            finally:
+                reader.cancel()  # a timeout or cancellation: stop reading too
 
         try:
             await asyncio.wait_for(run_to_end(), self.timeout_sec)
