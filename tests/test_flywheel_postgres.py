@@ -10,10 +10,11 @@ import signal
 import subprocess
 import time
 
-import psycopg
 import pytest
 
 from .test_flywheel_durable import REPO, _cli, _env, _run_until, _summary, reference  # noqa: F401
+
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
 
 def _steps_saved(url: str, thread: str) -> int:
