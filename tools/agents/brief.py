@@ -14,9 +14,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.agents.brief_render import domain_lines, evidence_text, pool_table
 from autoenvscaling.tools.rollouts.postgres import is_postgres_url
 from autoenvscaling.tools.rollouts.store import RolloutStore
-from autoenvscaling.tools.tasks.domains import DOMAIN_BLURBS, DOMAINS, Domain, task_domain
+from autoenvscaling.tools.tasks.domains import DOMAINS, Domain, task_domain
 from autoenvscaling.tools.tasks.file_blocks import cap_file_blocks, render_file_blocks
 from autoenvscaling.tools.tasks.format import HarborTask, load_pool
 from autoenvscaling.tools.text_cap import tail_text
@@ -172,9 +173,11 @@ class ProposerBrief(BaseModel):
     def sections(self) -> dict[str, str]:
         """Markdown fragments for the prompt templates: pool, evidence, examples, band."""
         return {
-            "pool": _pool_table(self),
-            "domains": _domain_lines(self),
-            "evidence": _evidence(self) if self.solver_feedback else "",
+            "pool": pool_table(self.categories),
+            "domains": domain_lines(self.domains),
+            "evidence": evidence_text(self.task_rates, self.in_band, self.targets, self.failures)
+            if self.solver_feedback
+            else "",
             "examples": "\n\n".join(
                 f"### {e.name} ({e.category}, {e.difficulty})\n\n{e.files}" for e in self.examples
             ),
@@ -381,55 +384,3 @@ def _example(task: HarborTask, max_file_chars: int) -> ExampleTask:
         difficulty=task.difficulty or "unknown",
         files=render_file_blocks(task.root, max_file_chars=max_file_chars),
     )
-
-
-# -- rendering the brief ---------------------------------------------------------------------------
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _pool_table(brief: ProposerBrief) -> str:
-    rows = ["| category | tasks | difficulty | solver pass rate |", "| --- | --- | --- | --- |"]
-    for c in brief.categories:
-        diff = ", ".join(f"{k} {v}" for k, v in c.difficulties.items())
-        rows.append(f"| {c.category} | {c.tasks} | {diff} | {_pct(c.pass_rate)} |")
-    return "\n".join(rows)
-
-
-def _domain_lines(brief: ProposerBrief) -> str:
-    """One line per domain: its tag, what its tasks ask for, how many the pool holds."""
-    held = {d.domain: d.tasks for d in brief.domains}
-    return "\n".join(f"- `{d}` ({held.get(d, 0)} in the pool): {DOMAIN_BLURBS[d]}" for d in DOMAINS)
-
-
-def _evidence(brief: ProposerBrief) -> str:
-    parts = []
-    if brief.task_rates:
-        rows = [
-            "| task | category | attempts | pass rate | mean reward |",
-            "| --- | --- | --- | --- | --- |",
-        ]
-        rows += [
-            f"| {r.task_id} | {r.category or '-'} | {r.attempts} | {_pct(r.pass_rate)} | "
-            f"{_pct(r.mean_reward)} |"
-            for r in brief.task_rates
-        ]
-        parts.append("\n".join(rows))
-    else:
-        parts.append("(no scored solver attempts yet)")
-    parts.append("In band: " + (", ".join(brief.in_band) if brief.in_band else "none"))
-    if brief.targets:
-        parts.append("Weakest categories first: " + ", ".join(brief.targets))
-    for f in brief.failures:
-        reward = "-" if f.reward is None else f"{f.reward:g}"
-        parts.append(
-            f"- {f.task_id} ({f.category or '-'}): {f.outcome}, reward {reward}\n"
-            f"  ```\n{_indent(f.error_output.strip())}\n  ```"
-        )
-    return "\n\n".join(parts)
-
-
-def _indent(text: str) -> str:
-    return "\n".join(f"  {line}" for line in text.splitlines())
