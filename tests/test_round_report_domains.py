@@ -105,7 +105,9 @@ def test_round_report_counts_per_domain(tmp_path: Path):
     text = round_markdown(m)
     assert "## Per domain" in text
     assert "| kernels | 2 | 1 | 3 | 2 | 0.667 | 0.667 |" in text
-    assert "| computer-use | 0 | 0 | 0 | 0 | - | - | 0 |" in text
+    # no proposal or attempt, but the pool's computer-use seeds: counts 0, rates missing
+    cu = by_tags["computer-use"]
+    assert f"| computer-use | 0 | 0 | 0 | 0 | - | - | {cu} |" in text
     # metrics.json round-trips the counts (the run report and the viewer read it back)
     again = type(m).model_validate_json(m.model_dump_json())
     assert again.domains == m.domains
