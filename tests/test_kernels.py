@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.graphs.proposer.replay import authoring_files, replay_authoring
-from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.graphs.proposer.replay import replay_authoring
 from autoenvscaling.tools.tasks.domains import folder_domain
 from autoenvscaling.tools.trials.trial import run_trial
 
+from .authoring import admitted_authoring
 from .conftest import SEED_DIR
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -28,18 +28,8 @@ TASK = SEED_DIR / "histogram-edges-c"  # the quickest kernels seed at the gate (
 async def test_a_scripted_proposer_gets_a_kernels_task_admitted(
     engine_ready: str, tmp_path: Path
 ) -> None:
-    result = await replay_authoring(
-        TASK, pool_dir=SEED_DIR, store_path=tmp_path / "rollouts.db", out_dir=tmp_path / "out"
-    )
-    assert result.kept, result.model_dump_json(indent=1)
-    assert result.reason.startswith("admitted")
-    assert result.attempt_id is not None
-    candidate = tmp_path / "out" / f"cand-{result.attempt_id[:12]}"
-    assert sorted(authoring_files(candidate)) == sorted(authoring_files(TASK))
+    candidate = await admitted_authoring(TASK, tmp_path)
     assert folder_domain(candidate) == "kernels"
-    with RolloutStore(tmp_path / "rollouts.db") as store:
-        (attempt,) = [t.attempt for t in store.iter_trajectories(role="proposer")]
-    assert attempt.reward == 1.0 and attempt.metadata["admitted"] is True
 
 
 async def test_a_correct_but_slow_reference_solution_is_rejected_at_the_oracle(

@@ -9,46 +9,29 @@ Only the model's replies are scripted (graphs/proposer/replay.py replays the see
 from __future__ import annotations
 
 import shutil
-import tomllib
 from pathlib import Path
 
 import pytest
 
-from autoenvscaling.graphs.proposer.replay import authoring_files, replay_authoring
-from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.graphs.proposer.replay import replay_authoring
 
-from .conftest import SEED_DIR, seed_tasks
+from .authoring import admitted_authoring, seeds_of
+from .conftest import SEED_DIR
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 TASK = SEED_DIR / "xlsx-expense-summary"
-DOMAIN = "professional-work"
 
 
 def test_the_pool_has_at_least_four_professional_work_seeds() -> None:
-    tagged = [
-        t.name
-        for t in seed_tasks()
-        if DOMAIN in tomllib.loads((t / "task.toml").read_text())["metadata"]["tags"]
-    ]
+    tagged = seeds_of("professional-work")
     assert len(tagged) >= 4 and TASK.name in tagged, tagged
 
 
 async def test_a_scripted_proposer_gets_a_spreadsheet_task_admitted(
     engine_ready: str, tmp_path: Path
 ) -> None:
-    result = await replay_authoring(
-        TASK, pool_dir=SEED_DIR, store_path=tmp_path / "rollouts.db", out_dir=tmp_path / "out"
-    )
-    assert result.kept, result.model_dump_json(indent=1)
-    assert result.reason.startswith("admitted")
-    # What the gate admitted is what the proposer's tool calls wrote, file for file.
-    assert result.attempt_id is not None
-    candidate = tmp_path / "out" / f"cand-{result.attempt_id[:12]}"
-    assert sorted(authoring_files(candidate)) == sorted(authoring_files(TASK))
-    with RolloutStore(tmp_path / "rollouts.db") as store:
-        (attempt,) = [t.attempt for t in store.iter_trajectories(role="proposer")]
-    assert attempt.reward == 1.0 and attempt.metadata["admitted"] is True
+    await admitted_authoring(TASK, tmp_path)
 
 
 async def test_totals_written_as_values_are_rejected_at_the_oracle(
