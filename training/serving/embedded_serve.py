@@ -51,10 +51,13 @@ class ServeConfig(BaseModel):
     )
     n_ctx: int = 8192
     prompt_cache_mb: int = Field(
-        default=2048,
+        default=0,
         ge=0,
-        description="llama-cpp-python's RAM cache of evaluated prompts (0 = off). Proposers and "
-        "solvers take turns on one model: without it every turn re-reads its whole conversation.",
+        description="llama-cpp-python's RAM cache of evaluated prompts (0 = off, the default). Off: "
+        "its size accounting leaves out the per-token scores each saved state carries (~0.2 MB a "
+        "token for this vocabulary), so one proposer conversation took the server from 1.6 to "
+        "21 GB RSS and the run's server was OOM-killed; off, the same conversation stays at "
+        "1.1-1.6 GB and is served faster (benchmarks/RESULTS.md, #26 third measurement).",
     )
     n_threads: int | None = None
     n_threads_batch: int | None = None

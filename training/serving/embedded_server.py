@@ -72,7 +72,9 @@ class EmbeddedServerConfig(BaseModel):
         default=None, ge=1, description="Decode threads; default: llama-cpp-python's."
     )
     prompt_cache_mb: int = Field(
-        default=2048, ge=0, description="RAM cache of evaluated prompts, MB (0 = off)."
+        default=0,
+        ge=0,
+        description="RAM cache of evaluated prompts, MB (0 = off, the default: see ServeConfig).",
     )
     ready_timeout_sec: float = Field(default=120.0, gt=0)
     request_timeout_sec: float = Field(
