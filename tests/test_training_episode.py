@@ -155,3 +155,45 @@ async def test_a_busy_shell_reads_the_same_served_and_trained(engine_ready, tmp_
     finally:
         loop.stop()
     assert (served.content, trained) == (SHELL_BUSY, SHELL_BUSY)
+
+
+class _LateNoticedKill:
+    """A live task whose engine still says 'running' when first asked after the policy's
+    `kill -KILL -1`, then 'gone'; the verifier then cannot find the container."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def open_shell(self) -> "_LateNoticedKill":
+        return self
+
+    async def close(self) -> None:
+        return None
+
+    async def stopped(self) -> str | None:
+        self.asked += 1
+        return None if self.asked == 1 else "the sandbox's container is gone"
+
+    async def verify(self) -> float:
+        raise RuntimeError("404 Client Error: no container with name or ID found")
+
+
+def test_a_kill_the_engine_notices_late_is_scored_0_not_dropped(tmp_path: Path) -> None:
+    """CI saw this race: the episode's end asked the engine before it noticed the dead init,
+    the verifier found no container, and the kill was dropped as infrastructure (sparing the
+    policy its 0). The episode now asks again before blaming the engine."""
+    live = _LateNoticedKill()
+
+    async def start(_task_dir: str) -> _LateNoticedKill:
+        return live
+
+    loop = EventLoop()
+    try:
+        episode = TaskEpisode(loop, start, EpisodeConfig())  # type: ignore[arg-type]
+        episode.reset(task_dir=str(tmp_path))
+        record = loop.run(episode._finish())
+    finally:
+        loop.stop()
+    assert (record.reward, record.fault) == (0.0, None), record
+    assert record.error is not None and "stopped under the policy's commands" in record.error
+    assert live.asked >= 2

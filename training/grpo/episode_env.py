@@ -230,13 +230,21 @@ class TaskEpisode:
         self._failure = found
         log.warning("episode of %s not scored: %s", self._task_dir, found.describe())
 
-    async def _stopped(self) -> str | None:
-        """Why the sandbox stopped under the episode, if its engine says it did."""
+    async def _stopped(self, settle_sec: float = 0.0) -> str | None:
+        """Why the sandbox stopped under the episode, if its engine says it did; asked again
+        for up to `settle_sec` while it still says running (it notices a dead init late)."""
         stopped = getattr(self._live, "stopped", None)
-        try:
-            return await stopped() if stopped is not None else None
-        except Exception:  # noqa: BLE001 - cannot tell: the failure stays infrastructure
+        if stopped is None:
             return None
+        deadline = asyncio.get_running_loop().time() + settle_sec
+        while True:
+            try:
+                reason = await stopped()
+            except Exception:  # noqa: BLE001 - cannot tell: the failure stays infrastructure
+                return None
+            if reason is not None or asyncio.get_running_loop().time() >= deadline:
+                return reason
+            await asyncio.sleep(0.25)
 
     def _stopped_by_policy(self, reason: str | None) -> None:
         """A sandbox that stopped while the engine works was ended from inside, by the policy's
@@ -290,6 +298,9 @@ class TaskEpisode:
                     verify = self._live.verify()
                     reward = await asyncio.wait_for(verify, self._config.verify_timeout_sec)
                 except Exception as exc:  # noqa: BLE001 - classified: the episode is dropped
+                    # The engine may still have called the container running when asked above
+                    # (a `kill -KILL -1` is noticed a moment later): ask again before blaming it.
+                    self._stopped_by_policy(await self._stopped(settle_sec=2.0))
                     self._fail(exc, "verify")
         finally:
             try:
