@@ -282,6 +282,7 @@ async def _check_snapshot(
     from autoenvscaling.graphs.validation import ValidationInput
     from autoenvscaling.graphs.validation import graph as validation_graph
     from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict, make_verdict
+    from autoenvscaling.tools.gate.gpu import scored_for_proposer
     from autoenvscaling.tools.gate.results import infrastructure_verdict
     from autoenvscaling.tools.tasks.snapshot import SnapshotError, content_hash, freeze
 
@@ -319,7 +320,7 @@ async def _check_snapshot(
         return infrastructure_verdict(
             frozen, SnapshotError("the frozen copy changed during admission"), backend=ctx.backend
         ), None
-    return verdict.model_copy(update={"content_hash": digest}), frozen
+    return scored_for_proposer(verdict.model_copy(update={"content_hash": digest})), frozen
 
 
 async def _drop_candidate_image(candidate: Path, backend: Backend) -> None:

@@ -99,3 +99,31 @@ async def test_more_gpus_than_a_machine_holds_is_a_limit_not_a_need(tmp_path: Pa
     verdict = await validate_task(task, GateConfig())
     assert not verdict.admitted and verdict.needs_gpus == 0 and not verdict.infrastructure_error
     assert verdict.proposer_reward == -1.0 and "environment.gpus" in verdict.reason
+
+
+@pytest.mark.timeout(300)
+async def test_asking_for_a_gpu_does_not_spare_a_proposer_its_rejection(tmp_path: Path, monkeypatch):
+    """Attack: a proposer adds `gpus = 1` to a task whose oracle fails. Not judged would give
+    it no reward where the honest task gets -1, so a policy would learn to ask for GPUs. Driven
+    through the real proposer (its MCP tools, workspace sandbox and gate; scripted replies)."""
+    from autoenvscaling.graphs.proposer.replay import replay_authoring
+    from autoenvscaling.tools.rollouts.store import RolloutStore
+
+    from .conftest import FIXTURES
+
+    monkeypatch.delenv("AUTOENVSCALING_TASK_MAX_GPUS", raising=False)
+    task = tmp_path / "broken-with-gpu"
+    shutil.copytree(FIXTURES / "good_task", task)
+    toml = (task / "task.toml").read_text()
+    assert "[environment]" in toml
+    (task / "task.toml").write_text(toml.replace("[environment]", "[environment]\ngpus = 1", 1))
+    (task / "solution" / "solve.sh").write_text("#!/bin/bash\necho 'no work done'\n")
+    store = tmp_path / "rollouts.db"
+    result = await replay_authoring(
+        task, pool_dir=SEED_DIR, store_path=store, out_dir=tmp_path / "out"
+    )
+    assert not result.kept and "needs a GPU" in result.reason, result
+    assert "counts as a rejection" in result.reason
+    with RolloutStore(store) as rollouts:
+        (attempt,) = [t.attempt for t in rollouts.iter_trajectories(role="proposer")]
+    assert attempt.reward == -1.0 and attempt.outcome == "failed", attempt

@@ -35,6 +35,7 @@ from autoenvscaling.prompts import load_prompt
 from autoenvscaling.tools.files.rooted import RootedFs
 from autoenvscaling.tools.files.safe_paths import PathRefusedError
 from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict, sealed
+from autoenvscaling.tools.gate.gpu import scored_for_proposer
 from autoenvscaling.tools.tasks.file_blocks import (
     ReplyFormatError,
     parse_file_blocks,
@@ -148,7 +149,7 @@ async def gate(
             context=ctx.settings.gate,
             durability="exit",
         )
-        verdict = sealed(Verdict.model_validate(out["verdict"]), checked, task)
+        verdict = scored_for_proposer(sealed(Verdict.model_validate(out["verdict"]), checked, task))
     revision = state.get("revision", 0)
     result = state["result"].model_copy(deep=True)
     result.verdict = verdict

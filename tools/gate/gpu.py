@@ -18,7 +18,13 @@ from typing import Any
 
 from autoenvscaling.tools.gate.lint.harbor_compat import OUR_BACKENDS
 from autoenvscaling.tools.gate.lint.model import LintFinding, LintReport
-from autoenvscaling.tools.gate.results import NEEDS_GPU_STATUS, StageResult, excerpt
+from autoenvscaling.tools.gate.results import (
+    NEEDS_GPU_STATUS,
+    REWARD_VALIDATION_FAILED,
+    StageResult,
+    Verdict,
+    excerpt,
+)
 from autoenvscaling.tools.tasks.limits import TaskLimits
 
 #: The most GPUs one machine holds (an 8-GPU node). A task that asks for more asks for what no
@@ -100,4 +106,22 @@ def gpu_lint_result(
         "GPU it would fail for the missing device, which says nothing about the task. "
         + GIVE_THE_GATE_A_GPU.format(n=asked),
         details={**details, "status": NEEDS_GPU_STATUS},
+    )
+
+
+def scored_for_proposer(verdict: Verdict) -> Verdict:
+    """The verdict as a proposer in this run is scored by it. A task that needs a GPU this gate
+    has none of is not judged (the task keeps that verdict), but this run can never admit it:
+    the proposer scores it as a rejection. Not judged would also spare it the -1, so a policy
+    that adds `gpus = 1` to any task it cannot make pass would escape every rejection."""
+    if not verdict.needs_gpus:
+        return verdict
+    return verdict.model_copy(
+        update={
+            "proposer_reward": REWARD_VALIDATION_FAILED,
+            "infrastructure_error": False,
+            "reason": f"{verdict.reason}. For this run it counts as a rejection: a task that "
+            "asks for a GPU cannot be admitted where the gate has none; drop `gpus` unless "
+            "the task cannot work without one",
+        }
     )
