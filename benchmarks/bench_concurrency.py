@@ -1,0 +1,378 @@
+"""The coordinator alone: K solver episodes in flight against a fake remote sandbox (issue #29.4).
+
+.venv/bin/python benchmarks/bench_concurrency.py                       # K = 1, 4, 16, 64
+.venv/bin/python benchmarks/bench_concurrency.py --quick               # one wave per K
+.venv/bin/python benchmarks/bench_concurrency.py --k 4 --episodes 8 --exec-ms 50 --json out.json
+
+What runs is the flywheel's own attempter (graphs/flywheel.py `_attempter`: the path the
+baseline and the refresh take), with `concurrency` = K: the solver graph, `solve_task`, a real
+Harbor trial per episode on our Harbor environment adapter, `SolverAgent` with the agent loop over
+the MCP terminal server (in-memory MCP session), and the rollout store in SQLite. Only the
+model's replies are scripted (graphs/scripted_model.py) and the sandbox is fake
+(benchmarks/fake_remote.py): it sleeps like a remote provider and interprets its commands.
+
+Each K runs in a child process of its own (so one K's memory does not carry into the next),
+after one warm-up episode, under a wall-time bound. Measured: episodes/s and tool calls/s, the
+event loop's lag (a probe sleeping 10 ms, its overshoot), process CPU per episode, peak RSS and
+RSS per episode in flight, threads and open files at peak, and every episode's outcome and tool
+results read back from the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_KS = (1, 4, 16, 64)
+RUN_ID = "bench-concurrency"
+MODEL = "bench-solver"
+
+
+# -- the tasks and the scripted solver --------------------------------------------------------
+def word_of(i: int) -> str:
+    return f"answer-{i:03d}"
+
+
+def write_tasks(root: Path, n: int) -> list[Path]:
+    """`n` small Harbor tasks: write a task-specific word to /app/answer.txt."""
+    tasks = []
+    for i in range(n):
+        task = root / f"bench-task-{i:03d}"
+        for folder in ("environment", "tests", "solution"):
+            (task / folder).mkdir(parents=True, exist_ok=True)
+        (task / "task.toml").write_text(
+            'schema_version = "1.4"\n\n[metadata]\nauthor_name = "bench"\ndifficulty = "easy"\n'
+            'category = "bench"\ntags = ["software"]\n\n[agent]\ntimeout_sec = 300\n\n'
+            "[verifier]\ntimeout_sec = 60\n\n[environment]\ncpus = 1\nmemory_mb = 512\n"
+        )
+        (task / "instruction.md").write_text(
+            f"Write the word `{word_of(i)}` into /app/answer.txt and show the file.\n"
+        )
+        (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+        (task / "tests" / "expected.txt").write_text(word_of(i) + "\n")
+        (task / "tests" / "test.sh").write_text(
+            "#!/bin/bash\n"
+            'if [ "$(cat /app/answer.txt)" = "$(cat /tests/expected.txt)" ]; then\n'
+            "  echo 1 > /logs/verifier/reward.txt\nelse\n  echo 0 > /logs/verifier/reward.txt\nfi\n"
+        )
+        (task / "solution" / "solve.sh").write_text(f"echo {word_of(i)} > /app/answer.txt\n")
+        tasks.append(task)
+    return tasks
+
+
+def responder(calls: int) -> Any:
+    """The scripted model: `calls` terminal commands, then a closing reply. It reads the task's
+    word from the instruction and the turn from the conversation, so one responder serves every
+    episode in flight."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from autoenvscaling.graphs.scripted_model import reply, tool_call
+
+    def answer(messages: Any) -> AIMessage | str:
+        done = sum(1 for m in messages if isinstance(m, AIMessage) and m.tool_calls)
+        if done >= calls:
+            return "Done: /app/answer.txt holds the word."
+        asked = next(str(m.content) for m in messages if isinstance(m, HumanMessage))
+        word = asked.split("`")[1] if "`" in asked else "missing"
+        script = [
+            f"echo {word} > /app/answer.txt",
+            "cat /app/answer.txt",
+            "ls -la /app",
+            "seq 1 400",
+            "pwd",
+        ]
+        command = script[done] if done < len(script) else "cat /app/answer.txt"
+        return reply(f"Step {done + 1}.", tool_call("run", command=command))
+
+    return answer
+
+
+# -- probes ------------------------------------------------------------------------------------
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class Probe:
+    """Event-loop lag (a 10 ms sleep's overshoot) and the process's peak RSS, threads, files."""
+
+    def __init__(self, period: float = 0.010) -> None:
+        self.period = period
+        self.lags_ms: list[float] = []
+        self.peak_rss_mb = _rss_mb()
+        self.peak_threads = 0
+        self.peak_fds = 0
+
+    async def run(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        n = 0
+        while True:
+            t0 = time.perf_counter()
+            await asyncio.sleep(self.period)
+            self.lags_ms.append((time.perf_counter() - t0 - self.period) * 1000)
+            self.peak_rss_mb = max(self.peak_rss_mb, _rss_mb())
+            n += 1
+            if n % 10 == 0:
+                self.peak_threads = max(self.peak_threads, me.num_threads())
+                self.peak_fds = max(self.peak_fds, me.num_fds())
+
+    def lag(self) -> dict[str, float]:
+        lags = sorted(self.lags_ms) or [0.0]
+        return {
+            "lag_p50_ms": round(statistics.median(lags), 2),
+            "lag_p99_ms": round(lags[min(len(lags) - 1, int(0.99 * len(lags)))], 2),
+            "lag_max_ms": round(lags[-1], 2),
+            "lag_samples": len(self.lags_ms),
+        }
+
+
+# -- one K, in this process --------------------------------------------------------------------
+async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    import fake_remote  # benchmarks/ is on sys.path (this script's folder)
+
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel import _attempter
+    from autoenvscaling.graphs.models import Policy
+    from autoenvscaling.graphs.scripted_model import register
+    from autoenvscaling.graphs.solver_graph import graph as solver_graph
+    from autoenvscaling.tools.rollouts.store import RolloutStore
+    from autoenvscaling.tools.run_dir import RunDir
+
+    k = args.k[0]
+    fake_remote.install()
+    latency = fake_remote.FakeLatency(
+        exec_ms=args.exec_ms, start_ms=args.start_ms, transfer_ms=args.transfer_ms,
+        jitter=args.jitter, seed=args.seed,
+    )  # fmt: skip
+    fake_remote.configure(latency)
+    model = register(MODEL, responder(args.calls))
+    tasks = write_tasks(root / "tasks", min(args.episodes, 16))
+    run = RunDir(root / "run")
+    for folder in (run.root, run.trials):
+        folder.mkdir(parents=True, exist_ok=True)
+    RolloutStore(run.store).close()
+    ctx = FlywheelContext(
+        run_dir=str(run.root), policy_model=model, policy_server="none",
+        backend=fake_remote.BACKEND, concurrency=k, solver_max_turns=args.calls + 2,
+    )  # fmt: skip
+    attempt = _attempter(ctx, run, RUN_ID, 1, Policy.serving(model, None, None, None), solver_graph)
+
+    # Warm-up: imports, Harbor's first trial, schema caches; not measured.
+    await attempt(tasks[0], 10_000, {"purpose": "warmup"})
+    gc.collect()
+    base_rss = _rss_mb()
+    fake_remote.configure(latency)  # counts from here
+
+    probe = Probe()
+    probing = asyncio.create_task(probe.run())
+    cpu0, wall0 = os.times(), time.monotonic()
+    jobs = [
+        asyncio.ensure_future(attempt(tasks[i % len(tasks)], i, {"purpose": "bench"}))
+        for i in range(args.episodes)
+    ]
+    timed_out = False
+    try:
+        async with asyncio.timeout(args.timeout_per_k):
+            await asyncio.gather(*jobs, return_exceptions=True)
+    except TimeoutError:
+        timed_out = True
+        for job in jobs:
+            job.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
+    wall = time.monotonic() - wall0
+    cpu1 = os.times()
+    probing.cancel()
+    crashed = [repr(j.exception())[:300] for j in jobs if not j.cancelled() and j.exception()]
+    cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    return {
+        "k": k,
+        "episodes": args.episodes,
+        "timed_out": timed_out,
+        "wall_sec": round(wall, 2),
+        "cpu_sec": round(cpu, 2),
+        "base_rss_mb": round(base_rss, 1),
+        "peak_rss_mb": round(probe.peak_rss_mb, 1),
+        "rss_per_episode_mb": round((probe.peak_rss_mb - base_rss) / k, 2),
+        "peak_threads": probe.peak_threads,
+        "peak_fds": probe.peak_fds,
+        "crashed": crashed[:5],
+        "crash_count": len(crashed),
+        **probe.lag(),
+        **read_back(run.store, args.episodes, wall, cpu),
+        "fake": fake_remote.stats(),
+    }
+
+
+def read_back(store_path: str, episodes: int, wall: float, cpu: float) -> dict[str, Any]:
+    """Every bench episode's row and steps, from the store: outcomes, rewards, tool results."""
+    from autoenvscaling.tools.rollouts.store import RolloutStore
+
+    with RolloutStore(store_path) as store:
+        rows = [
+            a
+            for a in store.list_attempts(run_id=RUN_ID, role="solver", limit=100_000)
+            if a.metadata.get("purpose") == "bench"
+        ]
+        tool_calls = 0
+        answers_seen = 0
+        for a in rows:
+            steps = [s for s in store.trajectory(a.id).steps if s.tool_name]
+            tool_calls += len(steps)
+            word = word_of(int(a.task_id.rsplit("-", 1)[1]))
+            answers_seen += any(
+                (s.tool_args or {}).get("command") == "cat /app/answer.txt"
+                and word in (s.tool_output or "")
+                for s in steps
+            )
+    outcomes: dict[str, int] = {}
+    for a in rows:
+        outcomes[str(a.outcome)] = outcomes.get(str(a.outcome), 0) + 1
+    durations = sorted(a.duration_sec or 0.0 for a in rows) or [0.0]
+    return {
+        "recorded": len(rows),
+        "solved": sum(1 for a in rows if a.reward == 1.0),
+        "outcomes": outcomes,
+        "errors": sum(1 for a in rows if a.outcome in ("error", "timeout", None)),
+        "tool_calls": tool_calls,
+        "answers_seen": answers_seen,
+        "episodes_per_sec": round(len(rows) / wall, 2) if wall else 0.0,
+        "tool_calls_per_sec": round(tool_calls / wall, 1) if wall else 0.0,
+        "cpu_ms_per_episode": round(1000 * cpu / max(1, len(rows)), 1),
+        "episode_p50_sec": round(statistics.median(durations), 2),
+        "episode_max_sec": round(durations[-1], 2),
+    }
+
+
+def quiet_logs() -> None:
+    """The CLI's logging (cli/main.py): WARNING and up, Harbor's per-trial DEBUG chatter filtered
+    out, as in `autoenvscaling run` (formatting it would be CPU the coordinator does not spend)."""
+    import logging
+
+    from autoenvscaling.cli.main import HarborLogFilter
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(HarborLogFilter(verbose=False))
+
+
+# -- the parent: one child per K ----------------------------------------------------------------
+def episodes_for(k: int, args: argparse.Namespace) -> int:
+    if args.episodes:
+        return args.episodes
+    return max(2, k) if args.quick else max(8, 4 * k)
+
+
+def child_argv(k: int, args: argparse.Namespace, out: Path, root: Path) -> list[str]:
+    return [
+        sys.executable, str(Path(__file__).resolve()), "--child", "--k", str(k),
+        "--episodes", str(episodes_for(k, args)), "--calls", str(args.calls),
+        "--exec-ms", str(args.exec_ms), "--start-ms", str(args.start_ms),
+        "--transfer-ms", str(args.transfer_ms), "--jitter", str(args.jitter),
+        "--seed", str(args.seed), "--timeout-per-k", str(args.timeout_per_k),
+        "--json", str(out), "--keep", str(root),
+    ]  # fmt: skip
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    head = (
+        "| K in flight | episodes | solved / recorded | errors | wall (s) | episodes/s | "
+        "tool calls/s | scaling vs K=1 | CPU ms / episode | loop lag p50 / p99 / max (ms) | "
+        "peak RSS (MB) | RSS / episode in flight (MB) | threads / fds at peak |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+    )
+    one = next((r["episodes_per_sec"] for r in results if r["k"] == 1), None)
+    lines = []
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['k']} | - | - | {r['error'][:80]} |" + " - |" * 9)
+            continue
+        ratio = r["episodes_per_sec"] / one if one else 0.0
+        scale = f"{ratio:.1f}x ({ratio / r['k']:.0%} of {r['k']}x)" if one else "-"
+        note = " (timed out)" if r["timed_out"] else ""
+        lines.append(
+            f"| {r['k']} | {r['episodes']}{note} | {r['solved']} / {r['recorded']} | "
+            f"{r['errors'] + r['crash_count']} | {r['wall_sec']} | {r['episodes_per_sec']} | "
+            f"{r['tool_calls_per_sec']} | {scale} | {r['cpu_ms_per_episode']} | "
+            f"{r['lag_p50_ms']} / {r['lag_p99_ms']} / {r['lag_max_ms']} | {r['peak_rss_mb']} | "
+            f"{r['rss_per_episode_mb']} | {r['peak_threads']} / {r['peak_fds']} |"
+        )
+    return head + "\n".join(lines) + "\n"
+
+
+def parent(args: argparse.Namespace) -> list[dict[str, Any]]:
+    results = []
+    keep = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="aes-bench-conc-"))
+    for k in args.k:
+        root = keep / f"k{k}"
+        root.mkdir(parents=True, exist_ok=True)
+        out = root / "result.json"
+        started = time.monotonic()
+        try:
+            done = subprocess.run(
+                child_argv(k, args, out, root), capture_output=True, text=True,
+                timeout=args.timeout_per_k + 120, check=False,
+            )  # fmt: skip
+            if done.returncode != 0 or not out.exists():
+                results.append({"k": k, "error": f"exit {done.returncode}: {done.stderr[-1500:]}"})
+            else:
+                results.append(json.loads(out.read_text()))
+        except subprocess.TimeoutExpired:
+            results.append({"k": k, "error": f"child past {args.timeout_per_k + 120} s"})
+        print(f"K={k}: {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--k", default=",".join(map(str, DEFAULT_KS)),
+                    type=lambda s: [int(x) for x in s.split(",")], help="episodes in flight")  # fmt: skip
+    ap.add_argument("--episodes", type=int, default=0, help="per K (default 4K, min 8; quick: K)")
+    ap.add_argument("--calls", type=int, default=6, help="tool calls per episode")
+    ap.add_argument("--exec-ms", type=float, default=120.0, help="one exec's round trip")
+    ap.add_argument("--start-ms", type=float, default=400.0, help="starting a sandbox")
+    ap.add_argument("--transfer-ms", type=float, default=150.0, help="one upload or download")
+    ap.add_argument("--jitter", type=float, default=0.5, help="+- fraction of each wait")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="one wave per K (K episodes)")
+    ap.add_argument("--timeout-per-k", type=float, default=240.0, help="wall-time bound per K")
+    ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--keep", help="leave each K's tasks, run folder and store here")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    os.environ.setdefault("HARBOR_TELEMETRY", "0")
+    if args.child:
+        quiet_logs()
+        result = asyncio.run(run_k(args, Path(args.keep)))
+        args.json.write_text(json.dumps(result, indent=1))
+        return
+    results = parent(args)
+    summary = {
+        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"load {os.getloadavg()[0]:.1f}",
+        "command": " ".join(sys.argv),
+        "latency": {"exec_ms": args.exec_ms, "start_ms": args.start_ms,
+                    "transfer_ms": args.transfer_ms, "jitter": args.jitter},  # fmt: skip
+        "calls": args.calls,
+        "results": results,
+    }
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1))
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
