@@ -31,7 +31,7 @@ from autoenvscaling.tools.agents.solver_interface import (
 )
 from autoenvscaling.tools.rollouts.models import new_attempt_id
 from autoenvscaling.tools.rollouts.store import RolloutStore
-from autoenvscaling.tools.tasks.domains import folder_domain
+from autoenvscaling.tools.tasks.domains import needs_desktop
 from autoenvscaling.tools.trials.script_agent import PlainAgent
 
 
@@ -53,11 +53,15 @@ class SolverAgent(PlainAgent):
     ) -> None:
         s = self.settings
         ref = environment.sandbox_ref  # type: ignore[attr-defined]  # our SandboxEnvironment
+        # As the task's agent user (`[agent] user`: Harbor's trial sets it as the environment's
+        # default user for the agent's phase), like a GRPO episode; the image's user otherwise.
+        if environment.default_user is not None:
+            ref = ref.model_copy(update={"user": str(environment.default_user)})
         started = time.monotonic()
         task_dir = Path(str(getattr(environment, "environment_dir", ""))).parent
         desktop = s.desktop_tools
         if desktop is None:
-            desktop = folder_domain(task_dir) == "computer-use"
+            desktop = needs_desktop(task_dir)
         server = build_terminal_server(ref=ref, desktop=desktop)
         # The one solver interface (tools/agents/solver_interface.py): GRPO episodes start the same way.
         # Only the cheat agent (anti_cheat) swaps the system prompt.
