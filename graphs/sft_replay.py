@@ -41,6 +41,9 @@ class SolverInterface(BaseModel):
 
     system_prompt: str
     tools: list[dict[str, Any]] = Field(description="OpenAI function schemas, as bound")
+    desktop_tools: list[dict[str, Any]] = Field(
+        description="The schemas bound instead on a computer-use task (the desktop tools too)"
+    )
     strip_instruction: bool = Field(default=False, description="The served user turn is stripped")
 
     def first_messages(self, instruction: str) -> list[dict[str, str]]:
@@ -61,6 +64,7 @@ async def served_solver_interface() -> SolverInterface:
     return SolverInterface(
         system_prompt=agent_interface.system_prompt(),
         tools=agent_interface.openai_tools(),
+        desktop_tools=agent_interface.openai_tools(desktop=True),
         strip_instruction=True,
     )
 
@@ -94,9 +98,8 @@ async def replay_task(
     trials_dir: Path | None = None,
 ) -> tuple[ReplayResult, SFTExample | None]:
     """Replay one task's reference solution; the example when the verifier gives 1.0."""
-    from autoenvscaling.tools.agents.solver_interface import DESKTOP_TOOLS
     from autoenvscaling.tools.rollouts.store import RolloutStore
-    from autoenvscaling.tools.tasks.domains import folder_domain
+    from autoenvscaling.tools.tasks.domains import needs_desktop
     from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
 
     task_dir = Path(task_dir).resolve()
@@ -129,9 +132,8 @@ async def replay_task(
     if attempt.reward is None or attempt.reward < 1.0:
         result.reason = f"verifier gave {attempt.reward}: not kept"
         return result, None
-    tools = interface.tools
-    if folder_domain(task_dir) == "computer-use":  # the served solver bound the desktop tools too
-        tools = [*tools, *(spec.openai() for spec in DESKTOP_TOOLS.values())]
+    # The served solver bound the desktop tools too on a computer-use task (graphs/solver.py).
+    tools = interface.desktop_tools if needs_desktop(task_dir) else interface.tools
     with RolloutStore(store_path) as store:
         example = solver_example(
             store,

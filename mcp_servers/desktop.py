@@ -8,8 +8,12 @@ window's) starts on the first call and keeps running, as the agent's own `DISPLA
 expect. An image without the X tools gets an error that names the Debian packages.
 
 A screenshot is an MCP ImageContent (PNG) after a text block that describes it; a text-only model
-reads the text block (the image block becomes `[image image/png]`, tools/agents/content_blocks.py),
-in serving and in training alike.
+reads the text block (the image block becomes `[image image/png]`: `model_text`, by
+tools/rollouts/transcripts.py's content_text), in serving and in training alike.
+
+The tools are functions over a Sandbox (`screenshot`, `key`, `type_text`, `click`): the MCP server
+registers them here, and a GRPO episode of a computer-use task (training/grpo/desktop_episode.py)
+calls the same functions on its own sandbox.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from autoenvscaling.tools.agents.solver_interface import DESKTOP_TOOLS
+from autoenvscaling.tools.rollouts.transcripts import content_text
 from autoenvscaling.tools.sandbox.base import ExecOutput, Sandbox, SandboxError
 
 DISPLAY = ":99"
@@ -133,19 +138,17 @@ def _quote(name: str) -> str:
 
 SandboxOf = Callable[[Context], Awaitable[Sandbox]]
 """The sandbox of the MCP session a request belongs to."""
+#: What the model reads when a terminal's shell has no sandbox of ours (served or trained).
+NO_SANDBOX = "this terminal's shell runs in no sandbox: no desktop"
 
 
-async def _exec(
-    ctx: Context, sandbox_of: SandboxOf, command: str, env: dict[str, str] | None = None
-) -> str:
-    """Ensure the display, then run `command` with DISPLAY set; its stdout, or a DesktopError."""
-    sandbox = await sandbox_of(ctx)
-    try:
-        done: ExecOutput = await sandbox.exec(
-            f"{_ENSURE}\n{command}", env=env, timeout_sec=EXEC_TIMEOUT_SEC
-        )
-    except SandboxError as exc:
-        raise DesktopError(f"the sandbox could not run the desktop command: {exc}") from exc
+async def _exec(sandbox: Sandbox, command: str, env: dict[str, str] | None = None) -> str:
+    """Ensure the display, then run `command` with DISPLAY set; its stdout, or a DesktopError.
+    A SandboxError (the sandbox or its engine failed) propagates: whose fault it is, the caller
+    decides (the served tool answers it as an error; a GRPO episode classifies it)."""
+    done: ExecOutput = await sandbox.exec(
+        f"{_ENSURE}\n{command}", env=env, timeout_sec=EXEC_TIMEOUT_SEC
+    )
     if done.exit_code == 96:
         raise DesktopError(MISSING_TOOLS)
     if done.timed_out:
@@ -156,9 +159,9 @@ async def _exec(
     return done.stdout
 
 
-async def _state(ctx: Context, sandbox_of: SandboxOf, *, png: bool) -> ScreenState:
+async def _state(sandbox: Sandbox, *, png: bool) -> ScreenState:
     script = f"python3 -I -c {shlex.quote(_DESCRIBE)}" + (" png" if png else "")
-    out = await _exec(ctx, sandbox_of, script)
+    out = await _exec(sandbox, script)
     try:
         return ScreenState.model_validate_json(out.strip().splitlines()[-1] if out.strip() else "")
     except (ValidationError, IndexError) as exc:
@@ -194,18 +197,101 @@ def screenshot_result(state: ScreenState) -> CallToolResult:
     )
 
 
+# -- The four tools over a Sandbox: the MCP server's (below) and a GRPO episode's
+# (training/grpo/desktop_episode.py) one implementation. A DesktopError is the model's answer,
+# an error result; a SandboxError propagates.
+async def _guarded(work: Awaitable[CallToolResult]) -> CallToolResult:
+    try:
+        return await work
+    except DesktopError as exc:
+        return _error(str(exc))
+
+
+async def _after(sandbox: Sandbox, action: str) -> CallToolResult:
+    state = await _state(sandbox, png=False)
+    return _text(f"[{action}; {state.summary()}]")
+
+
+async def screenshot(sandbox: Sandbox) -> CallToolResult:
+    async def work() -> CallToolResult:
+        return screenshot_result(await _state(sandbox, png=True))
+
+    return await _guarded(work())
+
+
+async def key(sandbox: Sandbox, keys: str) -> CallToolResult:
+    names = keys.split()
+    if not names or len(names) > MAX_KEYS or not all(_KEY.match(n) for n in names):
+        return _error(
+            f"keys must be 1 to {MAX_KEYS} xdotool key names (letters, digits, _ and + "
+            "for chords), separated by spaces"
+        )
+
+    async def work() -> CallToolResult:
+        await _exec(sandbox, "xdotool key --delay 40 " + " ".join(names))
+        return await _after(sandbox, f"pressed {' '.join(names)}")
+
+    return await _guarded(work())
+
+
+async def type_text(sandbox: Sandbox, text: str) -> CallToolResult:
+    if not text or len(text) > MAX_TYPE_CHARS:
+        return _error(f"text must be 1 to {MAX_TYPE_CHARS} characters")
+
+    async def work() -> CallToolResult:
+        # The text travels in the environment: never part of the command line's syntax.
+        await _exec(sandbox, 'xdotool type --delay 20 -- "$AES_TEXT"', {"AES_TEXT": text})
+        return await _after(sandbox, f"typed {len(text)} characters")
+
+    return await _guarded(work())
+
+
+async def click(
+    sandbox: Sandbox, x: int, y: int, button: str = "left", double: bool = False
+) -> CallToolResult:
+    # Checked here, not only by a schema: a GRPO episode's arguments come unchecked from TRL.
+    number = {"left": 1, "middle": 2, "right": 3}.get(button)
+    if number is None:
+        return _error("button must be left, middle or right")
+    if not (type(x) is int and type(y) is int and type(double) is bool):  # noqa: E721 - not bool
+        return _error("x and y must be integers and double true or false")
+    if not (0 <= x < SCREEN[0] and 0 <= y < SCREEN[1]):
+        return _error(f"(x, y) must lie on the {SCREEN[0]}x{SCREEN[1]} screen")
+    repeat = 2 if double else 1
+
+    async def work() -> CallToolResult:
+        await _exec(
+            sandbox, f"xdotool mousemove --sync {x} {y} click --repeat {repeat} --delay 80 {number}"
+        )
+        return await _after(sandbox, f"clicked {button} at ({x}, {y})" + (" twice" if double else ""))
+
+    return await _guarded(work())
+
+
+def model_text(result: CallToolResult) -> str:
+    """What a text model reads of a desktop result: its blocks as the served loop turns them
+    into text (LangChain's MCP blocks through content_text: an image is `[image image/png]`)."""
+    blocks: list[dict[str, str]] = []
+    for block in result.content:
+        if isinstance(block, ImageContent):
+            blocks.append({"type": "image", "mime_type": block.mimeType})
+        elif isinstance(block, TextContent):
+            blocks.append({"type": "text", "text": block.text})
+    return content_text(blocks)
+
+
 def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
     """Register screenshot, key, type_text and click on `server`, acting in `sandbox_of(ctx)`."""
 
-    async def after(ctx: Context, action: str) -> CallToolResult:
-        state = await _state(ctx, sandbox_of, png=False)
-        return _text(f"[{action}; {state.summary()}]")
-
-    async def guarded(work: Callable[[], Awaitable[CallToolResult]]) -> CallToolResult:
+    async def act(
+        ctx: Context, tool: Callable[[Sandbox], Awaitable[CallToolResult]]
+    ) -> CallToolResult:
         try:
-            return await work()
+            return await tool(await sandbox_of(ctx))
         except DesktopError as exc:
             return _error(str(exc))
+        except SandboxError as exc:
+            return _error(f"the sandbox could not run the desktop command: {exc}")
 
     @server.tool(
         name="screenshot",
@@ -213,11 +299,8 @@ def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
         annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=False),
         structured_output=False,
     )
-    async def screenshot(ctx: Context) -> CallToolResult:
-        async def work() -> CallToolResult:
-            return screenshot_result(await _state(ctx, sandbox_of, png=True))
-
-        return await guarded(work)
+    async def screenshot_tool(ctx: Context) -> CallToolResult:
+        return await act(ctx, screenshot)
 
     @server.tool(
         name="key",
@@ -225,22 +308,11 @@ def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
         annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False),
         structured_output=False,
     )
-    async def key(
+    async def key_tool(
         keys: Annotated[str, Field(description=_param("key", "keys"))],
         ctx: Context,
     ) -> CallToolResult:
-        names = keys.split()
-        if not names or len(names) > MAX_KEYS or not all(_KEY.match(n) for n in names):
-            return _error(
-                f"keys must be 1 to {MAX_KEYS} xdotool key names (letters, digits, _ and + "
-                "for chords), separated by spaces"
-            )
-
-        async def work() -> CallToolResult:
-            await _exec(ctx, sandbox_of, "xdotool key --delay 40 " + " ".join(names))
-            return await after(ctx, f"pressed {' '.join(names)}")
-
-        return await guarded(work)
+        return await act(ctx, lambda sandbox: key(sandbox, keys))
 
     @server.tool(
         name="type_text",
@@ -248,21 +320,11 @@ def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
         annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False),
         structured_output=False,
     )
-    async def type_text(
+    async def type_text_tool(
         text: Annotated[str, Field(description=_param("type_text", "text"))],
         ctx: Context,
     ) -> CallToolResult:
-        if not text or len(text) > MAX_TYPE_CHARS:
-            return _error(f"text must be 1 to {MAX_TYPE_CHARS} characters")
-
-        async def work() -> CallToolResult:
-            # The text travels in the environment: never part of the command line's syntax.
-            await _exec(
-                ctx, sandbox_of, 'xdotool type --delay 20 -- "$AES_TEXT"', {"AES_TEXT": text}
-            )
-            return await after(ctx, f"typed {len(text)} characters")
-
-        return await guarded(work)
+        return await act(ctx, lambda sandbox: type_text(sandbox, text))
 
     @server.tool(
         name="click",
@@ -270,7 +332,7 @@ def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
         annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False),
         structured_output=False,
     )
-    async def click(
+    async def click_tool(
         x: Annotated[int, Field(description=_param("click", "x"))],
         y: Annotated[int, Field(description=_param("click", "y"))],
         ctx: Context,
@@ -279,22 +341,7 @@ def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
         ] = "left",
         double: Annotated[bool, Field(description=_param("click", "double"))] = False,
     ) -> CallToolResult:
-        if not (0 <= x < SCREEN[0] and 0 <= y < SCREEN[1]):
-            return _error(f"(x, y) must lie on the {SCREEN[0]}x{SCREEN[1]} screen")
-        number = {"left": 1, "middle": 2, "right": 3}[button]
-        repeat = 2 if double else 1
-
-        async def work() -> CallToolResult:
-            await _exec(
-                ctx,
-                sandbox_of,
-                f"xdotool mousemove --sync {x} {y} click --repeat {repeat} --delay 80 {number}",
-            )
-            return await after(
-                ctx, f"clicked {button} at ({x}, {y})" + (" twice" if double else "")
-            )
-
-        return await guarded(work)
+        return await act(ctx, lambda sandbox: click(sandbox, x, y, button, double))
 
 
 def _param(tool: str, name: str) -> str:

@@ -17,7 +17,7 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from autoenvscaling.mcp_servers.desktop import DesktopError, add_desktop_tools
+from autoenvscaling.mcp_servers.desktop import NO_SANDBOX, DesktopError, add_desktop_tools
 from autoenvscaling.tools.agents.solver_interface import (
     IDLE_NOTE,
     READ_TIMEOUT_SEC,
@@ -247,7 +247,7 @@ def build_terminal_server(
         async def sandbox_of(ctx: Context) -> Sandbox:
             shell = await shell_of(ctx)
             if shell.sandbox is None:
-                raise DesktopError("this terminal's shell runs in no sandbox: no desktop")
+                raise DesktopError(NO_SANDBOX)
             return shell.sandbox
 
         add_desktop_tools(server, sandbox_of)

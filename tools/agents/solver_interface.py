@@ -127,8 +127,9 @@ TOOLS: dict[str, ToolSpec] = {
 
 
 #: The desktop tools (computer use: mcp_servers/desktop.py), bound beside TOOLS only for a task
-#: that needs them (a `computer-use` task; SolverSettings.desktop_tools). The GRPO episode does not
-#: have them yet: a computer-use task's GRPO episode sees TOOLS only.
+#: that needs them (a `computer-use` task: tools/tasks/domains.py `needs_desktop`;
+#: SolverSettings.desktop_tools). The GRPO episode of such a task has them too
+#: (training/grpo/desktop_episode.py `DesktopTaskEpisode`).
 DESKTOP_TOOLS: dict[str, ToolSpec] = {
     spec.name: spec
     for spec in sorted(
@@ -182,9 +183,10 @@ DESKTOP_TOOLS: dict[str, ToolSpec] = {
 
 
 def openai_tools(*, desktop: bool = False) -> list[dict[str, Any]]:
-    """The solver's tool schemas; `desktop`: DESKTOP_TOOLS after TOOLS."""
+    """The solver's tool schemas; `desktop`: DESKTOP_TOOLS too. Sorted by name, as TRL lists an
+    episode's methods (inspect.getmembers), so a trained prompt lists them in the served order."""
     specs = [*TOOLS.values(), *(DESKTOP_TOOLS.values() if desktop else ())]
-    return [spec.openai() for spec in specs]
+    return [spec.openai() for spec in sorted(specs, key=lambda spec: spec.name)]
 
 
 def system_prompt() -> str:

@@ -23,6 +23,7 @@ No torch here: the episode is testable on its own.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
@@ -80,10 +81,17 @@ def episode_prompt(instruction: str, system_prompt: str | None = None) -> list[d
     return messages
 
 
-def prompt_tools() -> list[Callable[..., str]]:
-    """The tools as TRL renders them into prompts (for warm-ups and token budgeting)."""
-    episode = TaskEpisode.__new__(TaskEpisode)
-    return [getattr(episode, name) for name in TOOLS]
+def prompt_tools(episode: type[TaskEpisode] | None = None) -> list[Callable[..., str]]:
+    """The tools as TRL renders them into prompts (for warm-ups and token budgeting): the
+    episode class's public methods but `reset`, by name, as GRPOTrainer lists them
+    (`inspect.getmembers`). `TaskEpisode` (the terminal) unless another class is given."""
+    cls = episode or TaskEpisode
+    instance = cls.__new__(cls)
+    return [
+        getattr(instance, name)
+        for name, _ in inspect.getmembers(cls, predicate=inspect.isfunction)
+        if not name.startswith("_") and name not in ("reset", "get_reward")
+    ]
 
 
 class EpisodeError(RuntimeError):
@@ -128,9 +136,12 @@ class EpisodeRecord(BaseModel):
     fault: Fault | None = Field(
         default=None, description="Why there is no reward: the task's or infrastructure."
     )
-    tool_calls: int = 0
+    tool_calls: int = Field(default=0, description="`run` calls and desktop actions")
     error: str | None = None
     commands: list[str] = Field(default_factory=list)
+    actions: list[str] = Field(
+        default_factory=list, description="Desktop tool calls (computer use), e.g. `key Return`."
+    )
 
 
 class TaskEpisode:
@@ -146,6 +157,7 @@ class TaskEpisode:
         self._shell: PersistentShell | None = None
         self._task_dir: Path | None = None
         self._commands: list[str] = []
+        self._actions: list[str] = []  # desktop tool calls (DesktopTaskEpisode)
         self._failure: TrialFailure | None = None
         self._limit: str | None = None  # the policy went past a limit of its own: scored 0
 
@@ -156,6 +168,7 @@ class TaskEpisode:
         self._quietly_close()
         self._task_dir = Path(task_dir) if task_dir is not None else None
         self._commands = []
+        self._actions = []
         self._failure = None
         self._limit = None
         if task_dir is None:
@@ -192,8 +205,25 @@ class TaskEpisode:
 
     # -- ours: private, because TRL exposes every public method as a tool -----------------------
     def _tool(self, call: Callable[[PersistentShell], Coroutine[Any, Any, ShellResult]]) -> str:
-        """One tool call's answer, as the served solver's text (the shell says busy or idle).
-        The policy's commands fail as results (exit codes, output); any other exception here is
+        """One terminal tool call's answer, as the served solver's text (the shell says busy or
+        idle)."""
+
+        async def answer() -> str:
+            assert self._shell is not None  # `_act` checked
+            result = await call(self._shell)
+            return render_result(
+                result.output,
+                result.exit_code,
+                running=result.running,
+                restarted=result.restarted,
+                cap=self._config.tool_output_chars,
+            )
+
+        return self._act(answer)
+
+    def _act(self, answer: Callable[[], Coroutine[Any, Any, str]]) -> str:
+        """Run one tool call (`answer`, on the episode's loop) and return its text. The
+        policy's commands fail as results (exit codes, output); any other exception here is
         the sandbox's or the engine's: the episode is marked infrastructure and every tool
         answers a short error from then on."""
         if self._failure is not None:
@@ -203,20 +233,13 @@ class TaskEpisode:
         if self._shell is None:
             return "[error: no sandbox is running]"
         try:
-            result = self._loop.run(call(self._shell))
+            return self._loop.run(answer())
         except ShellBusyError:  # `run` while busy: the MCP terminal's error result's text
             return SHELL_BUSY
         except Exception as exc:  # noqa: BLE001 - classified and recorded: the episode is dropped
             self._stopped_by_policy(self._loop.run(self._stopped()))
             self._fail(exc, "tool")
-            return self._tool(call)  # the answer for what was recorded (no second call made)
-        return render_result(
-            result.output,
-            result.exit_code,
-            running=result.running,
-            restarted=result.restarted,
-            cap=self._config.tool_output_chars,
-        )
+            return self._act(answer)  # the answer for what was recorded (no second call made)
 
     def _fail(self, error: BaseException, phase: Phase) -> None:
         """Record the episode's first failure (later ones follow from it): whose fault, or that
@@ -315,8 +338,9 @@ class TaskEpisode:
             reward=None if failure is not None or reward is None else float(reward),
             fault=failure.fault if failure else None,
             error=failure.describe() if failure else self._limit,
-            tool_calls=len(self._commands),
+            tool_calls=len(self._commands) + len(self._actions),
             commands=list(self._commands),
+            actions=list(self._actions),
         )
 
     async def _close(self) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -120,8 +121,11 @@ def _trainable(job: TrainJob, paths: list[Path]) -> list[Path]:
 
 def dataset_rows(job: TrainJob) -> list[dict[str, Any]]:
     """One row per planned (step, task) slot, in step order: the trainer reads them unshuffled,
-    `tasks_per_step` rows a step, so step i trains on exactly plan[i]."""
+    `tasks_per_step` rows a step, so step i trains on exactly plan[i]. `environment` routes the
+    row to its episode (TRL's dict environment_factory): a computer-use task's has the served
+    desktop tools, every other task's the terminal alone (training/grpo/desktop_episode.py)."""
     from autoenvscaling.tools.tasks.format import load_task
+    from autoenvscaling.training.grpo.desktop_episode import episode_kind
     from autoenvscaling.training.grpo.episode_env import episode_prompt
 
     plan = step_plan(job)
@@ -133,6 +137,7 @@ def dataset_rows(job: TrainJob) -> list[dict[str, Any]]:
             "prompt": episode_prompt(tasks[t].instruction, job.system_prompt),
             "task_dir": t,
             "task_name": tasks[t].name,
+            "environment": episode_kind(t),
         }
         for step in plan
         for t in step
@@ -145,14 +150,22 @@ def build_dataset(job: TrainJob):
     return Dataset.from_list(dataset_rows(job))
 
 
-def longest_prompt_tokens(tokenizer, prompts: list[list[dict[str, str]]]) -> int:
-    """The longest first prompt of the job, as GRPOTrainer renders it (tools included)."""
+def longest_prompt_tokens(
+    tokenizer, prompts: list[list[dict[str, str]]], environments: list[str] | None = None
+) -> int:
+    """The longest first prompt of the job, as GRPOTrainer renders it: each with the tools of
+    its row's episode (`environments`, the rows' `environment`; the terminal's when None)."""
+    from autoenvscaling.training.grpo.desktop_episode import EPISODES
     from autoenvscaling.training.grpo.episode_env import prompt_tools
 
     longest = 0
-    for prompt in prompts:
+    kinds = environments or ["terminal"] * len(prompts)
+    for prompt, kind in zip(prompts, kinds, strict=True):
         rendered = tokenizer.apply_chat_template(
-            prompt, tools=prompt_tools(), add_generation_prompt=True, tokenize=True
+            prompt,
+            tools=prompt_tools(EPISODES[kind]),
+            add_generation_prompt=True,
+            tokenize=True,
         )
         ids = rendered["input_ids"] if hasattr(rendered, "keys") else rendered
         longest = max(longest, len(ids))
@@ -240,8 +253,9 @@ def _steps_of(records: list[dict[str, Any]], per_step: int) -> list[list[str]]:
 
 def run(job: TrainJob) -> WorkerResult:
     from trl.trainer.grpo_config import GRPOConfig
-    from trl.trainer.grpo_trainer import GRPOTrainer
+    from trl.trainer.grpo_trainer import EnvironmentFactory, GRPOTrainer
 
+    from autoenvscaling.training.grpo.desktop_episode import EPISODES
     from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
     from autoenvscaling.training.grpo.heap import trim_heap_between_passes
     from autoenvscaling.training.grpo.sandboxes import task_starter
@@ -255,7 +269,8 @@ def run(job: TrainJob) -> WorkerResult:
     plan = step_plan(job)
     dataset = build_dataset(job)
     tasks_per_step = max(len(step) for step in plan)
-    episode = trained_episode(hyper, longest_prompt_tokens(tokenizer, dataset["prompt"]))
+    longest = longest_prompt_tokens(tokenizer, dataset["prompt"], dataset["environment"])
+    episode = trained_episode(hyper, longest)
     emit("load", job.job_id, message=f"episode: {episode}")
 
     loop = EventLoop()
@@ -266,8 +281,14 @@ def run(job: TrainJob) -> WorkerResult:
     stats = GroupStats(hyper.num_generations)
     records: list[dict[str, Any]] = []
 
-    def factory() -> TaskEpisode:
-        return TaskEpisode(loop, start, episode_config)
+    def factory(kind: type[TaskEpisode]) -> Callable[[], TaskEpisode]:
+        return lambda: kind(loop, start, episode_config)
+
+    # One factory per kind of episode the job's rows name (each row's `environment`): TRL shows a
+    # row only its own episode's tools, so a terminal task's prompt is the terminal's alone.
+    factories: dict[str, EnvironmentFactory] = {
+        str(name): factory(EPISODES[str(name)]) for name in dict.fromkeys(dataset["environment"])
+    }
 
     # One optimizer step per generation batch, its gradient accumulated over passes of per_pass;
     # with several ranks each generates and trains on its share of the step's rollouts.
@@ -304,7 +325,7 @@ def run(job: TrainJob) -> WorkerResult:
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,
-        environment_factory=factory,
+        environment_factory=factories,
         callbacks=[
             c for c in (step_progress(job.job_id, hyper.steps), trim_heap_between_passes()) if c
         ],
