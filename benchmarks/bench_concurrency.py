@@ -60,7 +60,9 @@ def write_tasks(root: Path, n: int) -> list[Path]:
         (task / "instruction.md").write_text(
             f"Write the word `{word_of(i)}` into /app/answer.txt and show the file.\n"
         )
-        (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+        (task / "environment" / "Dockerfile").write_text(
+            "FROM debian:bookworm-slim\nWORKDIR /app\n"
+        )
         (task / "tests" / "expected.txt").write_text(word_of(i) + "\n")
         (task / "tests" / "test.sh").write_text(
             "#!/bin/bash\n"
@@ -99,50 +101,10 @@ def responder(calls: int) -> Any:
     return answer
 
 
-# -- probes ------------------------------------------------------------------------------------
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-class Probe:
-    """Event-loop lag (a 10 ms sleep's overshoot) and the process's peak RSS, threads, files."""
-
-    def __init__(self, period: float = 0.010) -> None:
-        self.period = period
-        self.lags_ms: list[float] = []
-        self.peak_rss_mb = _rss_mb()
-        self.peak_threads = 0
-        self.peak_fds = 0
-
-    async def run(self) -> None:
-        import psutil
-
-        me = psutil.Process()
-        n = 0
-        while True:
-            t0 = time.perf_counter()
-            await asyncio.sleep(self.period)
-            self.lags_ms.append((time.perf_counter() - t0 - self.period) * 1000)
-            self.peak_rss_mb = max(self.peak_rss_mb, _rss_mb())
-            n += 1
-            if n % 10 == 0:
-                self.peak_threads = max(self.peak_threads, me.num_threads())
-                self.peak_fds = max(self.peak_fds, me.num_fds())
-
-    def lag(self) -> dict[str, float]:
-        lags = sorted(self.lags_ms) or [0.0]
-        return {
-            "lag_p50_ms": round(statistics.median(lags), 2),
-            "lag_p99_ms": round(lags[min(len(lags) - 1, int(0.99 * len(lags)))], 2),
-            "lag_max_ms": round(lags[-1], 2),
-            "lag_samples": len(self.lags_ms),
-        }
-
-
 # -- one K, in this process --------------------------------------------------------------------
 async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     import fake_remote  # benchmarks/ is on sys.path (this script's folder)
+    from loop_probe import Probe, StallSampler, rss_mb
 
     from autoenvscaling.graphs.config import FlywheelContext
     from autoenvscaling.graphs.flywheel import _attempter
@@ -155,9 +117,12 @@ async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     k = args.k[0]
     fake_remote.install()
     latency = fake_remote.FakeLatency(
-        exec_ms=args.exec_ms, start_ms=args.start_ms, transfer_ms=args.transfer_ms,
-        jitter=args.jitter, seed=args.seed,
-    )  # fmt: skip
+        exec_ms=args.exec_ms,
+        start_ms=args.start_ms,
+        transfer_ms=args.transfer_ms,
+        jitter=args.jitter,
+        seed=args.seed,
+    )
     fake_remote.configure(latency)
     model = register(MODEL, responder(args.calls))
     tasks = write_tasks(root / "tasks", min(args.episodes, 16))
@@ -166,18 +131,25 @@ async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         folder.mkdir(parents=True, exist_ok=True)
     RolloutStore(run.store).close()
     ctx = FlywheelContext(
-        run_dir=str(run.root), policy_model=model, policy_server="none",
-        backend=fake_remote.BACKEND, concurrency=k, solver_max_turns=args.calls + 2,
-    )  # fmt: skip
+        run_dir=str(run.root),
+        policy_model=model,
+        policy_server="none",
+        backend=fake_remote.BACKEND,
+        concurrency=k,
+        solver_max_turns=args.calls + 2,
+    )
     attempt = _attempter(ctx, run, RUN_ID, 1, Policy.serving(model, None, None, None), solver_graph)
 
     # Warm-up: imports, Harbor's first trial, schema caches; not measured.
     await attempt(tasks[0], 10_000, {"purpose": "warmup"})
     gc.collect()
-    base_rss = _rss_mb()
+    base_rss = rss_mb()
     fake_remote.configure(latency)  # counts from here
 
     probe = Probe()
+    if args.stalls:
+        probe.sampler = StallSampler()
+        probe.sampler.start()
     probing = asyncio.create_task(probe.run())
     cpu0, wall0 = os.times(), time.monotonic()
     jobs = [
@@ -196,6 +168,10 @@ async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     wall = time.monotonic() - wall0
     cpu1 = os.times()
     probing.cancel()
+    stalls = None
+    if probe.sampler is not None:
+        probe.sampler.stop()
+        stalls = probe.sampler.report()
     crashed = [repr(j.exception())[:300] for j in jobs if not j.cancelled() and j.exception()]
     cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     return {
@@ -214,6 +190,7 @@ async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         **probe.lag(),
         **read_back(run.store, args.episodes, wall, cpu),
         "fake": fake_remote.stats(),
+        **({"stalls": stalls} if stalls else {}),
     }
 
 
@@ -278,13 +255,33 @@ def episodes_for(k: int, args: argparse.Namespace) -> int:
 
 def child_argv(k: int, args: argparse.Namespace, out: Path, root: Path) -> list[str]:
     return [
-        sys.executable, str(Path(__file__).resolve()), "--child", "--k", str(k),
-        "--episodes", str(episodes_for(k, args)), "--calls", str(args.calls),
-        "--exec-ms", str(args.exec_ms), "--start-ms", str(args.start_ms),
-        "--transfer-ms", str(args.transfer_ms), "--jitter", str(args.jitter),
-        "--seed", str(args.seed), "--timeout-per-k", str(args.timeout_per_k),
-        "--json", str(out), "--keep", str(root),
-    ]  # fmt: skip
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        "--k",
+        str(k),
+        "--episodes",
+        str(episodes_for(k, args)),
+        "--calls",
+        str(args.calls),
+        "--exec-ms",
+        str(args.exec_ms),
+        "--start-ms",
+        str(args.start_ms),
+        "--transfer-ms",
+        str(args.transfer_ms),
+        "--jitter",
+        str(args.jitter),
+        "--seed",
+        str(args.seed),
+        "--timeout-per-k",
+        str(args.timeout_per_k),
+        "--json",
+        str(out),
+        "--keep",
+        str(root),
+        *(["--stalls"] if args.stalls else []),
+    ]
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -323,9 +320,12 @@ def parent(args: argparse.Namespace) -> list[dict[str, Any]]:
         started = time.monotonic()
         try:
             done = subprocess.run(
-                child_argv(k, args, out, root), capture_output=True, text=True,
-                timeout=args.timeout_per_k + 120, check=False,
-            )  # fmt: skip
+                child_argv(k, args, out, root),
+                capture_output=True,
+                text=True,
+                timeout=args.timeout_per_k + 120,
+                check=False,
+            )
             if done.returncode != 0 or not out.exists():
                 results.append({"k": k, "error": f"exit {done.returncode}: {done.stderr[-1500:]}"})
             else:
@@ -338,8 +338,12 @@ def parent(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--k", default=",".join(map(str, DEFAULT_KS)),
-                    type=lambda s: [int(x) for x in s.split(",")], help="episodes in flight")  # fmt: skip
+    ap.add_argument(
+        "--k",
+        default=",".join(map(str, DEFAULT_KS)),
+        type=lambda s: [int(x) for x in s.split(",")],
+        help="episodes in flight",
+    )
     ap.add_argument("--episodes", type=int, default=0, help="per K (default 4K, min 8; quick: K)")
     ap.add_argument("--calls", type=int, default=6, help="tool calls per episode")
     ap.add_argument("--exec-ms", type=float, default=120.0, help="one exec's round trip")
@@ -351,6 +355,7 @@ def main() -> None:
     ap.add_argument("--timeout-per-k", type=float, default=240.0, help="wall-time bound per K")
     ap.add_argument("--json", type=Path, help="write the results here")
     ap.add_argument("--keep", help="leave each K's tasks, run folder and store here")
+    ap.add_argument("--stalls", action="store_true", help="sample where the loop stalls (JSON)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
@@ -364,8 +369,12 @@ def main() -> None:
         "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, "
         f"load {os.getloadavg()[0]:.1f}",
         "command": " ".join(sys.argv),
-        "latency": {"exec_ms": args.exec_ms, "start_ms": args.start_ms,
-                    "transfer_ms": args.transfer_ms, "jitter": args.jitter},  # fmt: skip
+        "latency": {
+            "exec_ms": args.exec_ms,
+            "start_ms": args.start_ms,
+            "transfer_ms": args.transfer_ms,
+            "jitter": args.jitter,
+        },
         "calls": args.calls,
         "results": results,
     }

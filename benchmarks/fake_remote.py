@@ -116,9 +116,11 @@ class FakeRemoteSandbox(Sandbox):
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
         self.ref = SandboxRef(
-            backend="podman", id=f"fake-{next(_Config.ids)}", workdir="/app",
+            backend="podman",
+            id=f"fake-{next(_Config.ids)}",
+            workdir="/app",
             handle={"fake_remote": True},
-        )  # fmt: skip
+        )
         _Config.live[self.ref.id] = self
 
     @classmethod
@@ -190,7 +192,9 @@ class FakeRemoteSandbox(Sandbox):
         if not words:
             return self._unknown(command)
         if "&&" in words or ";" in command:  # Harbor's set-up chains: each part in turn
-            parts = [shlex.join(g) for k, g in itertools.groupby(words, lambda w: w == "&&") if not k]
+            parts = [
+                shlex.join(g) for k, g in itertools.groupby(words, lambda w: w == "&&") if not k
+            ]
             if len(parts) > 1:
                 results = [self._interpret(p) for p in parts]
                 return results[-1][0], "".join(out for _, out in results)
@@ -208,7 +212,9 @@ class FakeRemoteSandbox(Sandbox):
             return 0, "".join(self.files[p].decode(errors="replace") for p in args)
         if head == "ls":
             folder = next((a for a in args if not a.startswith("-")), "/app").rstrip("/") + "/"
-            names = sorted({p[len(folder) :].split("/")[0] for p in self.files if p.startswith(folder)})
+            names = sorted(
+                {p[len(folder) :].split("/")[0] for p in self.files if p.startswith(folder)}
+            )
             return 0, "".join(f"{n}\n" for n in names)
         if head == "test" and len(args) == 2 and args[0] in {"-d", "-e", "-f"}:
             path = args[1].rstrip("/")
@@ -268,8 +274,16 @@ class _Attached(Sandbox):
     def __init__(self, target: FakeRemoteSandbox) -> None:
         self.target, self.ref = target, target.ref
 
-    async def exec(self, command: str, **kwargs: Any) -> ExecOutput:  # type: ignore[override]
-        return await self.target.exec(command, **kwargs)
+    async def exec(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: float | None = None,
+        user: str | int | None = None,
+    ) -> ExecOutput:
+        return await self.target.exec(command, timeout_sec=timeout_sec)
 
     async def upload(self, source: Path, target: str) -> None:
         await self.target.upload(source, target)
@@ -318,4 +332,4 @@ def install() -> None:
         return await real(ref)
 
     attach._fake_remote = True  # type: ignore[attr-defined]
-    terminal_server.attach = attach  # type: ignore[assignment]
+    terminal_server.attach = attach
