@@ -1,7 +1,9 @@
 """MCP terminal server: one persistent shell per MCP session inside a sandbox.
 
 The server either attaches to a live sandbox by its `SandboxRef` (the graph, a Harbor agent or
-another process started it) or starts a bare workspace sandbox of its own for each session.
+another process started it), runs each session's shell over a Harbor environment's `exec` (any
+environment type: `exec_shells`, tools/sandbox/exec_shell.py), or starts a bare workspace sandbox
+of its own for each session.
 `run` waits up to its timeout; a command that outlives it keeps running, and `read_output` /
 `interrupt` deal with it, as in a real terminal. cwd and environment persist between calls.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.fastmcp import Context, FastMCP
@@ -35,10 +37,11 @@ from autoenvscaling.tools.sandbox import (
     ShellResult,
     attach,
 )
-from autoenvscaling.tools.sandbox.shell import ShellBusyError
+from autoenvscaling.tools.sandbox.exec_shell import ExecShell
+from autoenvscaling.tools.sandbox.shell import Shell, ShellBusyError
 from autoenvscaling.tools.text_cap import cap_text
 
-ShellOpener = Callable[[], AbstractAsyncContextManager[PersistentShell]]
+ShellOpener = Callable[[], AbstractAsyncContextManager[Shell]]
 """Opens one shell for one MCP session and cleans up after it (the sandbox too, if it owns it)."""
 
 DEFAULT_OUTPUT_CAP = 16_000
@@ -65,6 +68,20 @@ def attached_shells(ref: SandboxRef, *, cwd: str | None = None) -> ShellOpener:
         sandbox = await attach(ref)
         async with sandbox:  # an attached sandbox closes only the shells it opened
             yield await sandbox.open_shell(cwd=cwd)
+
+    return open_shell
+
+
+def exec_shells(
+    environment: Any, *, cwd: str | None = None, user: str | int | None = None
+) -> ShellOpener:
+    """Each session runs its shell over `environment`'s `exec` (a Harbor `BaseEnvironment` of
+    any type, started by someone else, who stops it); `user` None: its default user."""
+
+    @asynccontextmanager
+    async def open_shell() -> AsyncIterator[ExecShell]:
+        async with ExecShell(environment, cwd=cwd, user=user) as shell:
+            yield shell
 
     return open_shell
 
@@ -99,10 +116,10 @@ class _Session:
     def __init__(self, opener: ShellOpener) -> None:
         self._opener = opener
         self._stack = AsyncExitStack()
-        self._shell: PersistentShell | None = None
+        self._shell: Shell | None = None
         self._lock = anyio.Lock()
 
-    async def shell(self) -> PersistentShell:
+    async def shell(self) -> Shell:
         async with self._lock:
             if self._shell is None:
                 self._shell = await self._stack.enter_async_context(self._opener())
@@ -193,7 +210,7 @@ def build_terminal_server(
             isError=True,
         )
 
-    async def shell_of(ctx: Context) -> PersistentShell:
+    async def shell_of(ctx: Context) -> Shell:
         session: _Session = ctx.request_context.lifespan_context
         return await session.shell()
 

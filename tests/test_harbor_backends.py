@@ -273,8 +273,9 @@ def test_readme_scaling_out_table_is_written_from_the_code_table():
 @pytest.mark.timeout(300)
 def test_grpo_episode_over_exec_as_on_a_harbor_type(engine_ready, tmp_path):
     """A GRPO episode whose environment has no sandbox to attach to (as on harbor:<type>): the
-    shell runs over Harbor's `exec` of a real environment, keeps cwd and exports, and the task's
-    own verifier scores the work."""
+    shell runs over Harbor's `exec` of a real environment, keeps cwd and exports, leaves a command
+    past its timeout running (read_output, interrupt) as the persistent shell does, and the
+    task's own verifier scores the work."""
     from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
     from autoenvscaling.training.grpo.sandboxes import task_starter
     from tests.test_training_support import make_tasks
@@ -307,9 +308,13 @@ def test_grpo_episode_over_exec_as_on_a_harbor_type(engine_ready, tmp_path):
         assert episode.run("cd /app && export N=1") == "[exit code 0]"
         assert episode.run("echo $N > answer.txt; pwd") == "/app\n[exit code 0]"
         assert episode.run("echo oops >&2; exit 3").startswith("oops")
-        stopped = episode.run("sleep 30")  # stopped at its timeout, not left running
-        assert "timed out after 2 s" in stopped and stopped.endswith("[exit code 124]")
-        assert episode.read_output() == "[exit code 124]"  # nothing left to read
+        late = episode.run("sleep 3; echo late")  # past its timeout: it keeps running
+        assert late.startswith("[still running")
+        assert episode.read_output(timeout_sec=10) == "late\n[exit code 0]"
+        assert episode.run("sleep 30").startswith("[still running")
+        stopped = episode.interrupt()
+        assert stopped.endswith("[exit code 137]") and ".aes-exec" not in stopped
+        assert episode.run("pwd") == "/app\n[exit code 0]"  # the shell kept its state
         assert loop.run(asyncio.wait_for(episode._finish(), 120)).reward == 0.5
     finally:
         loop.stop()

@@ -1,14 +1,19 @@
-"""The terminal MCP server over real podman sandboxes, through a real MCP client (in memory)."""
+"""The terminal MCP server over real podman sandboxes, through a real MCP client (in memory): attached
+to a live sandbox of ours, and over a Harbor environment's `exec` alone (`exec_shells`, as on any
+`harbor:<type>`), with the same observable behaviour."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import pytest
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from autoenvscaling.mcp_servers.terminal import (
     attached_shells,
     build_terminal_server,
+    exec_shells,
     workspace_shells,
 )
 from autoenvscaling.tools.agents.solver_interface import SHELL_BUSY
@@ -27,20 +32,41 @@ async def run(session, command, timeout_sec=30):
     return result.structuredContent
 
 
-async def test_state_persists_across_run_calls(workspace):
-    server = build_terminal_server(ref=workspace.ref)
+GOOD_TASK = Path(__file__).resolve().parent / "fixtures" / "good_task"
+
+
+@pytest.fixture(params=["attached", "exec"])
+async def terminal(request):
+    """`terminal(**options)` builds a terminal server: attached to a workspace sandbox, or over a
+    real Harbor environment's `exec` (ours, used only through BaseEnvironment's methods)."""
+    if request.param == "attached":
+        workspace = request.getfixturevalue("workspace")
+        yield lambda **options: build_terminal_server(ref=workspace.ref, **options)
+        return
+    request.getfixturevalue("engine_ready")
+    from autoenvscaling.training.grpo.sandboxes import task_starter
+
+    live = await task_starter("podman")(GOOD_TASK)
+    try:
+        yield lambda **options: build_terminal_server(exec_shells(live.environment), **options)
+    finally:
+        await live.close()
+
+
+async def test_state_persists_across_run_calls(terminal):
+    server = terminal()
     async with connect(server) as client:
         first = await run(client, "cd /tmp && export GREETING=hello && mkdir -p proj")
         assert first["exit_code"] == 0 and not first["running"]
-        second = await run(client, "pwd; echo $GREETING; hostname")
-        assert second["output"] == "/tmp\nhello\nsandbox\n"
+        second = await run(client, "pwd; echo $GREETING; ls -d proj")
+        assert second["output"] == "/tmp\nhello\nproj\n"
         failing = await run(client, "echo oops >&2; false")
         assert failing["exit_code"] == 1 and failing["output"] == "oops\n"
         assert failing["duration_sec"] >= 0
 
 
-async def test_output_is_capped_and_marked(workspace):
-    server = build_terminal_server(ref=workspace.ref, output_cap=2000)
+async def test_output_is_capped_and_marked(terminal):
+    server = terminal(output_cap=2000)
     async with connect(server) as client:
         result = await run(client, "head -c 100000 /dev/zero | tr '\\0' x; echo; echo END")
         assert result["truncated"] and result["output_bytes"] == 100005
@@ -48,8 +74,8 @@ async def test_output_is_capped_and_marked(workspace):
         assert len(result["output"]) < 2100
 
 
-async def test_long_command_read_output_and_interrupt(workspace):
-    server = build_terminal_server(ref=workspace.ref)
+async def test_long_command_read_output_and_interrupt(terminal):
+    server = terminal()
     async with connect(server) as client:
         await run(client, "cd /etc")
         started = await run(client, "echo begin; sleep 1; echo end", timeout_sec=0.2)

@@ -1,95 +1,253 @@
-"""The persistent shell's face over a Harbor environment's `exec`, for environments with no live
-process to attach to (Harbor's own types: `harbor:<type>`).
+"""The persistent shell's behaviour over a sandbox's `exec` alone, for environments with no live
+process to attach to (Harbor's own types: `harbor:<type>`; any `BaseEnvironment`).
 
-Each command is one `exec` of bash. What a terminal keeps between commands — the working folder
-and exported variables — is carried in a state file inside the sandbox, written after every
-command and sourced before the next, so `cd` and `export` behave as in `PersistentShell`.
-What differs: a command never outlives its call. One that runs past its timeout is stopped by the
-provider and reported with exit code 124 and a note; `read` and `interrupt` then find nothing
-running. Shell functions and unexported variables do not carry over.
+Each command runs as a background job inside the sandbox (exec_scripts.py), so it behaves as in
+`PersistentShell`: `run` waits up to its timeout and a command that outlives it keeps running
+(`read` collects more output, `interrupt` kills its processes and keeps the shell's state, or
+restarts the shell when the command will not stop); output is capped to its head and tail with
+the same marker; cwd, exported variables and functions carry from one command to the next (a
+state file in the sandbox); `exit` ends the shell and the next command starts a fresh one.
+Unexported variables and shell options do not carry over. Costs one `exec` per short command
+(more for a long one: one per minute of waiting).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
-import shlex
+import secrets
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from autoenvscaling.tools.sandbox.shell import TRUNCATION_MARK, ShellResult
+from autoenvscaling.tools.sandbox import exec_scripts as scripts
+from autoenvscaling.tools.sandbox.base import SandboxError
+from autoenvscaling.tools.sandbox.shell import (
+    TRUNCATION_MARK,
+    ShellBusyError,
+    ShellClosedError,
+    ShellResult,
+)
 
-STATE_FILE = "/tmp/.aes-exec-shell-state"
-TIMED_OUT_CODE = 124
+if TYPE_CHECKING:
+    from autoenvscaling.tools.sandbox.base import Sandbox
+
+EXITED_NOTE = "\n[the shell exited; the next command starts a new shell]\n"
+RESTARTED_NOTE = "\n[interrupted: the shell was restarted]\n"
+#: Slack on top of the wait an `exec` spends in the sandbox, for the provider's round trip.
+EXEC_SLACK_SEC = 60
 
 
-def _script(command: str) -> str:
-    state = shlex.quote(STATE_FILE)
-    return (
-        f"[ -f {state} ] && . {state} >/dev/null 2>&1\n"
-        f"eval {shlex.quote(command)} </dev/null 2>&1\n"
-        "__aes_rc=$?\n"
-        f"{{ export -p; printf 'cd %q\\n' \"$PWD\"; }} > {state} 2>/dev/null\n"
-        "exit $__aes_rc\n"
-    )
+class _Output:
+    """A command's output not yet returned: head and tail kept, the middle counted."""
 
+    def __init__(self, half: int) -> None:
+        self.half = half
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
 
-def _cap(text: str, cap: int) -> tuple[str, bool]:
-    data = text.encode(errors="replace")
-    if len(data) <= cap:
-        return text, False
-    half = max(cap // 2, 1)
-    dropped = len(data) - 2 * half
-    head = data[:half].decode(errors="replace")
-    tail = data[-half:].decode(errors="replace")
-    return head + TRUNCATION_MARK.format(n=dropped) + tail, True
+    def add(self, head: bytes, tail: bytes, total: int) -> None:
+        """One report's new output: `total` bytes of which `head` starts and `tail` ends it."""
+        self._append(head)
+        gap = total - len(head) - len(tail)
+        if gap > 0:  # the middle never left the sandbox: what came before it is no tail
+            self.total += gap
+            self.tail.clear()
+        self._append(tail)
+
+    def _append(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            del self.tail[: max(len(self.tail) - self.half, 0)]
+
+    def take(self) -> tuple[str, int, bool]:
+        dropped = self.total - len(self.head) - len(self.tail)
+        text = self.head.decode(errors="replace")
+        if dropped > 0:
+            text += TRUNCATION_MARK.format(n=dropped)
+        text += self.tail.decode(errors="replace")
+        total = self.total
+        self.head, self.tail, self.total = bytearray(), bytearray(), 0
+        return text, total, dropped > 0
 
 
 class ExecShell:
-    """`run` / `read` / `interrupt` / `close` / `busy` as `PersistentShell`, over `exec`."""
+    """`run` / `read` / `interrupt` / `close` / `busy` as `PersistentShell`, over `exec`.
 
-    def __init__(self, environment: Any, *, output_cap: int = 64_000) -> None:
+    `environment`: anything with Harbor's `exec(command, cwd=, env=, timeout_sec=, user=)`.
+    `user`: who runs the commands (None: the environment's default user)."""
+
+    def __init__(
+        self,
+        environment: Any,
+        *,
+        output_cap: int = 64_000,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        user: str | int | None = None,
+    ) -> None:
         self._environment = environment
-        self._cap = output_cap
+        self._half = max(output_cap // 2, 1)
+        self._cwd = cwd
+        self._env = dict(env or {})
+        self._user = user
+        token = secrets.token_hex(8)
+        self._base = f"/tmp/.aes-exec-{token}"
+        self._mark = f"__AES_EXEC_{token}__"
+        self._seq = 0
+        self._offset = 0
+        self._pending = _Output(self._half)
+        self._running = False
+        self._reset_next = False  # the last command ended the shell: start the next afresh
         self._last_code: int | None = None
+        self._started_at = 0.0
+        self._closed = False
+        self._lock = asyncio.Lock()
+        # No sandbox of ours: the desktop tools (mcp_servers/desktop.py) are not served over it.
+        self.sandbox: Sandbox | None = None
 
     @property
     def busy(self) -> bool:
-        return False  # every command ends within its call
+        return self._running
+
+    @property
+    def _job(self) -> str:
+        return f"{self._base}/{self._seq}"
 
     async def run(self, command: str, timeout_sec: float | None = 120) -> ShellResult:
-        started = time.monotonic()
-        timeout = None if timeout_sec is None else max(1, math.ceil(timeout_sec))
-        try:
-            # bash explicitly: providers differ in the shell `exec` uses (`export -p`, `%q`).
-            script = f"bash -c {shlex.quote(_script(command))}"
-            result = await self._environment.exec(script, timeout_sec=timeout)
-        except Exception as exc:  # noqa: BLE001 - providers signal a timeout by raising
-            if "timed out" not in str(exc).lower() and "timeout" not in type(exc).__name__.lower():
-                raise
-            self._last_code = TIMED_OUT_CODE
-            note = f"[timed out after {timeout} s: the command was stopped]\n"
-            return ShellResult(
-                exit_code=TIMED_OUT_CODE,
-                output=note,
-                output_bytes=len(note),
-                duration_sec=round(time.monotonic() - started, 4),
+        """Run one command. If it outlives `timeout_sec` it keeps running: see `read`/`interrupt`."""
+        async with self._lock:
+            if self._closed:
+                raise ShellClosedError("the shell was closed")
+            if self._running:
+                raise ShellBusyError(
+                    "a previous command is still running: read() its output or interrupt() it"
+                )
+            restarted, self._reset_next = self._reset_next, False
+            self._seq += 1
+            self._offset = 0
+            self._started_at = time.monotonic()
+            job = scripts.job_script(
+                command, job=self._job, state=f"{self._base}/state", cwd=self._cwd, env=self._env
             )
-        text = (result.stdout or "") + (result.stderr or "")
-        output, truncated = _cap(text, self._cap)
-        self._last_code = result.return_code
-        return ShellResult(
-            exit_code=result.return_code,
-            output=output,
-            output_bytes=len(text.encode(errors="replace")),
-            truncated=truncated,
-            duration_sec=round(time.monotonic() - started, 4),
-        )
+            start = scripts.launch(job, base=self._base, job=self._job, reset=restarted)
+            self._running = True
+            result = await self._follow(start, timeout_sec)
+            return result.model_copy(update={"restarted": restarted})
 
     async def read(self, timeout_sec: float = 10) -> ShellResult:
-        return ShellResult.nothing_running(self._last_code)
+        """More output of the running command, waiting up to `timeout_sec` for it to finish."""
+        async with self._lock:
+            if not self._running:
+                return ShellResult.nothing_running(self._last_code)
+            return await self._follow("", timeout_sec)
 
     async def interrupt(self, grace_sec: float = 3) -> ShellResult:
-        return await self.read()
+        """Kill the running command's processes, like Ctrl-C; the shell and its state survive
+        unless the command keeps spawning work past `grace_sec` (then `restarted`)."""
+        async with self._lock:
+            if not self._running:
+                return ShellResult.nothing_running(self._last_code)
+            kill = scripts.kill_tree(self._job, int(grace_sec * 1000))
+            return self._result(await self._step(kill, 0))
 
     async def close(self) -> None:
-        return None
+        """End a command still running and remove the shell's files (best effort: the sandbox
+        may already be gone)."""
+        if self._closed:
+            return
+        self._closed = True
+        script = scripts.kill_tree(self._job, 0) if self._running else ""
+        try:
+            await self._environment.exec(
+                f"bash -c {scripts.quote(script + f'rm -rf {scripts.quote(self._base)}')}",
+                timeout_sec=30,
+                user=self._user,
+            )
+        except Exception:  # noqa: BLE001 - closing a shell whose sandbox stopped is not an error
+            pass
+
+    async def __aenter__(self) -> ExecShell:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _follow(self, first: str, timeout_sec: float | None) -> ShellResult:
+        """`first` (the launch, or nothing) then waits of at most CHUNK_MS each until the job
+        ends or `timeout_sec` has passed since this call began."""
+        deadline = None if timeout_sec is None else time.monotonic() + max(timeout_sec, 0)
+        prefix = first
+        while True:
+            left = scripts.CHUNK_MS if deadline is None else (deadline - time.monotonic()) * 1000
+            wait_ms = max(0, min(scripts.CHUNK_MS, math.ceil(left)))
+            state = await self._step(prefix + scripts.wait(self._job, wait_ms), wait_ms)
+            prefix = ""
+            if state != "r" or wait_ms < scripts.CHUNK_MS:
+                return self._result(state)
+
+    async def _step(self, script: str, wait_ms: int) -> str:
+        """One `exec`: `script`, then the report; its new output kept, the job's state returned."""
+        full = script + scripts.report(
+            self._job, offset=self._offset, half=self._half, mark=self._mark
+        )
+        try:
+            done = await self._environment.exec(
+                f"bash -c {scripts.quote(full)}",
+                timeout_sec=math.ceil(wait_ms / 1000) + EXEC_SLACK_SEC,
+                user=self._user,
+            )
+        except BaseException:
+            self._give_up()
+            raise
+        try:
+            report = scripts.parse(done.stdout or "", self._mark)
+        except scripts.ReportError as exc:
+            self._give_up()
+            detail = f"{exc}; exit {done.return_code}, stderr {(done.stderr or '')[-300:]!r}"
+            raise SandboxError(f"the exec shell got no report: {detail}") from None
+        self._pending.add(report.head, report.tail, max(report.size - self._offset, 0))
+        self._offset = max(report.size, self._offset)
+        return report.state
+
+    def _give_up(self) -> None:
+        """The command's fate is unknown (the exec failed): the shell is given up, as a
+        terminal whose connection dropped; the next command starts afresh."""
+        self._running = False
+        self._reset_next = True
+
+    def _result(self, state: str) -> ShellResult:
+        """The output kept since the last result, and what the job's `state` says."""
+        text, total, truncated = self._pending.take()
+        kind, _, code_text = state.partition(":")
+        code = int(code_text) if code_text.lstrip("-").isdigit() else -1
+        restarted = False
+        if kind == "r":
+            return ShellResult(
+                exit_code=None,
+                output=text,
+                output_bytes=total,
+                truncated=truncated,
+                duration_sec=round(time.monotonic() - self._started_at, 4),
+                running=True,
+            )
+        self._running = False
+        if kind == "k":  # the interrupt had to end the shell: it starts afresh
+            code, text, restarted = 130, text + RESTARTED_NOTE, True
+        elif kind != "d":  # `exit` in the command, or the job vanished
+            text += EXITED_NOTE
+            self._reset_next = True
+        self._last_code = code
+        return ShellResult(
+            exit_code=code,
+            output=text,
+            output_bytes=total,
+            truncated=truncated,
+            duration_sec=round(time.monotonic() - self._started_at, 4),
+            restarted=restarted,
+        )

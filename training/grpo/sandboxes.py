@@ -59,14 +59,14 @@ class LiveHarborTask:
 
     async def open_shell(self) -> Any:
         """A persistent shell in our sandbox, as the task's agent user (`[agent] user`, root
-        when unset, as a trial's agent); over `exec` for Harbor's own types."""
+        when unset, as a trial's agent); over `exec` for Harbor's own types, the same way."""
+        user = self.task.config.agent.user
         if hasattr(self.environment, "sandbox"):
-            user = self.task.config.agent.user
             if user not in (None, ""):
                 opener: Any = self.sandbox.open_shell  # ours take a user; the base has none
                 return await opener(user=user)
             return await self.sandbox.open_shell()
-        return ExecShell(self.environment)
+        return ExecShell(self.environment, user=user if user not in (None, "") else None)
 
     async def verify(self) -> float:
         """The task's verifier by the trial protocol (tools/trials/verifier.py): by default a
