@@ -239,9 +239,10 @@ async def measure_baseline(
 async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """Create the run folder and the initial pool (idempotent: a resumed run skips it); start the
     embedded default policy when the context names no other and nothing started it."""
-    # Our solver's attempts (baseline, refresh, calibration) attach to their sandbox: a backend
-    # that offers no attach is refused here, before the run folder, a policy or any sandbox exists.
-    check_stages(_ctx(runtime).backend, ["solve"])
+    # The proposers' workspaces and our solver's attempts (baseline, refresh, calibration): a
+    # backend that cannot serve them is refused here, before the run folder, a policy or any
+    # sandbox exists (every Harbor type can: our terminal runs over `exec` there).
+    check_stages(_ctx(runtime).backend, ["propose", "solve"])
     ctx = await _serving(runtime, state.get("policy"))
     run = _run(ctx)
     config = {

@@ -1,8 +1,8 @@
 """The solver role as a Harbor agent: a terminal agent that works inside a real Harbor trial.
 
 Harbor builds the sandbox, hides the tests, runs the verifier and reads the reward; the agent only
-sees the instruction and an MCP terminal attached to the trial's live sandbox, and records its
-steps (graphs/solver_attempt.py runs the trial and rewards the attempt). Harbor loads it by import
+sees the instruction and an MCP terminal in the trial's sandbox (attached to the live sandbox on
+our engines; over the environment's `exec` on any other Harbor type), and records its steps (graphs/solver_attempt.py runs the trial and rewards the attempt). Harbor loads it by import
 path (`SOLVER_AGENT`; the gate's config and past trial configs name it too), so it stays here.
 """
 
@@ -21,7 +21,12 @@ from autoenvscaling.graphs.agent_loop import build_agent_loop, steps_from_messag
 from autoenvscaling.graphs.mcp_tools import open_mcp_tools
 from autoenvscaling.graphs.models import ModelConfig, load_chat_model
 from autoenvscaling.graphs.solver_attempt import SolverSettings, record_start
-from autoenvscaling.mcp_servers.terminal import build_terminal_server
+from autoenvscaling.mcp_servers.terminal import (
+    ShellOpener,
+    attached_shells,
+    build_terminal_server,
+    exec_shells,
+)
 from autoenvscaling.prompts import load_prompt
 from autoenvscaling.tools.agents.prompt_fit import prompt_tokens, reply_cap
 from autoenvscaling.tools.agents.solver_interface import (
@@ -52,17 +57,13 @@ class SolverAgent(PlainAgent):
         self, instruction: str, environment: BaseEnvironment, context: AgentContext
     ) -> None:
         s = self.settings
-        ref = environment.sandbox_ref  # type: ignore[attr-defined]  # our SandboxEnvironment
-        # As the task's agent user (`[agent] user`: Harbor's trial sets it as the environment's
-        # default user for the agent's phase), like a GRPO episode; the image's user otherwise.
-        if environment.default_user is not None:
-            ref = ref.model_copy(update={"user": str(environment.default_user)})
+        opener = terminal_shells(environment)
         started = time.monotonic()
         task_dir = Path(str(getattr(environment, "environment_dir", ""))).parent
         desktop = s.desktop_tools
         if desktop is None:
             desktop = needs_desktop(task_dir)
-        server = build_terminal_server(ref=ref, desktop=desktop)
+        server = build_terminal_server(opener, desktop=desktop)
         # The one solver interface (tools/agents/solver_interface.py): GRPO episodes start the same way.
         # Only the cheat agent (anti_cheat) swaps the system prompt.
         system, user = first_messages(instruction)
@@ -117,6 +118,19 @@ class SolverAgent(PlainAgent):
             "retry_errors": state.get("retry_errors", []),
             "agent_seconds": round(time.monotonic() - started, 3),
         }
+
+
+def terminal_shells(environment: BaseEnvironment) -> ShellOpener:
+    """The terminal's shells in the trial's sandbox, as the task's agent user (`[agent] user`:
+    Harbor's trial sets it as the environment's default user for the agent's phase), like a GRPO
+    episode; the image's user otherwise. Our engines attach a live shell (the faster path);
+    any other Harbor environment type runs each command through its `exec` (same behaviour)."""
+    ref = getattr(environment, "sandbox_ref", None)  # our SandboxEnvironment's
+    if ref is None:
+        return exec_shells(environment)  # Harbor's exec applies the default user itself
+    if environment.default_user is not None:
+        ref = ref.model_copy(update={"user": str(environment.default_user)})
+    return attached_shells(ref)
 
 
 def solver_model_for(

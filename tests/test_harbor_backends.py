@@ -184,17 +184,15 @@ def test_validate_refuses_before_any_sandbox_starts(monkeypatch, tmp_path):
     assert trials == [] and environments == []
 
 
-@pytest.mark.timeout(120)
-async def test_a_flywheel_on_a_type_without_attach_stops_before_its_run_folder(tmp_path):
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
-
-    ctx = FlywheelContext(run_dir=str(tmp_path / "run"), rounds=1, backend="harbor:modal")
-    graph = build_flywheel(checkpointer=InMemorySaver())
-    with pytest.raises(MissingCapabilityError, match=r"stage solve needs 'attach'"):
-        await graph.ainvoke({"rounds": 1}, {"configurable": {"thread_id": "t"}}, context=ctx)
-    assert not (tmp_path / "run").exists()
+def test_our_terminal_stages_need_no_attach_only_the_desktop_tools_do():
+    """The proposer's workspace, our solver (baseline, calibration, refresh), the cheat agent and
+    GRPO episodes run their terminal over `exec` on any Harbor type (tests/test_exec_stages.py
+    runs them so); only a computer-use task's desktop tools need a live sandbox of ours."""
+    ours_only = ["propose", "solve", "gate:calibrate/our_solver", "gate:anti_cheat/cheat_agent"]
+    check_stages("harbor:modal", [*ours_only, "grpo"])
+    assert [stage for stage, needs in STAGE_NEEDS.items() if "attach" in needs] == ["solve/desktop"]
+    with pytest.raises(MissingCapabilityError, match=r"stage solve/desktop needs 'attach'"):
+        check_stages("harbor:modal", ["solve/desktop"])
 
 
 def test_training_job_and_cli_accept_harbor_types_and_pass_options(tmp_path):

@@ -36,16 +36,18 @@ CAPABILITIES: dict[Capability, str] = {
     "and rewrite the container's files)",
     "reap": "end every process the agent left behind before a shared verifier runs (our engines "
     "kill them from the host; Harbor's types leave them running)",
-    "attach": "a reference to the live sandbox that our MCP terminal server attaches to (our "
-    "solver agent, and the cheat agent built on it, drive the sandbox this way)",
+    "attach": "a live sandbox of ours (the Sandbox contract): the desktop tools of a "
+    "computer-use task act through it. Our terminal does not need it: it attaches a live shell "
+    "where it can (the faster path) and runs over `exec` elsewhere (tools/sandbox/exec_shell.py)",
 }
 
 #: What each stage needs from the environment it runs in. Stages that never start a sandbox
 #: (lint, decontam, dedup) are not listed. A probe forced onto shared verifiers (the tamperer and
 #: interpreter wrappers set to "on"; by default they run only where the verifier is separate,
 #: which any backend serves), and a stage run with our own solver agent (rather than a Harbor
-#: agent that uses `exec`), has its own row. GRPO
-#: episodes use `exec` when there is no sandbox to attach to (tools/sandbox/exec_shell.py).
+#: agent that uses `exec`), has its own row. Our terminal (the proposer's workspace, the solver,
+#: the cheat agent, GRPO episodes) runs over `exec` where there is no live sandbox of ours to
+#: attach to (tools/sandbox/exec_shell.py), so only the desktop tools need `attach`.
 STAGE_NEEDS: dict[str, tuple[Capability, ...]] = {
     "trial": ("exec", "upload", "download"),
     "gate:build": ("exec", "upload", "download"),
@@ -55,10 +57,12 @@ STAGE_NEEDS: dict[str, tuple[Capability, ...]] = {
     "gate:anti_cheat": ("exec", "upload", "download", "root"),
     "gate:anti_cheat/tamperer": ("exec", "upload", "download", "root", "reap"),
     "gate:anti_cheat/interpreters": ("exec", "upload", "download", "root", "reap"),
-    "gate:anti_cheat/cheat_agent": ("exec", "upload", "download", "root", "attach"),
+    "gate:anti_cheat/cheat_agent": ("exec", "upload", "download", "root"),
     "gate:calibrate": ("exec", "upload", "download"),
-    "gate:calibrate/our_solver": ("exec", "upload", "download", "attach"),
-    "solve": ("exec", "upload", "download", "attach"),
+    "gate:calibrate/our_solver": ("exec", "upload", "download"),
+    "propose": ("exec", "upload", "download"),
+    "solve": ("exec", "upload", "download"),
+    "solve/desktop": ("exec", "upload", "download", "attach"),
     "grpo": ("exec", "upload", "download"),
 }
 
