@@ -263,7 +263,9 @@ async def click(
         await _exec(
             sandbox, f"xdotool mousemove --sync {x} {y} click --repeat {repeat} --delay 80 {number}"
         )
-        return await _after(sandbox, f"clicked {button} at ({x}, {y})" + (" twice" if double else ""))
+        return await _after(
+            sandbox, f"clicked {button} at ({x}, {y})" + (" twice" if double else "")
+        )
 
     return await _guarded(work())
 

@@ -139,7 +139,11 @@ def test_trl_routes_each_row_to_its_episodes_tools(tmp_path: Path) -> None:
         processing_class=tokenizer,
         environment_factory=factories,  # type: ignore[arg-type]
     )
-    assert [t.__name__ for t in trainer._env_tools["terminal"]] == ["interrupt", "read_output", "run"]
+    assert [t.__name__ for t in trainer._env_tools["terminal"]] == [
+        "interrupt",
+        "read_output",
+        "run",
+    ]
     assert [t.__name__ for t in trainer._env_tools["desktop"]] == [
         s["function"]["name"] for s in openai_tools(desktop=True)
     ]
@@ -228,7 +232,10 @@ def test_a_desktop_episode_reads_what_the_served_tools_answer(engine_ready, tmp_
 
         # The episode's own clicks set the lamps and save: its verifier's reward is 1.0.
         env = task / "environment"
-        now, want = (env / "lamps.txt").read_text().split(), (env / "target.txt").read_text().split()
+        now, want = (
+            (env / "lamps.txt").read_text().split(),
+            (env / "target.txt").read_text().split(),
+        )
         for r in range(6):
             for c in range(6):
                 if now[r][c] != want[r][c]:
@@ -242,3 +249,32 @@ def test_a_desktop_episode_reads_what_the_served_tools_answer(engine_ready, tmp_
     assert record.reward == 1.0 and record.fault is None, record
     assert record.actions[:3] == ["screenshot", "screenshot", "key Tab"], record.actions
     assert record.tool_calls == len(record.commands) + len(record.actions)
+
+
+async def test_a_cold_start_replay_records_the_tools_its_solver_was_bound(
+    engine_ready, tmp_path, monkeypatch
+) -> None:
+    """graphs/sft_replay.py on a computer-use seed: the SFT example's tools are the list the
+    served solver bound in that replay, which is the list a GRPO episode of the task renders."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from autoenvscaling.graphs.scripted_model import ScriptedChatModel
+    from autoenvscaling.graphs.sft_replay import replay_task, served_solver_interface
+
+    bound: list[list[dict]] = []
+    original_bind = ScriptedChatModel.bind_tools
+
+    def recording_bind(self, tools, **kwargs):
+        bound.append([convert_to_openai_tool(t) for t in tools])
+        return original_bind(self, tools, **kwargs)
+
+    monkeypatch.setattr(ScriptedChatModel, "bind_tools", recording_bind)
+    result, example = await replay_task(
+        LAMPS,
+        store_path=tmp_path / "rollouts.db",
+        interface=await served_solver_interface(),
+        trials_dir=tmp_path / "trials",
+    )
+    assert result.kept and example is not None, result
+    assert bound and all(tools == bound[0] for tools in bound)
+    assert example.tools == bound[0] == openai_tools(desktop=True)

@@ -5,6 +5,8 @@ starts a fresh sandbox of the row's task, the public `run` / `read_output` / `in
 are the tools the policy calls — the served solver's terminal, defined once in
 tools/agents/solver_interface.py (same names, schemas, result text, persistent shell) — and after the
 episode `_finish()` runs the task's own verifier by Harbor's protocol and closes the sandbox.
+A computer-use task's episode is a `DesktopTaskEpisode` (desktop_episode.py): these tools and the
+served desktop tools, each call through `_act` below.
 
 An episode that fails is never scored and never stops the job (tools/trials/faults.py decides
 whose fault it is): a sandbox that does not start (`reset` records it instead of raising into
