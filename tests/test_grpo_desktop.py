@@ -278,3 +278,22 @@ async def test_a_cold_start_replay_records_the_tools_its_solver_was_bound(
     assert result.kept and example is not None, result
     assert bound and all(tools == bound[0] for tools in bound)
     assert example.tools == bound[0] == openai_tools(desktop=True)
+
+
+def test_a_desktop_call_after_the_policy_killed_its_sandbox_scores_0(engine_ready) -> None:
+    """The policy ends every process of its sandbox, then takes a screenshot: the desktop call
+    fails on a dead sandbox, and the episode scores 0 (the policy's doing), never dropped as
+    infrastructure (which would spare a failing policy its 0), as for the terminal's tools."""
+    loop = EventLoop()
+    try:
+        episode = DesktopTaskEpisode(loop, task_starter("podman"), EpisodeConfig())
+        episode.reset(task_dir=str(LAMPS))
+        assert episode.screenshot().startswith("[screenshot 1024x768 PNG")
+        episode.run("kill -KILL -1; sleep 1; echo still-here")
+        after = episode.screenshot()
+        assert after.startswith("[error:"), after
+        record = loop.run(episode._finish())
+    finally:
+        loop.stop()
+    assert record.reward == 0.0 and record.fault is None, record
+    assert record.error and "stopped" in record.error, record
