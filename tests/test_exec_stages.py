@@ -51,3 +51,54 @@ async def test_solver_attempt_over_exec_keeps_state_and_is_scored(
     assert steps[1].tool_output.startswith("/tmp\nhere\nroot\n")  # cwd and exports carried
     assert "begin" in steps[2].tool_output and "still running" in steps[2].tool_output
     assert "end" in steps[3].tool_output and steps[3].exit_code == 0
+
+
+@pytest.mark.timeout(300)
+async def test_proposer_workspace_on_a_harbor_type_mirrors_the_candidate(
+    engine_ready, tmp_path, monkeypatch
+):
+    """The proposer's terminal on a Harbor type: a workspace environment of that type, the
+    candidate folder copied in before a command and back after it; hostile entries it makes in
+    the sandbox (a link out, a FIFO, a setuid bit) never reach the host folder."""
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from autoenvscaling.graphs.proposer.workspace import workspace_with_task
+    from autoenvscaling.mcp_servers.terminal import build_terminal_server
+    from autoenvscaling.tools.sandbox import SandboxLimits
+    from autoenvscaling.tools.sandbox.engine import client
+
+    from .test_mcp_terminal import mine
+
+    backend = exec_only_backend(monkeypatch)
+    api = client(engine_ready).api
+    before = {c["Id"] for c in mine(api)}
+    candidate = tmp_path / "candidate"
+    candidate.mkdir()
+    (candidate / "instruction.md").write_text("hi\n")
+    opener = workspace_with_task(candidate, SandboxLimits(memory_mb=512), backend)
+    server = build_terminal_server(opener)
+
+    async def run(session, command):
+        result = await session.call_tool("run", {"command": command, "timeout_sec": 30})
+        assert not result.isError, result.content[0].text
+        return result.structuredContent
+
+    async with create_connected_server_and_client_session(server._mcp_server) as session:
+        made = await run(
+            session,
+            "pwd; cat instruction.md; mkdir tests && echo 'echo ok' > tests/test.sh && "
+            "chmod 4755 tests/test.sh && ln -s /etc/passwd leak && mkfifo pipe",
+        )
+        assert made["exit_code"] == 0 and made["output"].startswith("/workspace/task\nhi\n")
+        assert len({c["Id"] for c in mine(api)} - before) == 1  # the workspace environment
+        assert (candidate / "tests" / "test.sh").read_text() == "echo ok\n"
+        assert not (candidate / "tests" / "test.sh").stat().st_mode & 0o6000
+        assert not (candidate / "leak").is_symlink() and not (candidate / "pipe").exists()
+        assert "not copied back" in made["output"] and "leak" in made["output"]
+        # What the filesystem tools write on the host is what the next command sees.
+        (candidate / "solution").mkdir()
+        (candidate / "solution" / "solve.sh").write_text("echo s\n")
+        (candidate / "instruction.md").unlink()
+        seen = await run(session, "cat solution/solve.sh; ls -A")
+        assert seen["output"] == "echo s\nsolution\ntests\n"
+    assert {c["Id"] for c in mine(api)} == before  # stopped with the session

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from langchain_core.tools import BaseTool
 
@@ -16,6 +17,7 @@ from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
 from autoenvscaling.mcp_servers.terminal import ShellOpener, build_terminal_server
 from autoenvscaling.tools.rollouts.postgres import is_postgres_url
 from autoenvscaling.tools.sandbox import PersistentShell, SandboxLimits
+from autoenvscaling.tools.sandbox.shell import Shell
 from autoenvscaling.tools.tasks.privileges import strip_privileges
 
 #: The tools the compact system prompt names (prompts/proposer_terminal_compact.md): a small
@@ -23,12 +25,24 @@ from autoenvscaling.tools.tasks.privileges import strip_privileges
 COMPACT_TOOLS = ("write_file", "read_file", "list_dir", "run", "check", "submit")
 
 
-def workspace_with_task(
-    candidate: Path, limits: SandboxLimits, backend: str | None = None
-) -> ShellOpener:
-    """A workspace sandbox per MCP session with the candidate folder bound in at TASK_MOUNT.
+#: Backends whose proposer workspace is a container of ours with the candidate bound in; any
+#: other name is a Harbor environment type (`harbor:<type>`), where the folder is mirrored.
+BIND_BACKENDS = (None, "podman", "docker", "harbor-docker")
 
-    `backend`: the engine (the gate's when it is podman or docker; else the default)."""
+
+def workspace_with_task(
+    candidate: Path,
+    limits: SandboxLimits,
+    backend: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> ShellOpener:
+    """A workspace sandbox per MCP session with the candidate folder at TASK_MOUNT: bound in on
+    our engines; on a Harbor type (`harbor:<type>`, `options` passed through) a workspace of that
+    type with the folder mirrored in and out at each command (tools/sandbox/harbor_workspace.py).
+
+    `backend`: the gate's (harbor-docker's workspace runs on our default engine)."""
+    if backend not in BIND_BACKENDS:
+        return harbor_workspace_with_task(candidate, limits, str(backend), options)
     engine = backend if backend in ("podman", "docker") else None
 
     @asynccontextmanager
@@ -52,16 +66,52 @@ def workspace_with_task(
     return open_shell
 
 
+def harbor_workspace_with_task(
+    candidate: Path, limits: SandboxLimits, backend: str, options: dict[str, Any] | None
+) -> ShellOpener:
+    """Each MCP session: a workspace environment of `backend`, its shell over `exec`, the
+    candidate folder mirrored at TASK_MOUNT; stopped when the session ends."""
+
+    @asynccontextmanager
+    async def open_shell() -> AsyncIterator[Shell]:
+        from autoenvscaling.tools.sandbox.exec_shell import ExecShell
+        from autoenvscaling.tools.sandbox.harbor_workspace import (
+            FolderSyncShell,
+            start_harbor_workspace,
+            stop_harbor_workspace,
+        )
+
+        environment = await start_harbor_workspace(
+            backend, options, limits=limits, workdir=TASK_MOUNT
+        )
+        try:
+            shell = ExecShell(environment, cwd=TASK_MOUNT, user="root")
+            async with FolderSyncShell(shell, environment, candidate, TASK_MOUNT) as synced:
+                yield synced
+        finally:
+            try:
+                await stop_harbor_workspace(environment)
+            finally:
+                strip_privileges(candidate)  # as for the bind mount (the unpacking drops setid)
+
+    return open_shell
+
+
 @asynccontextmanager
 async def proposer_tools(
     settings: ProposerSettings, candidate: Path
 ) -> AsyncIterator[list[BaseTool]]:
     """The terminal arm's MCP tools; the sandbox starts on the first terminal command. With
     `compact_prompt`, only COMPACT_TOOLS (the brief already carries the rollout evidence)."""
+    gate = settings.gate
+    # The desktop tools act through a sandbox of ours: not offered on a Harbor type's workspace.
+    desktop = gate.backend in BIND_BACKENDS and settings.desktop_tools
     servers = {
         "terminal": build_terminal_server(
-            workspace_with_task(candidate, settings.workspace_limits, settings.gate.backend),
-            desktop=settings.desktop_tools and not settings.compact_prompt,
+            workspace_with_task(
+                candidate, settings.workspace_limits, gate.backend, gate.environment_options
+            ),
+            desktop=desktop and not settings.compact_prompt,
         ),
         "filesystem": build_filesystem_server(candidate),
         "gate": build_gate_server(candidate, settings.gate),
