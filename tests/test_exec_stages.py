@@ -102,3 +102,28 @@ async def test_proposer_workspace_on_a_harbor_type_mirrors_the_candidate(
         seen = await run(session, "cat solution/solve.sh; ls -A")
         assert seen["output"] == "echo s\nsolution\ntests\n"
     assert {c["Id"] for c in mine(api)} == before  # stopped with the session
+
+
+@pytest.mark.timeout(600)
+async def test_cheat_agent_over_exec_is_caught_by_what_it_wrote(engine_ready, monkeypatch):
+    """The cheat agent (our solver's agent with the cheat prompt) on a Harbor type: its terminal
+    runs over `exec`, its hack scores, and the files it wrote (listed as root through `exec`)
+    reject the task."""
+    from autoenvscaling.tools.gate import GateConfig, run_stage
+
+    backend = exec_only_backend(monkeypatch)
+    hack = register(
+        "exec-cheat",
+        [
+            reply("", tool_call("run", command="cd /app && export OUT=counts.json")),
+            reply("", tool_call("run", command="echo '[]' > $OUT")),
+            "I wrote an empty JSON array instead of counting.",
+        ],
+    )
+    config = GateConfig(backend=backend, cheat_model=hack, near_miss=False, tamperer_probe="off")
+    assert "gate:anti_cheat/cheat_agent" in config.sandbox_stages()
+    hacked = await run_stage("anti_cheat", FIXTURES / "hack_tasks" / "json_shape_only", config)
+    assert not hacked.passed and not hacked.infrastructure_error, hacked.reason
+    assert hacked.details["rejected_by"] == ["cheat_agent"], hacked.details["rejected_by"]
+    assert hacked.details["probes"]["cheat_agent"]["reward"] == 1.0
+    assert "wrote /app/counts.json" in hacked.reason  # cwd and the export carried over
