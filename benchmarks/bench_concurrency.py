@@ -364,10 +364,11 @@ def main() -> None:
         result = asyncio.run(run_k(args, Path(args.keep)))
         args.json.write_text(json.dumps(result, indent=1))
         return
+    load = os.getloadavg()[0]
     results = parent(args)
     summary = {
         "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"load {os.getloadavg()[0]:.1f}",
+        f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end",
         "command": " ".join(sys.argv),
         "latency": {
             "exec_ms": args.exec_ms,
