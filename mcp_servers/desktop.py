@@ -142,12 +142,19 @@ SandboxOf = Callable[[Context], Awaitable[Sandbox]]
 NO_SANDBOX = "this terminal's shell runs in no sandbox: no desktop"
 
 
-async def _exec(sandbox: Sandbox, command: str, env: dict[str, str] | None = None) -> str:
+User = str | int | None
+"""Who the desktop's commands run as: the agent's user (None: the sandbox's default user, which
+the served terminal's attached sandbox already sets to the task's `[agent] user`)."""
+
+
+async def _exec(
+    sandbox: Sandbox, command: str, env: dict[str, str] | None = None, user: User = None
+) -> str:
     """Ensure the display, then run `command` with DISPLAY set; its stdout, or a DesktopError.
     A SandboxError (the sandbox or its engine failed) propagates: whose fault it is, the caller
     decides (the served tool answers it as an error; a GRPO episode classifies it)."""
     done: ExecOutput = await sandbox.exec(
-        f"{_ENSURE}\n{command}", env=env, timeout_sec=EXEC_TIMEOUT_SEC
+        f"{_ENSURE}\n{command}", env=env, timeout_sec=EXEC_TIMEOUT_SEC, user=user
     )
     if done.exit_code == 96:
         raise DesktopError(MISSING_TOOLS)
@@ -159,9 +166,9 @@ async def _exec(sandbox: Sandbox, command: str, env: dict[str, str] | None = Non
     return done.stdout
 
 
-async def _state(sandbox: Sandbox, *, png: bool) -> ScreenState:
+async def _state(sandbox: Sandbox, *, png: bool, user: User = None) -> ScreenState:
     script = f"python3 -I -c {shlex.quote(_DESCRIBE)}" + (" png" if png else "")
-    out = await _exec(sandbox, script)
+    out = await _exec(sandbox, script, user=user)
     try:
         return ScreenState.model_validate_json(out.strip().splitlines()[-1] if out.strip() else "")
     except (ValidationError, IndexError) as exc:
@@ -207,19 +214,19 @@ async def _guarded(work: Awaitable[CallToolResult]) -> CallToolResult:
         return _error(str(exc))
 
 
-async def _after(sandbox: Sandbox, action: str) -> CallToolResult:
-    state = await _state(sandbox, png=False)
+async def _after(sandbox: Sandbox, action: str, user: User) -> CallToolResult:
+    state = await _state(sandbox, png=False, user=user)
     return _text(f"[{action}; {state.summary()}]")
 
 
-async def screenshot(sandbox: Sandbox) -> CallToolResult:
+async def screenshot(sandbox: Sandbox, *, user: User = None) -> CallToolResult:
     async def work() -> CallToolResult:
-        return screenshot_result(await _state(sandbox, png=True))
+        return screenshot_result(await _state(sandbox, png=True, user=user))
 
     return await _guarded(work())
 
 
-async def key(sandbox: Sandbox, keys: str) -> CallToolResult:
+async def key(sandbox: Sandbox, keys: str, *, user: User = None) -> CallToolResult:
     names = keys.split()
     if not names or len(names) > MAX_KEYS or not all(_KEY.match(n) for n in names):
         return _error(
@@ -228,26 +235,32 @@ async def key(sandbox: Sandbox, keys: str) -> CallToolResult:
         )
 
     async def work() -> CallToolResult:
-        await _exec(sandbox, "xdotool key --delay 40 " + " ".join(names))
-        return await _after(sandbox, f"pressed {' '.join(names)}")
+        await _exec(sandbox, "xdotool key --delay 40 " + " ".join(names), user=user)
+        return await _after(sandbox, f"pressed {' '.join(names)}", user)
 
     return await _guarded(work())
 
 
-async def type_text(sandbox: Sandbox, text: str) -> CallToolResult:
+async def type_text(sandbox: Sandbox, text: str, *, user: User = None) -> CallToolResult:
     if not text or len(text) > MAX_TYPE_CHARS:
         return _error(f"text must be 1 to {MAX_TYPE_CHARS} characters")
 
     async def work() -> CallToolResult:
         # The text travels in the environment: never part of the command line's syntax.
-        await _exec(sandbox, 'xdotool type --delay 20 -- "$AES_TEXT"', {"AES_TEXT": text})
-        return await _after(sandbox, f"typed {len(text)} characters")
+        await _exec(sandbox, 'xdotool type --delay 20 -- "$AES_TEXT"', {"AES_TEXT": text}, user)
+        return await _after(sandbox, f"typed {len(text)} characters", user)
 
     return await _guarded(work())
 
 
 async def click(
-    sandbox: Sandbox, x: int, y: int, button: str = "left", double: bool = False
+    sandbox: Sandbox,
+    x: int,
+    y: int,
+    button: str = "left",
+    double: bool = False,
+    *,
+    user: User = None,
 ) -> CallToolResult:
     # Checked here, not only by a schema: a GRPO episode's arguments come unchecked from TRL.
     number = {"left": 1, "middle": 2, "right": 3}.get(button)
@@ -260,11 +273,10 @@ async def click(
     repeat = 2 if double else 1
 
     async def work() -> CallToolResult:
-        await _exec(
-            sandbox, f"xdotool mousemove --sync {x} {y} click --repeat {repeat} --delay 80 {number}"
-        )
+        move = f"xdotool mousemove --sync {x} {y} click --repeat {repeat} --delay 80 {number}"
+        await _exec(sandbox, move, user=user)
         return await _after(
-            sandbox, f"clicked {button} at ({x}, {y})" + (" twice" if double else "")
+            sandbox, f"clicked {button} at ({x}, {y})" + (" twice" if double else ""), user
         )
 
     return await _guarded(work())

@@ -297,3 +297,51 @@ def test_a_desktop_call_after_the_policy_killed_its_sandbox_scores_0(engine_read
         loop.stop()
     assert record.reward == 0.0 and record.fault is None, record
     assert record.error and "stopped" in record.error, record
+
+
+# Who owns each Xvfb process (a /proc entry belongs to its process's user; no procps needed).
+XVFB_OWNER = (
+    'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = Xvfb ] && stat -c %U $p; done; true'
+)
+
+
+def test_the_desktop_runs_as_the_tasks_agent_user_trained_and_served(engine_ready, tmp_path):
+    """A computer-use task with `[agent] user = "nobody"`: the episode's desktop (Xvfb started by
+    its first screenshot, each xdotool call) runs as nobody, as its shell does and as the served
+    terminal's desktop does (graphs/solver.py terminal_shells: Harbor's trial sets the agent
+    user as the environment's default user); the served tools then read the same screen."""
+    from autoenvscaling.graphs.solver import terminal_shells
+
+    task = tmp_path / LAMPS.name
+    shutil.copytree(LAMPS, task)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("[agent]\n", '[agent]\nuser = "nobody"\n'))
+    config = EpisodeConfig()
+    loop = EventLoop()
+    try:
+        episode = DesktopTaskEpisode(loop, task_starter("podman"), config)
+        episode.reset(task_dir=str(task))
+        assert episode.failure is None and episode._live is not None
+        trained = episode.screenshot()
+        assert trained.startswith("[screenshot 1024x768 PNG"), trained
+        assert episode.run("id -un").startswith("nobody\n")
+        assert episode.run(XVFB_OWNER) == "nobody\n[exit code 0]"
+        environment = episode._live.environment  # type: ignore[attr-defined]
+
+        async def served() -> str:
+            with environment.with_default_user("nobody"):  # what Harbor's trial does
+                server = build_terminal_server(terminal_shells(environment), desktop=True)
+                async with open_mcp_tools({"terminal": server}) as tools:
+                    shot = next(t for t in tools if t.name == "screenshot")
+                    message = await shot.ainvoke(
+                        {"name": "screenshot", "args": {}, "id": "c1", "type": "tool_call"}
+                    )
+            from autoenvscaling.tools.rollouts.transcripts import content_text
+
+            return render_mcp_result(content_text(message.content), config.tool_output_chars)
+
+        assert loop.run(served()) == trained
+        assert episode.run(XVFB_OWNER) == "nobody\n[exit code 0]"  # one display, nobody's
+        loop.run(episode._close())
+    finally:
+        loop.stop()

@@ -52,20 +52,23 @@ class DesktopTaskEpisode(TaskEpisode):
     # No return annotations (see TaskEpisode); `button: str`, not a Literal, because the served
     # schema (DESKTOP_TOOLS) is a plain string, and get_json_schema would add an enum.
     def screenshot(self):  # noqa: ANN201
-        return self._desktop("screenshot", desktop.screenshot)
+        return self._desktop("screenshot", lambda box, user: desktop.screenshot(box, user=user))
 
     def key(self, keys: str):  # noqa: ANN201
         args = self._valid(_Key, keys=keys)
         if isinstance(args, str):
             return args
-        return self._desktop(f"key {args.keys}", lambda box: desktop.key(box, args.keys))
+        return self._desktop(
+            f"key {args.keys}", lambda box, user: desktop.key(box, args.keys, user=user)
+        )
 
     def type_text(self, text: str):  # noqa: ANN201
         args = self._valid(_Text, text=text)
         if isinstance(args, str):
             return args
         return self._desktop(
-            f"type_text {len(args.text)} characters", lambda box: desktop.type_text(box, args.text)
+            f"type_text {len(args.text)} characters",
+            lambda box, user: desktop.type_text(box, args.text, user=user),
         )
 
     def click(self, x: int, y: int, button: str = "left", double: bool = False):  # noqa: ANN201
@@ -74,7 +77,9 @@ class DesktopTaskEpisode(TaskEpisode):
             return args
         return self._desktop(
             f"click {args.button} ({args.x}, {args.y})" + (" twice" if args.double else ""),
-            lambda box: desktop.click(box, args.x, args.y, args.button, args.double),
+            lambda box, user: desktop.click(
+                box, args.x, args.y, args.button, args.double, user=user
+            ),
         )
 
     # -- ours ----------------------------------------------------------------------------------
@@ -89,8 +94,11 @@ class DesktopTaskEpisode(TaskEpisode):
             )
             return f"[error: invalid arguments: {problems}]"
 
-    def _desktop(self, action: str, call: Callable[[Sandbox], Awaitable[CallToolResult]]) -> str:
-        """One desktop tool call: the MCP server's function on this episode's sandbox, its
+    def _desktop(
+        self, action: str, call: Callable[[Sandbox, Any], Awaitable[CallToolResult]]
+    ) -> str:
+        """One desktop tool call: the MCP server's function on this episode's sandbox, as the
+        task's agent user (the shell's user; the served terminal's desktop runs as it too), its
         result as the served loop's text. A SandboxError is the sandbox's (or the policy's, when
         it ended its sandbox): `_act` classifies it as it does the terminal's."""
         if self._failure is None and self._shell is not None:
@@ -100,7 +108,7 @@ class DesktopTaskEpisode(TaskEpisode):
             sandbox = _sandbox_of(self._live)
             if sandbox is None:
                 return f"[error: {desktop.NO_SANDBOX}]"
-            text = desktop.model_text(await call(sandbox))
+            text = desktop.model_text(await call(sandbox, getattr(self._live, "agent_user", None)))
             return render_mcp_result(text, cap=self._config.tool_output_chars)
 
         return self._act(answer)

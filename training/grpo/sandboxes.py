@@ -57,16 +57,23 @@ class LiveHarborTask:
     def sandbox(self) -> Sandbox:
         return self.environment.sandbox
 
+    @property
+    def agent_user(self) -> str | int | None:
+        """The task's `[agent] user`; None when unset (the image's user, as a trial's agent).
+        The shell and a computer-use episode's desktop tools (desktop_episode.py) run as it."""
+        user = self.task.config.agent.user
+        return None if user in (None, "") else user
+
     async def open_shell(self) -> Any:
         """A persistent shell in our sandbox, as the task's agent user (`[agent] user`, root
         when unset, as a trial's agent); over `exec` for Harbor's own types, the same way."""
-        user = self.task.config.agent.user
+        user = self.agent_user
         if hasattr(self.environment, "sandbox"):
-            if user not in (None, ""):
+            if user is not None:
                 opener: Any = self.sandbox.open_shell  # ours take a user; the base has none
                 return await opener(user=user)
             return await self.sandbox.open_shell()
-        return ExecShell(self.environment, user=user if user not in (None, "") else None)
+        return ExecShell(self.environment, user=user)
 
     async def verify(self) -> float:
         """The task's verifier by the trial protocol (tools/trials/verifier.py): by default a
