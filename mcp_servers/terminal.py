@@ -37,8 +37,9 @@ from autoenvscaling.tools.sandbox import (
     ShellResult,
     attach,
 )
+from autoenvscaling.tools.sandbox.base import Shell
 from autoenvscaling.tools.sandbox.exec_shell import ExecShell
-from autoenvscaling.tools.sandbox.shell import Shell, ShellBusyError
+from autoenvscaling.tools.sandbox.shell import ShellBusyError
 from autoenvscaling.tools.text_cap import cap_text
 
 ShellOpener = Callable[[], AbstractAsyncContextManager[Shell]]

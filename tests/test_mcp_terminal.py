@@ -36,14 +36,18 @@ GOOD_TASK = Path(__file__).resolve().parent / "fixtures" / "good_task"
 
 
 @pytest.fixture(params=["attached", "exec"])
-async def terminal(request):
+async def terminal(request, engine_ready):
     """`terminal(**options)` builds a terminal server: attached to a workspace sandbox, or over a
     real Harbor environment's `exec` (ours, used only through BaseEnvironment's methods)."""
     if request.param == "attached":
-        workspace = request.getfixturevalue("workspace")
-        yield lambda **options: build_terminal_server(ref=workspace.ref, **options)
+        from autoenvscaling.tools.sandbox.container import start_workspace
+
+        workspace = await start_workspace(limits=SandboxLimits(memory_mb=256, pids=64))
+        try:
+            yield lambda **options: build_terminal_server(ref=workspace.ref, **options)
+        finally:
+            await workspace.close()
         return
-    request.getfixturevalue("engine_ready")
     from autoenvscaling.training.grpo.sandboxes import task_starter
 
     live = await task_starter("podman")(GOOD_TASK)

@@ -17,7 +17,7 @@ from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
 from autoenvscaling.mcp_servers.terminal import ShellOpener, build_terminal_server
 from autoenvscaling.tools.rollouts.postgres import is_postgres_url
 from autoenvscaling.tools.sandbox import PersistentShell, SandboxLimits
-from autoenvscaling.tools.sandbox.shell import Shell
+from autoenvscaling.tools.sandbox.base import Shell
 from autoenvscaling.tools.tasks.privileges import strip_privileges
 
 #: The tools the compact system prompt names (prompts/proposer_terminal_compact.md): a small

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import abc
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from autoenvscaling.tools.sandbox.shell import PersistentShell
+    from autoenvscaling.tools.sandbox.shell import PersistentShell, ShellResult
 
 Backend = Literal["podman", "docker"]
 DEFAULT_BACKEND: Backend = "podman"
@@ -127,3 +127,21 @@ async def attach(ref: SandboxRef) -> Sandbox:
     from autoenvscaling.tools.sandbox.container import ContainerSandbox
 
     return await ContainerSandbox.attach(ref)
+
+
+class Shell(Protocol):
+    """What a terminal needs from a shell: `PersistentShell` (a live process in a sandbox of
+    ours) and `ExecShell` (tools/sandbox/exec_shell.py: any sandbox's `exec`) behave alike."""
+
+    sandbox: Sandbox | None
+
+    @property
+    def busy(self) -> bool: ...
+
+    async def run(self, command: str, timeout_sec: float | None = 120) -> ShellResult: ...
+
+    async def read(self, timeout_sec: float = 10) -> ShellResult: ...
+
+    async def interrupt(self, grace_sec: float = 3) -> ShellResult: ...
+
+    async def close(self) -> None: ...

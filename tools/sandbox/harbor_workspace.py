@@ -24,8 +24,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.tools.sandbox.base import SandboxError, SandboxLimits
-from autoenvscaling.tools.sandbox.shell import Shell, ShellResult
+from autoenvscaling.tools.sandbox.base import SandboxError, SandboxLimits, Shell
+from autoenvscaling.tools.sandbox.shell import ShellResult
 
 #: The workspace image on a Harbor type: a tag the seed pool's FROM lines use (here our Debian
 #: base is tagged so; a provider pulls it from Docker Hub).

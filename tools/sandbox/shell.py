@@ -18,7 +18,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -59,24 +59,6 @@ class ShellResult(BaseModel):
     def nothing_running(cls, exit_code: int | None) -> ShellResult:
         """What `read` / `interrupt` return with no command running: the last exit code."""
         return cls(exit_code=exit_code, output="", output_bytes=0, duration_sec=0.0, idle=True)
-
-
-class Shell(Protocol):
-    """What a terminal needs from a shell: `PersistentShell` (a live process in a sandbox of
-    ours) and `ExecShell` (tools/sandbox/exec_shell.py: any sandbox's `exec`) behave alike."""
-
-    sandbox: Sandbox | None
-
-    @property
-    def busy(self) -> bool: ...
-
-    async def run(self, command: str, timeout_sec: float | None = 120) -> ShellResult: ...
-
-    async def read(self, timeout_sec: float = 10) -> ShellResult: ...
-
-    async def interrupt(self, grace_sec: float = 3) -> ShellResult: ...
-
-    async def close(self) -> None: ...
 
 
 class _Pending:
