@@ -151,7 +151,7 @@ async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         probe.sampler = StallSampler()
         probe.sampler.start()
     probing = asyncio.create_task(probe.run())
-    cpu0, wall0 = os.times(), time.monotonic()
+    sched0, cpu0, wall0 = loop_thread_sched(), os.times(), time.monotonic()
     jobs = [
         asyncio.ensure_future(attempt(tasks[i % len(tasks)], i, {"purpose": "bench"}))
         for i in range(args.episodes)
@@ -166,7 +166,7 @@ async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             job.cancel()
         await asyncio.gather(*jobs, return_exceptions=True)
     wall = time.monotonic() - wall0
-    cpu1 = os.times()
+    cpu1, sched1 = os.times(), loop_thread_sched()
     probing.cancel()
     stalls = None
     if probe.sampler is not None:
@@ -180,6 +180,9 @@ async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "timed_out": timed_out,
         "wall_sec": round(wall, 2),
         "cpu_sec": round(cpu, 2),
+        # The loop thread's own time on a CPU, and runnable but waiting for one (a busy machine).
+        "loop_on_cpu_sec": round(sched1[0] - sched0[0], 2),
+        "loop_waiting_for_cpu_sec": round(sched1[1] - sched0[1], 2),
         "base_rss_mb": round(base_rss, 1),
         "peak_rss_mb": round(probe.peak_rss_mb, 1),
         "rss_per_episode_mb": round((probe.peak_rss_mb - base_rss) / k, 2),
@@ -192,6 +195,17 @@ async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "fake": fake_remote.stats(),
         **({"stalls": stalls} if stalls else {}),
     }
+
+
+def loop_thread_sched() -> tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for a CPU) of the calling thread, from
+    the kernel's schedstat; zeros where the kernel does not keep it."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            on_cpu, waiting = f.read().split()[:2]
+        return int(on_cpu) / 1e9, int(waiting) / 1e9
+    except (OSError, ValueError):
+        return 0.0, 0.0
 
 
 def read_back(store_path: str, episodes: int, wall: float, cpu: float) -> dict[str, Any]:
@@ -287,15 +301,17 @@ def child_argv(k: int, args: argparse.Namespace, out: Path, root: Path) -> list[
 def table(results: list[dict[str, Any]]) -> str:
     head = (
         "| K in flight | episodes | solved / recorded | errors | wall (s) | episodes/s | "
-        "tool calls/s | scaling vs K=1 | CPU ms / episode | loop lag p50 / p99 / max (ms) | "
+        "tool calls/s | scaling vs K=1 | CPU ms / episode | loop thread on / waiting for a CPU (s) | "
+        "loop lag p50 / p99 / max (ms) | "
         "peak RSS (MB) | RSS / episode in flight (MB) | threads / fds at peak |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     )
     one = next((r["episodes_per_sec"] for r in results if r["k"] == 1), None)
     lines = []
     for r in results:
         if "error" in r:
-            lines.append(f"| {r['k']} | - | - | {r['error'][:80]} |" + " - |" * 9)
+            why = " ".join(r["error"].replace("|", " ").split())[-120:]
+            lines.append(f"| {r['k']} | - | - | {why} |" + " - |" * 10)
             continue
         ratio = r["episodes_per_sec"] / one if one else 0.0
         scale = f"{ratio:.1f}x ({ratio / r['k']:.0%} of {r['k']}x)" if one else "-"
@@ -304,6 +320,7 @@ def table(results: list[dict[str, Any]]) -> str:
             f"| {r['k']} | {r['episodes']}{note} | {r['solved']} / {r['recorded']} | "
             f"{r['errors'] + r['crash_count']} | {r['wall_sec']} | {r['episodes_per_sec']} | "
             f"{r['tool_calls_per_sec']} | {scale} | {r['cpu_ms_per_episode']} | "
+            f"{r['loop_on_cpu_sec']} / {r['loop_waiting_for_cpu_sec']} | "
             f"{r['lag_p50_ms']} / {r['lag_p99_ms']} / {r['lag_max_ms']} | {r['peak_rss_mb']} | "
             f"{r['rss_per_episode_mb']} | {r['peak_threads']} / {r['peak_fds']} |"
         )
