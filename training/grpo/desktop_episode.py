@@ -49,6 +49,8 @@ class _Click(BaseModel):
 class DesktopTaskEpisode(TaskEpisode):
     """A TaskEpisode with the desktop tools (TRL lists them with the terminal's, by name)."""
 
+    _kind = "desktop"
+
     # No return annotations (see TaskEpisode); `button: str`, not a Literal, because the served
     # schema (DESKTOP_TOOLS) is a plain string, and get_json_schema would add an enum.
     def screenshot(self):  # noqa: ANN201
@@ -126,10 +128,7 @@ for _name, _spec in DESKTOP_TOOLS.items():  # one definition of the tools' names
     getattr(DesktopTaskEpisode, _name).__doc__ = _spec.docstring()
 
 #: TRL's dict `environment_factory` keys: the episode class of each kind of task.
-EPISODES: dict[str, type[TaskEpisode]] = {
-    "terminal": TaskEpisode,
-    "desktop": DesktopTaskEpisode,
-}
+EPISODES: dict[str, type[TaskEpisode]] = {c._kind: c for c in (TaskEpisode, DesktopTaskEpisode)}
 
 
 def episode_kind(task_dir: Path | str) -> EpisodeKind:

@@ -134,6 +134,9 @@ class EpisodeRecord(BaseModel):
     """What one finished episode did (kept for metrics and debugging)."""
 
     task_dir: str
+    environment: str = Field(
+        default="terminal", description="The episode's kind: its tools (desktop_episode.EPISODES)."
+    )
     reward: float | None = Field(description="None when the episode is not scored (`fault`).")
     fault: Fault | None = Field(
         default=None, description="Why there is no reward: the task's or infrastructure."
@@ -148,6 +151,8 @@ class EpisodeRecord(BaseModel):
 
 class TaskEpisode:
     """An `environment_factory` product. Public methods other than `reset` become tools."""
+
+    _kind = "terminal"  # the dataset rows' `environment` that names this class
 
     def __init__(
         self, loop: EventLoop, start_task: StartTask, config: EpisodeConfig | None = None
@@ -337,6 +342,7 @@ class TaskEpisode:
             reward = 0.0  # past its own limit: the sandbox, and its work with it, is gone
         return EpisodeRecord(
             task_dir=str(self._task_dir or ""),
+            environment=self._kind,
             reward=None if failure is not None or reward is None else float(reward),
             fault=failure.fault if failure else None,
             error=failure.describe() if failure else self._limit,
