@@ -8,6 +8,10 @@ dedup), the pool's refresh. `exec-only-podman` (tests/exec_only_env.py) is our p
 with nothing to attach to; `harbor:podman` is Harbor's own type, driven as a cloud type is, and
 runs where its compose frontend does (podman >= 4.7's `podman compose`, or podman-compose >= 1.1:
 Debian bookworm's podman-compose 1.0.3 lacks `--in-pod` and `down --rmi`, which Harbor passes).
+Harbor's podman type enforces no-network only through its egress-control sidecar (an alpine image
+from Docker Hub); where no registry answers it refuses no-network environments, so there the
+round's proposer uses the error-feedback arm (no workspace: it would be refused) and writes a
+task with the default network.
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ from autoenvscaling.graphs.scripted_model import register, reply, tool_call
 
 from .conftest import FIXTURES
 from .exec_only_env import exec_only_backend
-from .flywheel_policy import FILES, FIX
+from .flywheel_policy import FILES, FIX, blocks
+
+#: The same task with Harbor's default network (for a type that cannot enforce no-network).
+PUBLIC = {**FILES, "task.toml": FILES["task.toml"].replace('network_mode = "no-network"\n', "")}
 
 
 def harbor_podman_missing() -> str | None:
@@ -46,7 +53,14 @@ def harbor_podman_missing() -> str | None:
     return f"no working podman compose frontend ({' '.join(compose)})"
 
 
-def policy() -> Callable[[Sequence[BaseMessage]], AIMessage | str]:
+def no_network_enforced() -> bool:
+    """Whether Harbor's podman type can start an environment without network here."""
+    from harbor.environments.podman import PodmanEnvironment
+
+    return PodmanEnvironment._egress_control_kernel_support()
+
+
+def policy(files: dict[str, str]) -> Callable[[Sequence[BaseMessage]], AIMessage | str]:
     """The proposer looks around its workspace, writes a task with the filesystem tools, checks
     in the terminal that the files arrived, and submits; the solver solves every other episode
     (calibration measures 0.5); the cheat agent looks and gives up."""
@@ -55,11 +69,13 @@ def policy() -> Callable[[Sequence[BaseMessage]], AIMessage | str]:
     def respond(messages: Sequence[BaseMessage]) -> AIMessage | str:
         system = str(messages[0].content) if isinstance(messages[0], SystemMessage) else ""
         mine = [m for m in messages if isinstance(m, AIMessage)]
+        if "in a single reply" in system:
+            return blocks(files)  # a one-reply arm
         if "expert author of benchmark tasks" in system:
             steps = [
                 lambda: reply("", tool_call("run", command="pwd; mkdir -p notes; ls -A")),
                 lambda: reply(
-                    "", *(tool_call("write_file", path=p, content=c) for p, c in FILES.items())
+                    "", *(tool_call("write_file", path=p, content=c) for p, c in files.items())
                 ),
                 lambda: reply(
                     "", tool_call("run", command="wc -l < environment/numbers.txt; rmdir notes")
@@ -88,13 +104,21 @@ async def test_one_flywheel_round_on_a_harbor_type(kind, engine_ready, tmp_path,
     from autoenvscaling.tools.rollouts.store import RolloutStore
     from autoenvscaling.tools.tasks.pool import Pool
 
+    files, arm = FILES, "terminal"
     if kind == "harbor:podman":
         if why := harbor_podman_missing():
             pytest.skip(f"Harbor's podman type cannot run here: {why}")
         backend = kind
+        # This host's podman starts no container with its default ulimits (above the hard
+        # limit): the same machine configuration our engine uses, as a user's containers.conf.
+        from autoenvscaling.tools.sandbox.engine import containers_conf
+
+        monkeypatch.setenv("CONTAINERS_CONF", str(containers_conf()))
+        if not no_network_enforced():
+            files, arm = PUBLIC, "error_feedback"
     else:
         backend = exec_only_backend(monkeypatch)
-    model = register(f"harbor-type-round-{kind}", policy())
+    model = register(f"harbor-type-round-{kind}", policy(files))
     # The cheat agent on the same scripted policy (GateConfig reads it from the environment).
     monkeypatch.setenv("AUTOENVSCALING_GATE_CHEAT_MODEL", model)
     seed = tmp_path / "seed"
@@ -104,7 +128,7 @@ async def test_one_flywheel_round_on_a_harbor_type(kind, engine_ready, tmp_path,
         run_dir=str(tmp_path / "run"),
         rounds=1,
         proposals=1,
-        arm="terminal",
+        arm=arm,
         backend=backend,
         policy_model=model,
         seed_dir=str(seed),
@@ -137,11 +161,12 @@ async def test_one_flywheel_round_on_a_harbor_type(kind, engine_ready, tmp_path,
         attempts = store.list_attempts(limit=1000)
         [proposer] = [a for a in attempts if a.role == "proposer"]
         runs = [s for s in store.trajectory(proposer.id).steps if s.tool_name == "run"]
-    outputs = [json.loads(s.tool_output or "{}") for s in runs]  # the terminal's results
-    # The workspace: its folder is the candidate's, the host's writes reach it, its own come back.
-    assert outputs[0]["output"] == "/workspace/task\nnotes\n"
-    assert (outputs[1]["output"], outputs[1]["exit_code"]) == ("5\n", 0)
-    assert not (run / "pool" / record.task_id / "notes").exists()
+    if arm == "terminal":
+        outputs = [json.loads(s.tool_output or "{}") for s in runs]  # the terminal's results
+        # The workspace: the candidate's folder, the host's writes reach it, its own come back.
+        assert outputs[0]["output"] == "/workspace/task\nnotes\n"
+        assert (outputs[1]["output"], outputs[1]["exit_code"]) == ("5\n", 0)
+        assert not (run / "pool" / record.task_id / "notes").exists()
     purposes = [a.metadata.get("purpose") for a in attempts if a.role == "solver"]
     assert purposes.count("calibration") == 2 and purposes.count("refresh") == 2  # 2 pool tasks
     solver = [a for a in attempts if a.role == "solver"]

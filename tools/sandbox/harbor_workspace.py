@@ -42,12 +42,12 @@ async def start_harbor_workspace(
     image: str = WORKSPACE_IMAGE,
 ) -> Any:
     """A started Harbor environment of `backend` (`harbor:<type>`, options passed through as for
-    trials) with no network; the caller stops it (`stop(delete=True)`) and removes
+    trials) with no network (a type that cannot enforce that is refused); the caller stops it (`stop(delete=True)`) and removes
     `environment.aes_scratch`."""
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
     from harbor.environments.factory import EnvironmentFactory
     from harbor.models.task.config import EnvironmentConfig as TaskEnvironment
-    from harbor.models.task.config import NetworkMode
+    from harbor.models.task.config import NetworkMode, NetworkPolicy
     from harbor.models.trial.paths import TrialPaths
 
     from autoenvscaling.tools.sandbox.harbor_backends import environment_config
@@ -78,6 +78,8 @@ async def start_harbor_workspace(
             session_id=f"workspace-{uuid.uuid4().hex[:12]}",
             trial_paths=paths,
             task_env_config=task_env,
+            # A type that cannot enforce it refuses here (Harbor's check), naming the type.
+            network_policy=NetworkPolicy(network_mode=NetworkMode.NO_NETWORK),
         )
         setattr(environment, "aes_scratch", scratch)  # noqa: B010 - removed by stop_harbor_workspace
         await environment.start(force_build=False)
