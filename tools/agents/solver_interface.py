@@ -126,7 +126,7 @@ TOOLS: dict[str, ToolSpec] = {
 }
 
 
-#: The desktop tools (computer use: mcp_servers/desktop.py), bound beside TOOLS only for a task
+#: The desktop tools (computer use: tools/sandbox/desktop.py), bound beside TOOLS only for a task
 #: that needs them (a `computer-use` task: tools/tasks/domains.py `needs_desktop`;
 #: SolverSettings.desktop_tools). The GRPO episode of such a task has them too
 #: (training/grpo/desktop_episode.py `DesktopTaskEpisode`).

@@ -3,9 +3,9 @@
 The served solver binds screenshot, key, type_text and click beside the terminal on a computer-use
 task (tools/tasks/domains.py `needs_desktop`); `DesktopTaskEpisode` gives its GRPO episode the same
 tools: named and documented from DESKTOP_TOOLS (TRL renders them with get_json_schema into the
-served schemas), acting through the MCP server's own functions (mcp_servers/desktop.py) on the
-episode's sandbox, and answering the text the served loop shows the model (`model_text` through
-`render_mcp_result`). The worker routes each dataset row by `environment` (`EPISODES`, TRL's dict
+served schemas), acting through the functions the MCP server serves (tools/sandbox/desktop.py) on
+the episode's sandbox as the task's agent user, and answering the text the served loop shows the
+model (`DesktopResult.model_text` through `render_mcp_result`). The worker routes each dataset row by `environment` (`EPISODES`, TRL's dict
 `environment_factory`), so a terminal task's prompt and tools stay the terminal's alone.
 
 Arguments come from the policy unchecked (TRL passes the parsed JSON): they are validated as the
@@ -19,12 +19,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from mcp.types import CallToolResult
 from pydantic import BaseModel, ValidationError
 
-from autoenvscaling.mcp_servers import desktop
 from autoenvscaling.tools.agents.solver_interface import DESKTOP_TOOLS, render_mcp_result
+from autoenvscaling.tools.sandbox import desktop
 from autoenvscaling.tools.sandbox.base import Sandbox
+from autoenvscaling.tools.sandbox.desktop import DesktopResult
 from autoenvscaling.tools.tasks.domains import needs_desktop
 from autoenvscaling.training.grpo.episode_env import TaskEpisode
 
@@ -97,7 +97,7 @@ class DesktopTaskEpisode(TaskEpisode):
             return f"[error: invalid arguments: {problems}]"
 
     def _desktop(
-        self, action: str, call: Callable[[Sandbox, Any], Awaitable[CallToolResult]]
+        self, action: str, call: Callable[[Sandbox, Any], Awaitable[DesktopResult]]
     ) -> str:
         """One desktop tool call: the MCP server's function on this episode's sandbox, as the
         task's agent user (the shell's user; the served terminal's desktop runs as it too), its
@@ -110,7 +110,8 @@ class DesktopTaskEpisode(TaskEpisode):
             sandbox = _sandbox_of(self._live)
             if sandbox is None:
                 return f"[error: {desktop.NO_SANDBOX}]"
-            text = desktop.model_text(await call(sandbox, getattr(self._live, "agent_user", None)))
+            result = await call(sandbox, getattr(self._live, "agent_user", None))
+            text = result.model_text()
             return render_mcp_result(text, cap=self._config.tool_output_chars)
 
         return self._act(answer)
