@@ -7,11 +7,14 @@ trial and the benchmark's scripted solver send), never executed. `FakeRemoteEnvi
 Harbor environment adapter (`SandboxEnvironment`) over it, so Harbor runs real trials on it, and
 `install()` routes the terminal MCP server's `attach` to the live fake: those two seams are the only
 things replaced. Everything between them (flywheel attempter, solver graph, Harbor trial, agent
-loop, MCP session, rollout store) is the project's own code.
+loop, MCP session, rollout store) is the project's own code. The solver's terminal therefore takes
+our engines' attached-shell path (one exec per command here), not `ExecShell`, the exec path of
+Harbor's cloud types.
 
-What the fake leaves out: real process cost and output sizes, the network's bandwidth and
-failures, a provider's rate limits, commands outliving their timeout (`read_output`, `interrupt`),
-building images, and the verifier's own run (its reward is computed from the file tree).
+What the fake leaves out: real process cost and output sizes, `ExecShell`'s job scripts, the
+network's bandwidth and failures, a provider's rate limits, commands outliving their timeout
+(`read_output`, `interrupt`), building images, and the verifier's own run (its reward is computed
+from the file tree).
 """
 
 from __future__ import annotations
