@@ -328,8 +328,14 @@ def table(results: list[dict[str, Any]]) -> str:
 
 
 def parent(args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.keep:
+        return each_k(args, Path(args.keep))
+    with tempfile.TemporaryDirectory(prefix="aes-bench-conc-") as scratch:
+        return each_k(args, Path(scratch))
+
+
+def each_k(args: argparse.Namespace, keep: Path) -> list[dict[str, Any]]:
     results = []
-    keep = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="aes-bench-conc-"))
     for k in args.k:
         root = keep / f"k{k}"
         root.mkdir(parents=True, exist_ok=True)
