@@ -17,13 +17,13 @@ from pydantic import Field
 
 from autoenvscaling.tools.agents.solver_interface import DESKTOP_TOOLS
 from autoenvscaling.tools.sandbox import desktop
-from autoenvscaling.tools.sandbox.base import Sandbox, SandboxError
-from autoenvscaling.tools.sandbox.desktop import NO_SANDBOX, DesktopError, DesktopResult
+from autoenvscaling.tools.sandbox.base import SandboxError
+from autoenvscaling.tools.sandbox.desktop import NO_SANDBOX, DesktopError, DesktopResult, Execs
 
 __all__ = ["NO_SANDBOX", "DesktopError", "add_desktop_tools", "as_mcp"]
 
-SandboxOf = Callable[[Context], Awaitable[Sandbox]]
-"""The sandbox of the MCP session a request belongs to."""
+SandboxOf = Callable[[Context], Awaitable[Execs]]
+"""The sandbox (its exec path) of the MCP session a request belongs to."""
 
 
 def as_mcp(result: DesktopResult) -> CallToolResult:
@@ -38,7 +38,7 @@ def add_desktop_tools(server: FastMCP, sandbox_of: SandboxOf) -> None:
     """Register screenshot, key, type_text and click on `server`, acting in `sandbox_of(ctx)`."""
 
     async def act(
-        ctx: Context, tool: Callable[[Sandbox], Awaitable[DesktopResult]]
+        ctx: Context, tool: Callable[[Execs], Awaitable[DesktopResult]]
     ) -> CallToolResult:
         try:
             return as_mcp(await tool(await sandbox_of(ctx)))

@@ -31,13 +31,13 @@ from autoenvscaling.tools.agents.solver_interface import (
 from autoenvscaling.tools.sandbox import (
     Backend,
     PersistentShell,
-    Sandbox,
     SandboxLimits,
     SandboxRef,
     ShellResult,
     attach,
 )
 from autoenvscaling.tools.sandbox.base import Shell
+from autoenvscaling.tools.sandbox.desktop import Execs
 from autoenvscaling.tools.sandbox.exec_shell import ExecShell
 from autoenvscaling.tools.sandbox.shell import ShellBusyError
 from autoenvscaling.tools.text_cap import cap_text
@@ -262,11 +262,13 @@ def build_terminal_server(
 
     if desktop:
 
-        async def sandbox_of(ctx: Context) -> Sandbox:
+        async def sandbox_of(ctx: Context) -> Execs:
+            # Our sandbox where the shell is attached to one; else the exec shell's environment.
             shell = await shell_of(ctx)
-            if shell.sandbox is None:
+            host = shell.sandbox if shell.sandbox is not None else getattr(shell, "execs", None)
+            if host is None:
                 raise DesktopError(NO_SANDBOX)
-            return shell.sandbox
+            return host
 
         add_desktop_tools(server, sandbox_of)
     return server

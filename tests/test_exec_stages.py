@@ -13,7 +13,7 @@ from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.sandbox.harbor_backends import check_stages, offers
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, SEED_DIR
 from .exec_only_env import exec_only_backend
 
 TASK = FIXTURES / "good_task"
@@ -127,3 +127,75 @@ async def test_cheat_agent_over_exec_is_caught_by_what_it_wrote(engine_ready, mo
     assert hacked.details["rejected_by"] == ["cheat_agent"], hacked.details["rejected_by"]
     assert hacked.details["probes"]["cheat_agent"]["reward"] == 1.0
     assert "wrote /app/counts.json" in hacked.reason  # cwd and the export carried over
+
+
+LAMPS = SEED_DIR / "tk-lamp-panel"
+START_LAMPS = (
+    "DISPLAY=:99 setsid python3 /opt/lamp-panel/lamp_panel.py >/dev/null 2>&1 </dev/null & "
+    "for i in $(seq 100); do DISPLAY=:99 xdotool search --onlyvisible --name '^Lamp panel$' "
+    ">/dev/null && break; sleep 0.1; done; sleep 1; echo up"
+)
+
+
+@pytest.mark.timeout(300)
+async def test_desktop_tools_over_exec_served_and_trained(engine_ready, tmp_path, monkeypatch):
+    """A computer-use task on a type with nothing to attach to: the served solver's desktop
+    tools and a GRPO desktop episode's act through the environment's `exec`, and read the same
+    screen (before, they answered 'no desktop' there)."""
+    from autoenvscaling.training.grpo.desktop_episode import DesktopTaskEpisode
+    from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop
+    from autoenvscaling.training.grpo.sandboxes import task_starter
+
+    backend = exec_only_backend(monkeypatch)
+    model = register(
+        "exec-desktop",
+        [
+            reply("", tool_call("screenshot")),
+            reply("", tool_call("run", command=START_LAMPS)),
+            reply("", tool_call("key", keys="Tab")),
+            "Done.",
+        ],
+    )
+    settings = SolverSettings(
+        model=ModelConfig(model=model),
+        store_path=str(tmp_path / "rollouts.db"),
+        run_id="exec-desktop",
+        budget=LoopBudget(max_turns=5),
+    )
+    attempt = await solve_task(LAMPS, settings, backend=backend, trials_dir=tmp_path)
+    with RolloutStore(tmp_path / "rollouts.db") as store:
+        steps = [s for s in store.trajectory(attempt.rollout_id).steps if s.tool_name]
+    shot, started, pressed = (s.tool_output or "" for s in steps)
+    assert shot.startswith("[screenshot 1024x768 PNG, ") and "[image image/png]" in shot, shot
+    assert started.startswith("up"), started
+    assert pressed.startswith('[pressed Tab; active window: "Lamp panel"'), pressed
+
+    real = task_starter("podman")
+
+    class ExecOnly:  # what task_starter gives for a Harbor type: an environment, no `sandbox`
+        def __init__(self, live):
+            self.environment, self.agent_user, self._live = live.environment, None, live
+
+        async def open_shell(self):
+            from autoenvscaling.tools.sandbox.exec_shell import ExecShell
+
+            return ExecShell(self.environment)
+
+        async def close(self):
+            await self._live.close()
+
+    async def start(task_dir):
+        return ExecOnly(await real(task_dir))
+
+    loop = EventLoop()
+    try:
+        episode = DesktopTaskEpisode(loop, start, EpisodeConfig())
+        episode.reset(task_dir=str(LAMPS))
+        trained = episode.screenshot()
+        assert trained.startswith("[screenshot 1024x768 PNG, "), trained
+        assert episode.run(START_LAMPS).startswith("up")
+        assert 'active window: "Lamp panel"' in episode.screenshot()
+        assert episode.failure is None
+        loop.run(episode._close())
+    finally:
+        loop.stop()

@@ -184,15 +184,16 @@ def test_validate_refuses_before_any_sandbox_starts(monkeypatch, tmp_path):
     assert trials == [] and environments == []
 
 
-def test_our_terminal_stages_need_no_attach_only_the_desktop_tools_do():
-    """The proposer's workspace, our solver (baseline, calibration, refresh), the cheat agent and
-    GRPO episodes run their terminal over `exec` on any Harbor type (tests/test_exec_stages.py
-    runs them so); only a computer-use task's desktop tools need a live sandbox of ours."""
+def test_no_stage_needs_a_live_sandbox_of_ours():
+    """The proposer's workspace, our solver (baseline, calibration, refresh; a computer-use
+    task's desktop tools included), the cheat agent and GRPO episodes run over `exec` on any
+    Harbor type (tests/test_exec_stages.py runs them so); only the isolation probes forced onto
+    shared verifiers need what Harbor's types lack (`reap`)."""
     ours_only = ["propose", "solve", "gate:calibrate/our_solver", "gate:anti_cheat/cheat_agent"]
     check_stages("harbor:modal", [*ours_only, "grpo"])
-    assert [stage for stage, needs in STAGE_NEEDS.items() if "attach" in needs] == ["solve/desktop"]
-    with pytest.raises(MissingCapabilityError, match=r"stage solve/desktop needs 'attach'"):
-        check_stages("harbor:modal", ["solve/desktop"])
+    assert "attach" not in CAPABILITIES
+    refused = [s for s, needs in STAGE_NEEDS.items() if not set(needs) <= HARBOR_OFFERS]
+    assert refused == ["gate:anti_cheat/tamperer", "gate:anti_cheat/interpreters"], refused
 
 
 def test_training_job_and_cli_accept_harbor_types_and_pass_options(tmp_path):

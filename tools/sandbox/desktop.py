@@ -22,11 +22,12 @@ import json
 import re
 import shlex
 from collections.abc import Awaitable
+from typing import Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
 from autoenvscaling.tools.rollouts.transcripts import content_text
-from autoenvscaling.tools.sandbox.base import ExecOutput, Sandbox
+from autoenvscaling.tools.sandbox.base import ExecOutput
 
 DISPLAY = ":99"
 SCREEN = (1024, 768)
@@ -134,13 +135,28 @@ def _quote(name: str) -> str:
 NO_SANDBOX = "this terminal's shell runs in no sandbox: no desktop"
 
 
+class Execs(Protocol):
+    """What the desktop needs of a sandbox: its exec path. Our `Sandbox`, or a Harbor
+    environment's `exec` where there is nothing of ours to attach to (exec_shell.EnvironmentExec)."""
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: float | None = None,
+        user: str | int | None = None,
+    ) -> ExecOutput: ...
+
+
 User = str | int | None
 """Who the desktop's commands run as: the agent's user (None: the sandbox's default user, which
 the served terminal's attached sandbox already sets to the task's `[agent] user`)."""
 
 
 async def _exec(
-    sandbox: Sandbox, command: str, env: dict[str, str] | None = None, user: User = None
+    sandbox: Execs, command: str, env: dict[str, str] | None = None, user: User = None
 ) -> str:
     """Ensure the display, then run `command` with DISPLAY set; its stdout, or a DesktopError.
     A SandboxError (the sandbox or its engine failed) propagates: whose fault it is, the caller
@@ -158,7 +174,7 @@ async def _exec(
     return done.stdout
 
 
-async def _state(sandbox: Sandbox, *, png: bool, user: User = None) -> ScreenState:
+async def _state(sandbox: Execs, *, png: bool, user: User = None) -> ScreenState:
     script = f"python3 -I -c {shlex.quote(_DESCRIBE)}" + (" png" if png else "")
     out = await _exec(sandbox, script, user=user)
     try:
@@ -215,19 +231,19 @@ async def _guarded(work: Awaitable[DesktopResult]) -> DesktopResult:
         return error(str(exc))
 
 
-async def _after(sandbox: Sandbox, action: str, user: User) -> DesktopResult:
+async def _after(sandbox: Execs, action: str, user: User) -> DesktopResult:
     state = await _state(sandbox, png=False, user=user)
     return DesktopResult(text=f"[{action}; {state.summary()}]")
 
 
-async def screenshot(sandbox: Sandbox, *, user: User = None) -> DesktopResult:
+async def screenshot(sandbox: Execs, *, user: User = None) -> DesktopResult:
     async def work() -> DesktopResult:
         return screenshot_result(await _state(sandbox, png=True, user=user))
 
     return await _guarded(work())
 
 
-async def key(sandbox: Sandbox, keys: str, *, user: User = None) -> DesktopResult:
+async def key(sandbox: Execs, keys: str, *, user: User = None) -> DesktopResult:
     names = keys.split()
     if not names or len(names) > MAX_KEYS or not all(_KEY.match(n) for n in names):
         return error(
@@ -242,7 +258,7 @@ async def key(sandbox: Sandbox, keys: str, *, user: User = None) -> DesktopResul
     return await _guarded(work())
 
 
-async def type_text(sandbox: Sandbox, text: str, *, user: User = None) -> DesktopResult:
+async def type_text(sandbox: Execs, text: str, *, user: User = None) -> DesktopResult:
     if not text or len(text) > MAX_TYPE_CHARS:
         return error(f"text must be 1 to {MAX_TYPE_CHARS} characters")
 
@@ -255,7 +271,7 @@ async def type_text(sandbox: Sandbox, text: str, *, user: User = None) -> Deskto
 
 
 async def click(
-    sandbox: Sandbox,
+    sandbox: Execs,
     x: int,
     y: int,
     button: str = "left",

@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from autoenvscaling.tools.sandbox import exec_scripts as scripts
-from autoenvscaling.tools.sandbox.base import SandboxError
+from autoenvscaling.tools.sandbox.base import ExecOutput, SandboxError
 from autoenvscaling.tools.sandbox.shell import (
     TRUNCATION_MARK,
     ShellBusyError,
@@ -76,6 +76,50 @@ class _Output:
         return text, total, dropped > 0
 
 
+class EnvironmentExec:
+    """Our `Sandbox.exec` over a Harbor environment's `exec`: what the desktop tools
+    (tools/sandbox/desktop.py) need of a sandbox, on a type with nothing of ours to attach to.
+    `user`: who runs a command that names none (None: the environment's default user)."""
+
+    def __init__(self, environment: Any, *, user: str | int | None = None) -> None:
+        self._environment = environment
+        self._user = user
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: float | None = None,
+        user: str | int | None = None,
+    ) -> ExecOutput:
+        started = time.monotonic()
+        try:
+            done = await self._environment.exec(
+                command,
+                cwd=cwd,
+                env=env,
+                timeout_sec=math.ceil(timeout_sec) if timeout_sec else None,
+                user=user if user is not None else self._user,
+            )
+        except (TimeoutError, RuntimeError) as exc:
+            # Harbor's types signal a timeout as RuntimeError("Command timed out after N s").
+            if isinstance(exc, RuntimeError) and "timed out" not in str(exc):
+                raise SandboxError(f"the environment's exec failed: {exc}") from exc
+            return ExecOutput(
+                exit_code=None, timed_out=True, duration_sec=time.monotonic() - started
+            )
+        except Exception as exc:  # noqa: BLE001 - the provider's failure, whatever its type
+            raise SandboxError(f"the environment's exec failed: {exc}") from exc
+        return ExecOutput(
+            exit_code=done.return_code,
+            stdout=done.stdout or "",
+            stderr=done.stderr or "",
+            duration_sec=time.monotonic() - started,
+        )
+
+
 class ExecShell:
     """`run` / `read` / `interrupt` / `close` / `busy` as `PersistentShell`, over `exec`.
 
@@ -108,8 +152,9 @@ class ExecShell:
         self._started_at = 0.0
         self._closed = False
         self._lock = asyncio.Lock()
-        # No sandbox of ours: the desktop tools (mcp_servers/desktop.py) are not served over it.
+        # No sandbox of ours to attach to: the desktop tools act through `execs` instead.
         self.sandbox: Sandbox | None = None
+        self.execs = EnvironmentExec(environment, user=user)
 
     @property
     def busy(self) -> bool:

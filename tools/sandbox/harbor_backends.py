@@ -24,7 +24,7 @@ PREFIX = "harbor:"
 #: Our engines: Harbor custom environments in tools/sandbox/harbor_env.py.
 OUR_ENGINES = ("podman", "docker")
 
-Capability = Literal["exec", "upload", "download", "root", "reap", "attach"]
+Capability = Literal["exec", "upload", "download", "root", "reap"]
 
 #: What each capability means, and who offers it.
 CAPABILITIES: dict[Capability, str] = {
@@ -36,9 +36,6 @@ CAPABILITIES: dict[Capability, str] = {
     "and rewrite the container's files)",
     "reap": "end every process the agent left behind before a shared verifier runs (our engines "
     "kill them from the host; Harbor's types leave them running)",
-    "attach": "a live sandbox of ours (the Sandbox contract): the desktop tools of a "
-    "computer-use task act through it. Our terminal does not need it: it attaches a live shell "
-    "where it can (the faster path) and runs over `exec` elsewhere (tools/sandbox/exec_shell.py)",
 }
 
 #: What each stage needs from the environment it runs in. Stages that never start a sandbox
@@ -47,7 +44,8 @@ CAPABILITIES: dict[Capability, str] = {
 #: which any backend serves), and a stage run with our own solver agent (rather than a Harbor
 #: agent that uses `exec`), has its own row. Our terminal (the proposer's workspace, the solver,
 #: the cheat agent, GRPO episodes) runs over `exec` where there is no live sandbox of ours to
-#: attach to (tools/sandbox/exec_shell.py), so only the desktop tools need `attach`.
+#: attach to (tools/sandbox/exec_shell.py), and so do the desktop tools of a computer-use task
+#: (exec_shell.EnvironmentExec): where our engines attach a live shell, that is a faster path.
 STAGE_NEEDS: dict[str, tuple[Capability, ...]] = {
     "trial": ("exec", "upload", "download"),
     "gate:build": ("exec", "upload", "download"),
@@ -62,7 +60,6 @@ STAGE_NEEDS: dict[str, tuple[Capability, ...]] = {
     "gate:calibrate/our_solver": ("exec", "upload", "download"),
     "propose": ("exec", "upload", "download"),
     "solve": ("exec", "upload", "download"),
-    "solve/desktop": ("exec", "upload", "download", "attach"),
     "grpo": ("exec", "upload", "download"),
 }
 

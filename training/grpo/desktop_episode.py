@@ -23,8 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from autoenvscaling.tools.agents.solver_interface import DESKTOP_TOOLS, render_mcp_result
 from autoenvscaling.tools.sandbox import desktop
-from autoenvscaling.tools.sandbox.base import Sandbox
-from autoenvscaling.tools.sandbox.desktop import DesktopResult
+from autoenvscaling.tools.sandbox.desktop import DesktopResult, Execs
 from autoenvscaling.tools.tasks.domains import needs_desktop
 from autoenvscaling.training.grpo.episode_env import TaskEpisode
 
@@ -96,9 +95,7 @@ class DesktopTaskEpisode(TaskEpisode):
             )
             return f"[error: invalid arguments: {problems}]"
 
-    def _desktop(
-        self, action: str, call: Callable[[Sandbox, Any], Awaitable[DesktopResult]]
-    ) -> str:
+    def _desktop(self, action: str, call: Callable[[Execs, Any], Awaitable[DesktopResult]]) -> str:
         """One desktop tool call: the MCP server's function on this episode's sandbox, as the
         task's agent user (the shell's user; the served terminal's desktop runs as it too), its
         result as the served loop's text. A SandboxError is the sandbox's (or the policy's, when
@@ -117,12 +114,16 @@ class DesktopTaskEpisode(TaskEpisode):
         return self._act(answer)
 
 
-def _sandbox_of(live: Any) -> Sandbox | None:
-    """The live task's sandbox of ours; None for Harbor's own types (their shell is over exec)."""
+def _sandbox_of(live: Any) -> Execs | None:
+    """The live task's sandbox of ours; on Harbor's own types its environment's exec (the shell
+    runs over it too); None before an episode started."""
+    from autoenvscaling.tools.sandbox.exec_shell import EnvironmentExec
+
     try:
         return live.sandbox
     except AttributeError:
-        return None
+        environment = getattr(live, "environment", None)
+        return EnvironmentExec(environment) if environment is not None else None
 
 
 for _name, _spec in DESKTOP_TOOLS.items():  # one definition of the tools' names and documentation
