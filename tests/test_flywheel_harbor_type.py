@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
@@ -106,6 +109,8 @@ async def test_one_flywheel_round_on_a_harbor_type(kind, engine_ready, tmp_path,
 
     files, arm = FILES, "terminal"
     if kind == "harbor:podman":
+        # The dev extra's podman-compose (>= 1.1) sits beside this interpreter, not on PATH.
+        monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
         if why := harbor_podman_missing():
             pytest.skip(f"Harbor's podman type cannot run here: {why}")
         backend = kind
