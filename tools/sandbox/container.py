@@ -36,7 +36,7 @@ from autoenvscaling.tools.sandbox.control import ControlChannel, exec_output
 from autoenvscaling.tools.sandbox.engine import call, cli_argv, client, engine_url, inspect_image
 from autoenvscaling.tools.sandbox.netns import SANDBOX_NETWORK, check_network
 from autoenvscaling.tools.sandbox.proctree import KILL_TREE, exec_quiet, kill_tree_host
-from autoenvscaling.tools.sandbox.shell import PersistentShell, _Pending
+from autoenvscaling.tools.sandbox.shell import PendingOutput, PersistentShell
 from autoenvscaling.tools.settings import get_settings
 
 EXEC_MARK = "AUTOENVSCALING_EXEC"
@@ -284,7 +284,7 @@ class ContainerSandbox(Sandbox):
         except Exception as exc:
             raise self._exec_failed(exc) from exc
         exec_id = created["Id"]
-        out, err = _Pending(cap), _Pending(cap)
+        out, err = PendingOutput(cap), PendingOutput(cap)
         sockets: list[Any] = []
         pump = streams.in_daemon_thread(streams.pump, api, exec_id, out, err, sockets)
         timed_out = False

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from autoenvscaling.tools.sandbox import exec_scripts as scripts
 from autoenvscaling.tools.sandbox.base import ExecOutput, SandboxError
 from autoenvscaling.tools.sandbox.shell import (
-    TRUNCATION_MARK,
+    PendingOutput,
     ShellBusyError,
     ShellClosedError,
     ShellResult,
@@ -37,43 +37,18 @@ RESTARTED_NOTE = "\n[interrupted: the shell was restarted]\n"
 EXEC_SLACK_SEC = 60
 
 
-class _Output:
-    """A command's output not yet returned: head and tail kept, the middle counted."""
+class _Output(PendingOutput):
+    """A command's output not yet returned: head and tail kept, the middle counted (the
+    persistent shell's), fed one report at a time."""
 
-    def __init__(self, half: int) -> None:
-        self.half = half
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, head: bytes, tail: bytes, total: int) -> None:
+    def add_report(self, head: bytes, tail: bytes, total: int) -> None:
         """One report's new output: `total` bytes of which `head` starts and `tail` ends it."""
-        self._append(head)
+        self.add(head)
         gap = total - len(head) - len(tail)
         if gap > 0:  # the middle never left the sandbox: what came before it is no tail
             self.total += gap
             self.tail.clear()
-        self._append(tail)
-
-    def _append(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            del self.tail[: max(len(self.tail) - self.half, 0)]
-
-    def take(self) -> tuple[str, int, bool]:
-        dropped = self.total - len(self.head) - len(self.tail)
-        text = self.head.decode(errors="replace")
-        if dropped > 0:
-            text += TRUNCATION_MARK.format(n=dropped)
-        text += self.tail.decode(errors="replace")
-        total = self.total
-        self.head, self.tail, self.total = bytearray(), bytearray(), 0
-        return text, total, dropped > 0
+        self.add(tail)
 
 
 class EnvironmentExec:
@@ -145,7 +120,7 @@ class ExecShell:
         self._mark = f"__AES_EXEC_{token}__"
         self._seq = 0
         self._offset = 0
-        self._pending = _Output(self._half)
+        self._pending = _Output(output_cap)
         self._running = False
         self._reset_next = False  # the last command ended the shell: start the next afresh
         self._last_code: int | None = None
@@ -256,7 +231,7 @@ class ExecShell:
             self._give_up()
             detail = f"{exc}; exit {done.return_code}, stderr {(done.stderr or '')[-300:]!r}"
             raise SandboxError(f"the exec shell got no report: {detail}") from None
-        self._pending.add(report.head, report.tail, max(report.size - self._offset, 0))
+        self._pending.add_report(report.head, report.tail, max(report.size - self._offset, 0))
         self._offset = max(report.size, self._offset)
         return report.state
 

@@ -61,7 +61,7 @@ class ShellResult(BaseModel):
         return cls(exit_code=exit_code, output="", output_bytes=0, duration_sec=0.0, idle=True)
 
 
-class _Pending:
+class PendingOutput:
     """Output not yet returned to the caller, kept as head + tail so memory stays bounded."""
 
     def __init__(self, cap: int) -> None:
@@ -114,7 +114,7 @@ class PersistentShell:
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._scan = bytearray()
-        self._pending = _Pending(output_cap)
+        self._pending = PendingOutput(output_cap)
         self._changed = asyncio.Event()
         self._done_code: int | None = None
         self._running = False

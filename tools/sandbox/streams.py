@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from autoenvscaling.tools.sandbox.docker_adapter import exec_socket, shutdown
-from autoenvscaling.tools.sandbox.shell import _Pending
+from autoenvscaling.tools.sandbox.shell import PendingOutput
 
 # A command is done when its process exits; the engine waits up to 2 s for a background child
 # holding the output open, so the stream is given a little more than that before it is cut.
@@ -51,7 +51,9 @@ def in_daemon_thread[T](fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     return future
 
 
-def pump(api: Any, exec_id: str, out: _Pending, err: _Pending, sockets: list[Any]) -> None:
+def pump(
+    api: Any, exec_id: str, out: PendingOutput, err: PendingOutput, sockets: list[Any]
+) -> None:
     from docker.utils.socket import STDOUT, frames_iter
 
     sock = exec_socket(api, exec_id)  # no read timeout: a command may be quiet for minutes
