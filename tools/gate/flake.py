@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 import time
 from pathlib import Path
 from typing import Any, override
@@ -52,6 +53,23 @@ async def root_sh(env: BaseEnvironment, command: str, timeout_sec: int | None = 
     return result.stdout or ""
 
 
+async def read_reward_text(env: BaseEnvironment, tries: int = 3) -> str:
+    """The reward file's text ('' when the tests wrote none). The read ends with a random
+    marker: a short exec's output can come back empty when the machine is loaded (seen twice
+    as a good verifier judged flaky: the tests printed PASS, the read found nothing), so a
+    read without its marker is read again; nothing the reward file holds can forge it."""
+    end = f"AES-END-{secrets.token_hex(8)}"
+    for _ in range(tries):
+        out = await root_sh(
+            env,
+            "{ cat /logs/verifier/reward.json 2>/dev/null || cat /logs/verifier/reward.txt "
+            f"2>/dev/null; }}; printf '\\n%s\\n' {end}",
+        )
+        if end in out:
+            return out.rsplit(end, 1)[0].strip()
+    return ""
+
+
 async def run_tests_here(
     env: BaseEnvironment, verifier: Any, timeout_sec: float, tail: int
 ) -> tuple[float | None, str]:
@@ -65,13 +83,7 @@ async def run_tests_here(
         user=verifier.user,
         timeout_sec=int(timeout_sec),
     )
-    text = (
-        await root_sh(
-            env,
-            "cat /logs/verifier/reward.json 2>/dev/null || cat /logs/verifier/reward.txt "
-            "2>/dev/null; true",
-        )
-    ).strip()
+    text = await read_reward_text(env)
     try:
         value = json.loads(text) if text else None
     except ValueError:
