@@ -326,6 +326,37 @@ def test_served_prompt_ids_are_the_trainers(server, model_path):
 TOOLS_DESCRIPTION_PROBE = "Run a bash command in a persistent shell"
 
 
+@pytest.mark.skipif(
+    importlib.util.find_spec("trl") is None, reason="the train extra (trl) is not installed"
+)
+def test_a_computer_use_prompt_is_served_as_it_is_trained(server, model_path):
+    """A computer-use task's solver: the seven tools in the served order, a screenshot's result
+    as the text model reads it; the server's `/tokenize` gives the ids the GRPO desktop
+    episode's prompt renders to (its methods, as TRL lists them)."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    from autoenvscaling.tools.agents.solver_interface import openai_tools, system_prompt
+    from autoenvscaling.training.grpo.desktop_episode import DesktopTaskEpisode
+    from autoenvscaling.training.grpo.episode_env import prompt_tools
+
+    shot = '[screenshot 1024x768 PNG, 12 KiB; active window: "Lamp panel"]\n[image image/png]'
+    conversation = [
+        SystemMessage(system_prompt()),
+        HumanMessage("Turn on every lamp of the Lamp panel and save."),
+        AIMessage("", tool_calls=[{"id": "c1", "name": "screenshot", "args": {}}]),
+        ToolMessage(shot, tool_call_id="c1"),
+    ]
+    tools = openai_tools(desktop=True)
+    served_ids = _served_ids(server, conversation, tools)
+    tokenizer = _trainer_tokenizer()
+    assert served_ids == _trained_ids(tokenizer, conversation, tools)
+    trained = _trained_ids(tokenizer, conversation, prompt_tools(DesktopTaskEpisode))
+    assert served_ids == trained
+    text = tokenizer.decode(served_ids)
+    for seen in ('"name": "click"', '"name": "type_text"', 'active window: "Lamp panel"'):
+        assert seen in text
+
+
 def test_the_reply_cap_holds_under_its_current_name(server):
     """langchain-openai sends the reply cap as `max_completion_tokens`; llama-cpp-python reads
     only `max_tokens` and, without the server's mapping, generated until the context was full
