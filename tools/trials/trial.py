@@ -8,11 +8,16 @@ Hard caps, whatever the task asks for: `max_trial_sec` bounds the whole trial's 
 trial is cancelled, which stops its sandbox); a reward must be a finite number in [0, 1]; every
 file the trial leaves in its folder is cut to its last `max_artifact_bytes` (its full size is
 recorded in `capped_files`), and nothing here reads a whole file to take a tail.
+
+A trial whose sandbox never started (nothing of the agent ran, and the failure is the machine's,
+not a build's) is run once more in a fresh sandbox: a loaded engine sometimes loses a container
+it just created, and that must not cost a task its verdict or a policy its attempt.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import stat
 import time
@@ -67,12 +72,24 @@ class TrialOutcome(BaseModel):
         description="What the copy of the agent's work to a separate verifier left out, as "
         "'path (why)': links out of the folder, files past the copy's cap.",
     )
+    agent_started: bool | None = Field(
+        default=None,
+        description="Whether Harbor got as far as setting up the agent; None when the trial "
+        "raised before Harbor could say (a task it cannot load, the wall-time cap).",
+    )
+    start_retries: int = Field(
+        default=0,
+        description="How many times the trial was run again because its sandbox did not start "
+        "(the first attempt's folder stays beside this one).",
+    )
 
 
 #: Most bytes of one file a trial folder keeps (the tail: where failures are reported).
 MAX_ARTIFACT_BYTES = 1_000_000
 #: Longest a trial may take, whatever its task's timeouts say.
 MAX_TRIAL_SEC = 1800.0
+#: Fresh tries after a sandbox that did not start (see the module's docstring).
+START_RETRIES = 1
 
 
 class TrialWallTimeError(TimeoutError):
@@ -130,6 +147,34 @@ def _classify(exception_type: str, message: str) -> str:
     return "infrastructure"
 
 
+def did_not_start(outcome: TrialOutcome) -> bool:
+    """The trial failed before its agent ran, for a reason that is not the task's build."""
+    return (
+        outcome.error is not None
+        and outcome.error_kind == "infrastructure"
+        and outcome.agent_started is False
+    )
+
+
+def retried_when_unstarted[**P](
+    run: Callable[P, Awaitable[TrialOutcome]],
+) -> Callable[P, Awaitable[TrialOutcome]]:
+    """`run`, tried again in a fresh sandbox (up to START_RETRIES times) when its sandbox did
+    not start; the outcome counts the retries."""
+
+    @functools.wraps(run)
+    async def retried(*args: P.args, **kwargs: P.kwargs) -> TrialOutcome:
+        outcome = await run(*args, **kwargs)
+        for retry in range(1, START_RETRIES + 1):
+            if not did_not_start(outcome):
+                break
+            outcome = (await run(*args, **kwargs)).model_copy(update={"start_retries": retry})
+        return outcome
+
+    return retried
+
+
+@retried_when_unstarted
 async def run_trial(
     task_dir: Path,
     *,
@@ -213,6 +258,7 @@ async def run_trial(
         "duration_sec": time.monotonic() - started,
         "agent_metadata": (result.agent_result.metadata or {}) if result.agent_result else {},
         "work_skipped": work_skipped(trial_path),
+        "agent_started": result.agent_setup is not None or result.agent_execution is not None,
     }
     if problem and not result.exception_info:
         update["error"] = f"RewardOutOfRangeError: {problem}"
