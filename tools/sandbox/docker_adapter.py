@@ -24,6 +24,11 @@ def exec_socket(api: Any, exec_id: str) -> Any:
     return sock
 
 
+def send(sock: Any, data: bytes) -> None:
+    """Write `data` to an exec socket's stdin."""
+    getattr(sock, "_sock", sock).sendall(data)
+
+
 def shutdown(sock: Any) -> None:
     """Shut an exec socket down for both directions (a blocked reader returns); closed is fine."""
     try:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from autoenvscaling.tools.sandbox.docker_adapter import exec_socket, shutdown
+from autoenvscaling.tools.sandbox.docker_adapter import exec_socket, send, shutdown
 from autoenvscaling.tools.sandbox.shell import PendingOutput
 
 # A command is done when its process exits; the engine waits up to 2 s for a background child
@@ -59,10 +59,12 @@ def pump(
     sock = exec_socket(api, exec_id)  # no read timeout: a command may be quiet for minutes
     sockets.append(sock)
     try:
-        for stream, data in frames_iter(sock, False):
-            (out if stream == STDOUT else err).add(data)
-    except OSError:
-        pass  # cut by _cut() after a timeout
+        send(sock, b"go\n")  # attached: the command may start (container.AFTER_ATTACH)
+        try:
+            for stream, data in frames_iter(sock, False):
+                (out if stream == STDOUT else err).add(data)
+        except OSError:
+            pass  # cut by _cut() after a timeout
     finally:
         try:
             sock.close()
