@@ -187,9 +187,18 @@ def test_a_limit_is_the_policys_own_but_the_reference_solutions_fault(error, adv
 # -- the same real fault at calibration, in refresh and in GRPO -----------------------------------
 
 
+def single_try(monkeypatch) -> None:
+    """Trials without their retry of a sandbox that did not start (tools/trials/trial.py; that
+    retry is tests/test_trial_start_retry.py's): here the refused start must stay lost."""
+    from autoenvscaling.tools.trials import trial
+
+    monkeypatch.setattr(trial, "START_RETRIES", 0)
+
+
 async def test_calibration_leaves_an_infrastructure_rollout_out(
     engine_ready, tmp_path, monkeypatch
 ):
+    single_try(monkeypatch)
     fault = RefusedStarts(1).install(monkeypatch.setattr)
     config = GateConfig(
         solver=SCHEDULED,
@@ -265,6 +274,7 @@ async def test_refresh_does_not_score_an_infrastructure_attempt(
         refresh_attempts=2,
         solver_max_turns=2,
     )
+    single_try(monkeypatch)
     fault = RefusedStarts(1).install(monkeypatch.setattr)
     graph = build_flywheel(checkpointer=InMemorySaver())
     await graph.ainvoke(

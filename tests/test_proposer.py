@@ -239,6 +239,32 @@ async def test_file_blocks_in_a_reply_are_written_and_autosubmitted_at_the_budge
     assert (result.submitted, result.reward, result.gates) == (False, -1.0, [])
 
 
+async def test_prose_before_any_file_is_set_aside_and_asked_again(engine_ready, tmp_path, brief):
+    """A reply with no tool call and no file, while the folder is empty, is dropped: the model is
+    asked again with the very prompt it had (as the embedded 135M model otherwise repeats its
+    prose to the budget's end). Once a file exists, prose is answered as before."""
+    prose = "I'd be happy to finish the files and call the check script."
+    served: list[list[BaseMessage]] = []
+    script = [prose, prose, _blocks(FILES), prose, reply("", tool_call("submit", summary="s"))]
+
+    def respond(messages: Sequence[BaseMessage]) -> AIMessage | str:
+        served.append(list(messages))
+        return script[len(served) - 1] if len(served) <= len(script) else "done"
+
+    model = register("proposer-prose-first", respond)
+    settings = _settings(tmp_path, model, max_revisions=0)
+    result = await propose(brief, settings, out_dir=tmp_path / "cand")
+    assert result.submitted and not result.autosubmitted, result
+    assert (result.set_aside, result.turns) == (2, 5), result
+    # Calls 2 and 3 were served exactly call 1's prompt: no prose, no reminder in between.
+    assert [len(m) for m in served[:3]] == [2, 2, 2]
+    assert [m.content for m in served[2]] == [m.content for m in served[0]]
+    # After the files: the prose kept and answered with the reminder to go on.
+    assert served[4][-2].content == prose and "You have not submitted" in served[4][-1].content
+    with RolloutStore(tmp_path / "rollouts.db") as store:
+        assert store.get_attempt(result.attempt_id).metadata["set_aside"] == 2
+
+
 async def test_a_call_the_chat_format_cannot_read_is_explained(engine_ready, tmp_path, brief):
     """What the served proposer reads after a `<tool_call>` that is not valid JSON (as the
     embedded 135M model writes one: quotes in a file's content left unescaped; the server then

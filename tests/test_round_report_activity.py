@@ -242,11 +242,15 @@ def _never_calls_a_tool():
     the proposer's third call finds the context window full, as the embedded server says it."""
     from langchain_core.messages import AIMessage, SystemMessage
 
+    proposer_calls = []
+
     def respond(messages):
         proposer = "skilled terminal agent" not in str(messages[0].content)
         assert isinstance(messages[0], SystemMessage)
-        if proposer and sum(isinstance(m, AIMessage) for m in messages) >= 2:
-            raise ValueError("This model's maximum context length is 8192 tokens")
+        if proposer:
+            proposer_calls.append(1)
+            if len(proposer_calls) > 2:
+                raise ValueError("This model's maximum context length is 8192 tokens")
         return AIMessage(content="I would write a task here.")
 
     return respond
@@ -281,7 +285,7 @@ async def test_a_round_whose_policy_never_calls_a_tool_warns_in_the_report(engin
     (metrics,) = json.loads((run / "reports" / "metrics.json").read_text())
     rows = {(a["role"], a["purpose"]): a for a in metrics["agent_activity"]}
     proposer = rows[("proposer", "")]
-    # Two turns (the reply, a reminder to submit answered the same way), then a full context.
+    # Two turns (the reply, set aside and asked again: the same reply), then a full context.
     assert (proposer["attempts"], proposer["turns"], proposer["tool_calls"]) == (1, 2, 0)
     assert proposer["stop_reasons"] == {"max_tokens": 1} and proposer["context_exceeded"] == 1
     assert (proposer["submitted"], proposer["admitted"]) == (0, 0)
@@ -321,6 +325,7 @@ def test_an_autosubmitted_proposal_is_said_to_be_one(tmp_path):
                     stop_reason="max_turns",
                     submitted=auto,
                     autosubmitted=auto,
+                    set_aside=2 * auto,
                     reward=-1.0,
                 ),
                 _silent(3),
@@ -330,3 +335,5 @@ def test_an_autosubmitted_proposal_is_said_to_be_one(tmp_path):
     assert (p.submitted, p.autosubmitted) == (1, 1)
     assert any("it wrote files only as <file> blocks" in w for w in m.warnings), m.warnings
     assert any("1 of 2 proposal(s) reached the gate by autosubmission" in w for w in m.warnings)
+    assert p.set_aside == 2
+    assert any("2 of 6 turn(s) were prose before any file" in w for w in m.warnings), m.warnings

@@ -91,6 +91,7 @@ async def episode(
         "completion_tokens": 0,
     }
     seconds = dict(state.get("tool_seconds", {}))
+    set_aside = 0
     while True:
         # durability="exit": the loop keeps no checkpoints, and langgraph 1.2.24 fails a
         # checkpointer-less graph that inherits a parent's durability="sync" (the CLI's).
@@ -100,15 +101,23 @@ async def episode(
         seconds.update(loop_state.get("tool_seconds", {}))
         if not (ctx.terminal and loop_state.get("stop_reason") == "done"):
             break
-        loop_state["messages"] = [
-            *loop_state["messages"],
-            HumanMessage(_continuation(loop_state["messages"], ctx.candidate)),
-        ]
+        if _writes_nothing(loop_state["messages"], ctx.candidate):
+            # Prose before any file exists: set aside, and the model asked again from the same
+            # point (a fresh sample). Answered instead, a small model repeats it to the budget's
+            # end (measured: 16 identical replies in 18 turns, nothing written).
+            loop_state["messages"] = loop_state["messages"][:-1]
+            set_aside += 1
+        else:
+            loop_state["messages"] = [
+                *loop_state["messages"],
+                HumanMessage(_continuation(loop_state["messages"], ctx.candidate)),
+            ]
         loop_state["stop_reason"] = None
     result = state["result"].model_copy(deep=True)
     result.turns += loop_state.get("turns", 0)
     result.prompt_tokens += loop_state.get("prompt_tokens", 0)
     result.completion_tokens += loop_state.get("completion_tokens", 0)
+    result.set_aside += set_aside
     stop_reason = result.stop_reason = loop_state.get("stop_reason")
     error = loop_state.get("error")
     update: dict[str, Any] = {"messages": list(loop_state["messages"]), "tool_seconds": seconds}
@@ -181,6 +190,13 @@ BUDGET_STOPS = ("max_turns", "max_tokens", "time_budget")
 
 def _holds_files(candidate: Path) -> bool:
     return candidate.is_dir() and any(p.is_file() for p in candidate.rglob("*"))
+
+
+def _writes_nothing(messages: list[AnyMessage], candidate: Path) -> bool:
+    """The last reply (no tool call) holds no `<file>` block and no `<tool_call>`, not even a
+    malformed one (those are answered with why they failed), and the folder is still empty."""
+    text = reply.text if (reply := _last_reply(messages)) is not None else ""
+    return "<file" not in text and "<tool_call" not in text and not _holds_files(candidate)
 
 
 def _continuation(messages: list[AnyMessage], candidate: Path) -> str:

@@ -223,6 +223,7 @@ def _attempt_row(
             "revisions": result.revisions,
             "submitted": result.submitted,
             "autosubmitted": result.autosubmitted,
+            "set_aside": result.set_aside,
             "stop_reason": result.stop_reason,
             "admitted": result.admitted,
             "tool_calls": result.tool_calls,

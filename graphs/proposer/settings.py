@@ -111,6 +111,11 @@ class ProposalResult(BaseModel):
     stop_reason: str | None = None
     error: str | None = None
     turns: int = 0
+    set_aside: int = Field(
+        default=0,
+        description="Replies without a tool call or a file, made before the folder held any "
+        "file: dropped and asked again (they count as turns).",
+    )
     tool_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -68,6 +68,10 @@ class RoleActivity(BaseModel):
         default=0, description="Of those, submitted by the budget's end, not by `submit`."
     )
     admitted: int | None = Field(default=None, description="Proposals admitted (proposer).")
+    set_aside: int = Field(
+        default=0,
+        description="Proposer replies of prose before any file, dropped and asked again.",
+    )
 
     @property
     def label(self) -> str:
@@ -149,6 +153,7 @@ def role_activity(
                 if proposer
                 else None,
                 autosubmitted=sum(bool(a.metadata.get("autosubmitted")) for a in group),
+                set_aside=sum(int(a.metadata.get("set_aside") or 0) for a in group),
                 admitted=sum(a.outcome == "solved" for a in group) if proposer else None,
             )
         )
@@ -216,6 +221,11 @@ def activity_warnings(activity: Iterable[RoleActivity], grpo: Iterable[GrpoGroup
         elif a.role == "proposer" and a.submitted == 0:  # it worked, and still never submitted
             lines.append(
                 f"proposer submitted 0 of {a.attempts} proposal(s): the gate judged nothing"
+            )
+        if a.set_aside:
+            lines.append(
+                f"{a.label}: {a.set_aside} of {a.turns} turn(s) were prose before any file was "
+                "written, set aside and asked again"
             )
         if a.autosubmitted:
             lines.append(
