@@ -240,12 +240,22 @@ async def test_file_blocks_in_a_reply_are_written_and_autosubmitted_at_the_budge
 
 
 async def test_prose_before_any_file_is_set_aside_and_asked_again(engine_ready, tmp_path, brief):
-    """A reply with no tool call and no file, while the folder is empty, is dropped: the model is
-    asked again with the very prompt it had (as the embedded 135M model otherwise repeats its
-    prose to the budget's end). Once a file exists, prose is answered as before."""
+    """A reply that writes nothing (prose, a call the chat format cannot read, a block with no
+    path), while the folder is empty, is dropped: the model is asked again with the very prompt
+    it had (the embedded 135M model otherwise copies its reply to the budget's end). Once a file
+    exists, prose is answered as before."""
     prose = "I'd be happy to finish the files and call the check script."
+    bad_call = '<tool_call>\n{"name": "run", "arguments": {"command": "ls"}}}\n</tool_call>'
+    no_path = "The task is well-defined.\n<file>\n`/workspace/task`\n</file>"
     served: list[list[BaseMessage]] = []
-    script = [prose, prose, _blocks(FILES), prose, reply("", tool_call("submit", summary="s"))]
+    script = [
+        prose,
+        bad_call,
+        no_path,
+        _blocks(FILES),
+        prose,
+        reply("", tool_call("submit", summary="s")),
+    ]
 
     def respond(messages: Sequence[BaseMessage]) -> AIMessage | str:
         served.append(list(messages))
@@ -255,14 +265,14 @@ async def test_prose_before_any_file_is_set_aside_and_asked_again(engine_ready, 
     settings = _settings(tmp_path, model, max_revisions=0)
     result = await propose(brief, settings, out_dir=tmp_path / "cand")
     assert result.submitted and not result.autosubmitted, result
-    assert (result.set_aside, result.turns) == (2, 5), result
-    # Calls 2 and 3 were served exactly call 1's prompt: no prose, no reminder in between.
-    assert [len(m) for m in served[:3]] == [2, 2, 2]
-    assert [m.content for m in served[2]] == [m.content for m in served[0]]
+    assert (result.set_aside, result.turns) == (3, 6), result
+    # Calls 2 to 4 were served exactly call 1's prompt: nothing of the set-aside replies.
+    assert [len(m) for m in served[:4]] == [2, 2, 2, 2]
+    assert all([m.content for m in call] == [m.content for m in served[0]] for call in served[:4])
     # After the files: the prose kept and answered with the reminder to go on.
-    assert served[4][-2].content == prose and "You have not submitted" in served[4][-1].content
+    assert served[5][-2].content == prose and "You have not submitted" in served[5][-1].content
     with RolloutStore(tmp_path / "rollouts.db") as store:
-        assert store.get_attempt(result.attempt_id).metadata["set_aside"] == 2
+        assert store.get_attempt(result.attempt_id).metadata["set_aside"] == 3
 
 
 async def test_a_call_the_chat_format_cannot_read_is_explained(engine_ready, tmp_path, brief):
@@ -274,8 +284,15 @@ async def test_a_call_the_chat_format_cannot_read_is_explained(engine_ready, tmp
         '<tool_call>\n{"name": "write_file", "arguments": {"path": "task.toml", '
         '"content": "version = "1.0""}}\n</tool_call>'
     )
-    model = register("proposer-bad-call", lambda _messages: bad)
-    settings = _settings(tmp_path, model, budget=LoopBudget(max_turns=2), max_revisions=0)
+    # One file first: before any, a reply that writes nothing is set aside, not answered.
+    first = _blocks({"instruction.md": FILES["instruction.md"]})
+    model = register(
+        "proposer-bad-call",
+        lambda messages: first if sum(isinstance(m, AIMessage) for m in messages) == 0 else bad,
+    )
+    settings = _settings(
+        tmp_path, model, budget=LoopBudget(max_turns=3), max_revisions=0, autosubmit=False
+    )
     result = await propose(brief, settings, out_dir=tmp_path / "cand")
     assert (result.submitted, result.stop_reason) == (False, "max_turns"), result
     transcript = json.loads((tmp_path / "transcripts" / f"{result.attempt_id}.json").read_text())

@@ -336,4 +336,6 @@ def test_an_autosubmitted_proposal_is_said_to_be_one(tmp_path):
     assert any("it wrote files only as <file> blocks" in w for w in m.warnings), m.warnings
     assert any("1 of 2 proposal(s) reached the gate by autosubmission" in w for w in m.warnings)
     assert p.set_aside == 2
-    assert any("2 of 6 turn(s) were prose before any file" in w for w in m.warnings), m.warnings
+    assert any("2 of 6 turn(s) wrote nothing before the first file" in w for w in m.warnings), (
+        m.warnings
+    )

@@ -101,17 +101,17 @@ async def episode(
         seconds.update(loop_state.get("tool_seconds", {}))
         if not (ctx.terminal and loop_state.get("stop_reason") == "done"):
             break
-        if _writes_nothing(loop_state["messages"], ctx.candidate):
-            # Prose before any file exists: set aside, and the model asked again from the same
-            # point (a fresh sample). Answered instead, a small model repeats it to the budget's
-            # end (measured: 16 identical replies in 18 turns, nothing written).
+        answer = _continuation(loop_state["messages"], ctx.candidate)  # writes its <file> blocks
+        if _holds_files(ctx.candidate):
+            loop_state["messages"] = [*loop_state["messages"], HumanMessage(answer)]
+        else:
+            # Nothing written yet, and this reply wrote nothing either (prose, a malformed call
+            # or block): set aside, and the model asked again from the same point, a fresh
+            # sample. Answered instead, the embedded model copies its reply to the budget's end
+            # (measured: 16 identical replies in 18 turns; a bad call 9 times after each
+            # explanation of it).
             loop_state["messages"] = loop_state["messages"][:-1]
             set_aside += 1
-        else:
-            loop_state["messages"] = [
-                *loop_state["messages"],
-                HumanMessage(_continuation(loop_state["messages"], ctx.candidate)),
-            ]
         loop_state["stop_reason"] = None
     result = state["result"].model_copy(deep=True)
     result.turns += loop_state.get("turns", 0)
@@ -190,13 +190,6 @@ BUDGET_STOPS = ("max_turns", "max_tokens", "time_budget")
 
 def _holds_files(candidate: Path) -> bool:
     return candidate.is_dir() and any(p.is_file() for p in candidate.rglob("*"))
-
-
-def _writes_nothing(messages: list[AnyMessage], candidate: Path) -> bool:
-    """The last reply (no tool call) holds no `<file>` block and no `<tool_call>`, not even a
-    malformed one (those are answered with why they failed), and the folder is still empty."""
-    text = reply.text if (reply := _last_reply(messages)) is not None else ""
-    return "<file" not in text and "<tool_call" not in text and not _holds_files(candidate)
 
 
 def _continuation(messages: list[AnyMessage], candidate: Path) -> str:

@@ -113,8 +113,8 @@ class ProposalResult(BaseModel):
     turns: int = 0
     set_aside: int = Field(
         default=0,
-        description="Replies without a tool call or a file, made before the folder held any "
-        "file: dropped and asked again (they count as turns).",
+        description="Replies that wrote nothing (no tool call ran, no file block was written) "
+        "while the folder held no file: dropped and asked again (they count as turns).",
     )
     tool_calls: int = 0
     prompt_tokens: int = 0

@@ -70,7 +70,8 @@ class RoleActivity(BaseModel):
     admitted: int | None = Field(default=None, description="Proposals admitted (proposer).")
     set_aside: int = Field(
         default=0,
-        description="Proposer replies of prose before any file, dropped and asked again.",
+        description="Proposer replies that wrote nothing before any file existed, dropped and "
+        "asked again.",
     )
 
     @property
@@ -224,8 +225,8 @@ def activity_warnings(activity: Iterable[RoleActivity], grpo: Iterable[GrpoGroup
             )
         if a.set_aside:
             lines.append(
-                f"{a.label}: {a.set_aside} of {a.turns} turn(s) were prose before any file was "
-                "written, set aside and asked again"
+                f"{a.label}: {a.set_aside} of {a.turns} turn(s) wrote nothing before the first "
+                "file (prose, a malformed call or block): set aside and asked again"
             )
         if a.autosubmitted:
             lines.append(
