@@ -317,6 +317,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         # Below PROPOSER_MAX_TURNS (the one default elsewhere): a starter task's authoring is
         # five files, a check, a syntax check, submit, and every turn re-reads the conversation.
         "proposer_max_turns": 9,
+        # One revision, not two: each is another 9-turn episode over a longer conversation. With
+        # two, a round whose proposers both wrote and revised took 640 s (propose + admit 520 s).
+        "max_revisions": 1,
         # ~0.4k instead of ~1.8k tokens: every proposer turn and its cold-start SFT read it.
         "proposer_compact_prompt": True,
         # Below SOLVER_MAX_TURNS (the one default elsewhere): a starter task takes one command,
