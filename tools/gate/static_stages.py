@@ -24,7 +24,9 @@ MAX_DEDUP_CHARS = 2_000_000
 
 
 async def lint(task: Path, config: GateConfig, prior: Prior) -> StageResult:
-    report = await asyncio.to_thread(lint_task, task, backend=config.backend)
+    report = await asyncio.to_thread(
+        lint_task, task, backend=config.backend, needs_solution="oracle" not in config.skip
+    )
     gpu = gpu_lint_result(task, report, config.backend)
     if gpu is not None:
         return gpu

@@ -38,11 +38,17 @@ def _scrub(text: str, root: Path) -> str:
 
 
 def lint_task(
-    task_dir: Path | str, limits: TaskLimits | None = None, *, backend: str | None = None
+    task_dir: Path | str,
+    limits: TaskLimits | None = None,
+    *,
+    backend: str | None = None,
+    needs_solution: bool = False,
 ) -> LintReport:
     """Run every static check on one task folder. Never raises for a bad task.
 
     `backend`: the gate's backend; given, fields it cannot honour (GPUs, compose) are errors.
+    `needs_solution`: the gate's oracle will run solution/solve.sh, so a task without one is an
+    error here (Harbor's format makes it optional; a trial without it fails as no task fault).
 
     Bounded: the folder is first checked against `TaskLimits` with one `lstat` walk (file count,
     sizes, special files, links, names); a task that breaks a limit gets only those findings.
@@ -71,6 +77,14 @@ def lint_task(
         check_outputs_named(ctx, task, sources)
         check_requirements(ctx, task)
         check_compat(ctx, task, backend)
+        if needs_solution and not (ctx.root / "solution" / "solve.sh").is_file():
+            ctx.add(
+                "no-solution",
+                "error",
+                ctx.root / "solution" / "solve.sh",
+                "missing: the gate's oracle stage runs it and must score 1.0; write the reference "
+                "solution as solution/solve.sh (a task without one cannot be admitted)",
+            )
         ctx.findings += [LintFinding(**f) for f in hack_findings(ctx.root)]
     findings = sorted(
         ctx.findings, key=lambda f: (f.severity != "error", f.file, f.line or 0, f.rule)
