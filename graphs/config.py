@@ -318,7 +318,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         # five files, a check, a syntax check, submit, and every turn re-reads the conversation.
         "proposer_max_turns": 9,
         # One revision, not two: each is another 9-turn episode over a longer conversation. With
-        # two, a round whose proposers both wrote and revised took 640 s (propose + admit 520 s).
+        # two, a round whose proposers both wrote and revised took 640 s (propose + admit 520 s);
+        # with one, 240 s (120 s; RESULTS.md, "fifth measurement").
         "max_revisions": 1,
         # ~0.4k instead of ~1.8k tokens: every proposer turn and its cold-start SFT read it.
         "proposer_compact_prompt": True,
