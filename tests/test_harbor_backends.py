@@ -51,6 +51,23 @@ def test_cloud_type_config_passes_harbors_options_through(kind, tmp_path):
     assert trial.environment.type == config.type
 
 
+@pytest.mark.parametrize(
+    ("backend", "deleted"),
+    [
+        ("harbor:podman", False),
+        ("harbor:docker", False),
+        ("harbor-docker", False),
+        ("harbor:modal", True),
+    ],
+)
+def test_local_compose_types_keep_the_image_their_concurrent_trials_share(backend, deleted):
+    """A trial of Harbor's docker or podman type that removed the task's image on stop broke a
+    concurrent trial's build of the same image in CI ("layer not known"): those types keep it."""
+    assert environment_config(backend, ours=ENVIRONMENTS).delete is deleted
+    # A user's own choice still wins.
+    assert environment_config(backend, {"delete": True}, ours=ENVIRONMENTS).delete is True
+
+
 def test_our_backends_keep_their_import_path_and_bad_names_explain():
     ours = environment_config("podman", {"override_memory_mb": 512}, ours=ENVIRONMENTS)
     assert ours.import_path == ENVIRONMENTS["podman"]["import_path"] and ours.type is None

@@ -112,6 +112,13 @@ def validate_backend(backend: str, passthrough: dict[str, Any] | None = None) ->
     return backend
 
 
+#: Harbor's local compose types: one image per task on this machine, shared by concurrent trials
+#: of it (calibration's rollouts, the gate's reruns). Their trials keep it (`delete=False`: `down`
+#: without `--rmi`): a trial that removed it on stop broke another's build of the same image
+#: ("getting top layer info: layer not known", seen in CI). An option `delete` still wins.
+SHARED_IMAGE_TYPES = frozenset({"docker", "podman"})
+
+
 def environment_config(
     backend: str, passthrough: dict[str, Any] | None = None, *, ours: dict[str, dict] | None = None
 ) -> Any:
@@ -133,12 +140,14 @@ def environment_config(
         if "type" in options or "import_path" in options:
             raise HarborBackendError("the backend name sets the type; drop type/import_path")
         base: dict[str, Any] = {"type": kind}
+        if name in SHARED_IMAGE_TYPES:
+            base["delete"] = False
     else:
         if ours is None or backend not in ours:
             known = ", ".join([*(ours or {}), f"{PREFIX}<type>"])
             raise HarborBackendError(f"unknown backend {backend!r}; use one of {known}")
         base = dict(ours[backend])
     try:
-        return EnvironmentConfig(**base, **options)
+        return EnvironmentConfig(**{**base, **options})
     except (ValidationError, TypeError) as exc:
         raise HarborBackendError(f"Harbor rejects the environment options: {exc}") from None
