@@ -9,6 +9,7 @@ started under a taken name is refused as "already holds a run" before anything i
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -30,6 +31,12 @@ def run_thread(run_dir: Path, location: str) -> str:
     return f"flywheel:{Path(run_dir).name}" if is_postgres_url(location) else SQLITE_THREAD
 
 
+async def _try_lock(conn: Any) -> bool:
+    cursor = await conn.execute("SELECT pg_try_advisory_lock(%s) AS locked", (_SETUP_LOCK,))
+    row = await cursor.fetchone()
+    return bool(row["locked"] if isinstance(row, dict) else row[0])
+
+
 @asynccontextmanager
 async def open_saver(location: str | Path, serde: SerializerProtocol) -> AsyncIterator[Any]:
     """An AsyncPostgresSaver (tables created once, under a lock) for a postgresql:// URL, else an
@@ -39,7 +46,11 @@ async def open_saver(location: str | Path, serde: SerializerProtocol) -> AsyncIt
 
         async with AsyncPostgresSaver.from_conn_string(str(location), serde=serde) as saver:
             conn: Any = saver.conn
-            await conn.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
+            # Polled, never waited on: setup()'s CREATE INDEX CONCURRENTLY waits for every running
+            # statement, a blocked pg_advisory_lock included, and the server then reports a
+            # deadlock (seen with two runs starting on one database).
+            while not await _try_lock(conn):  # noqa: ASYNC110 - the lock is in another process
+                await asyncio.sleep(0.05)
             try:
                 await saver.setup()
             finally:
