@@ -208,3 +208,22 @@ async def test_kill_9_of_a_sandbox_holder_leaves_nothing_after_the_next_start(
             "the podman service exits",
             30,
         )
+
+
+def test_gc_lists_again_when_an_image_goes_while_it_lists():
+    """podman fails a whole image listing when another process removes an image meanwhile (seen
+    in the default tier): the collector lists again instead of failing."""
+    import docker.errors
+
+    from autoenvscaling.tools.sandbox.image_gc import _labelled_images
+
+    class Listing:
+        calls = 0
+
+        def images(self, filters):
+            Listing.calls += 1
+            if Listing.calls == 1:
+                raise docker.errors.APIError('reading image "21e4": image not known')
+            return [{"Id": "sha256:1"}]
+
+    assert _labelled_images(Listing()) == [{"Id": "sha256:1"}] and Listing.calls == 2

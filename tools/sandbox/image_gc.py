@@ -33,6 +33,18 @@ def _ours(image: dict[str, Any]) -> bool:
     return all(t.startswith(f"{IMAGE_REPO}/") and not t.startswith(BASE_REPO) for t in names)
 
 
+def _labelled_images(api: Any, tries: int = 3) -> list[dict[str, Any]]:
+    """Our images. podman fails the whole listing ("image not known") when another process
+    removes an image while it lists: listed again, up to `tries` times."""
+    for attempt in range(tries):
+        try:
+            return api.images(filters={"label": f"{LABEL}=1"})
+        except docker.errors.APIError as exc:
+            if "image not known" not in str(exc) or attempt == tries - 1:
+                raise
+    return []
+
+
 def gc_images(keep: Iterable[str], *, backend: Backend = "podman") -> CleanupReport:
     """Remove the task images we built, except those named in `keep` (tags or image ids).
 
@@ -42,7 +54,7 @@ def gc_images(keep: Iterable[str], *, backend: Backend = "podman") -> CleanupRep
     api = client(backend).api
     keep = {k.removeprefix("localhost/") for k in keep}
     report = CleanupReport()
-    for image in api.images(filters={"label": f"{LABEL}=1"}):
+    for image in _labelled_images(api):
         if not _ours(image):
             continue
         tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
