@@ -140,13 +140,13 @@ def environment_config(
         if "type" in options or "import_path" in options:
             raise HarborBackendError("the backend name sets the type; drop type/import_path")
         base: dict[str, Any] = {"type": kind}
-        if name in SHARED_IMAGE_TYPES:
-            base["delete"] = False
     else:
         if ours is None or backend not in ours:
             known = ", ".join([*(ours or {}), f"{PREFIX}<type>"])
             raise HarborBackendError(f"unknown backend {backend!r}; use one of {known}")
         base = dict(ours[backend])
+    if str(getattr(base.get("type"), "value", base.get("type"))) in SHARED_IMAGE_TYPES:
+        base["delete"] = False
     try:
         return EnvironmentConfig(**{**base, **options})
     except (ValidationError, TypeError) as exc:

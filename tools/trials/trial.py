@@ -38,11 +38,11 @@ BackendName = Literal[Backend, "harbor-docker"]
 #: (e.g. harbor:modal; tools/sandbox/harbor_backends.py), which no Literal can spell.
 TrialBackend = BackendName | str
 
-ENVIRONMENTS: dict[str, dict[str, Any]] = {
+ENVIRONMENTS: dict[str, dict[str, str]] = {
     "podman": {"import_path": "autoenvscaling.tools.sandbox.harbor_env:HardenedPodmanEnvironment"},
     "docker": {"import_path": "autoenvscaling.tools.sandbox.harbor_env:HardenedDockerEnvironment"},
     # Harbor's own docker backend; needs `docker compose` v2 on the machine.
-    "harbor-docker": {"type": "docker", "delete": False},  # harbor_backends.SHARED_IMAGE_TYPES
+    "harbor-docker": {"type": "docker"},
 }
 BUILTIN_AGENTS = {"oracle", "nop"}
 
