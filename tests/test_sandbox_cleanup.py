@@ -215,15 +215,15 @@ def test_gc_lists_again_when_an_image_goes_while_it_lists():
     in the default tier): the collector lists again instead of failing."""
     import docker.errors
 
-    from autoenvscaling.tools.sandbox.image_gc import _labelled_images
+    from autoenvscaling.tools.sandbox.image_gc import list_images
 
     class Listing:
         calls = 0
 
-        def images(self, filters):
+        def images(self, filters=None):
             Listing.calls += 1
             if Listing.calls == 1:
                 raise docker.errors.APIError('reading image "21e4": image not known')
             return [{"Id": "sha256:1"}]
 
-    assert _labelled_images(Listing()) == [{"Id": "sha256:1"}] and Listing.calls == 2
+    assert list_images(Listing()) == [{"Id": "sha256:1"}] and Listing.calls == 2

@@ -8,6 +8,7 @@ import pytest
 from autoenvscaling.tools.sandbox import BuildError, profile
 from autoenvscaling.tools.sandbox.bases import base_image_tag
 from autoenvscaling.tools.sandbox.cleanup import LABEL, TASK_LABEL
+from autoenvscaling.tools.sandbox.image_gc import list_images
 from autoenvscaling.tools.sandbox.images import build_image, gc_images, remove_task_image
 from autoenvscaling.tools.settings import get_settings
 
@@ -90,14 +91,14 @@ async def test_gc_removes_rejected_images_and_nothing_it_did_not_build(
     foreign = f"someone-else/app:{uuid.uuid4().hex[:6]}"
     list(api.build(path=str(theirs / "environment"), tag=foreign, network_mode="none", rm=True))
     # Keep everything that is not this test's rejected image (other runs share the engine).
-    everything = api.images(filters={"label": f"{LABEL}=1"})
+    everything = list_images(api, filters={"label": f"{LABEL}=1"})
     keep = {i["Id"] for i in everything} | {t for i in everything for t in i["RepoTags"] or []}
     rejected_id = api.inspect_image(rejected.tag)["Id"]
     keep = {k for k in keep if k != rejected_id and short(k) != rejected.tag}
     try:
         report = gc_images(keep, backend=engine)
         assert rejected.tag in report.images and admitted.tag not in report.images
-        present = {short(t) for i in api.images() for t in i["RepoTags"] or []}
+        present = {short(t) for i in list_images(api) for t in i["RepoTags"] or []}
         assert {admitted.tag, foreign, base_image_tag(), "debian:bookworm-slim"} <= present
         assert rejected.tag not in present
     finally:

@@ -33,16 +33,22 @@ def _ours(image: dict[str, Any]) -> bool:
     return all(t.startswith(f"{IMAGE_REPO}/") and not t.startswith(BASE_REPO) for t in names)
 
 
-def _labelled_images(api: Any, tries: int = 3) -> list[dict[str, Any]]:
-    """Our images. podman fails the whole listing ("image not known") when another process
-    removes an image while it lists: listed again, up to `tries` times."""
+def list_images(
+    api: Any, filters: dict[str, Any] | None = None, tries: int = 3
+) -> list[dict[str, Any]]:
+    """The engine's images. podman fails the whole listing ("image not known") when another
+    process removes an image while it lists: listed again, up to `tries` times."""
     for attempt in range(tries):
         try:
-            return api.images(filters={"label": f"{LABEL}=1"})
+            return api.images(filters=filters)
         except docker.errors.APIError as exc:
             if "image not known" not in str(exc) or attempt == tries - 1:
                 raise
     return []
+
+
+def _labelled_images(api: Any) -> list[dict[str, Any]]:
+    return list_images(api, filters={"label": f"{LABEL}=1"})
 
 
 def gc_images(keep: Iterable[str], *, backend: Backend = "podman") -> CleanupReport:
