@@ -22,7 +22,8 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXA
 SYSTEM_PACKAGES = /usr/bin/podman:podman /usr/sbin/runc:runc /usr/bin/newuidmap:uidmap \
 	/usr/bin/catatonit:catatonit /usr/sbin/debootstrap:debootstrap /usr/bin/chromium:chromium \
 	/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core \
-	/usr/bin/slirp4netns:slirp4netns /usr/lib/postgresql/15/bin/initdb:postgresql
+	/usr/bin/slirp4netns:slirp4netns /usr/lib/postgresql/15/bin/initdb:postgresql \
+	/usr/sbin/mkfs.ext4:e2fsprogs /usr/bin/mount:mount
 
 system:
 	@missing=""; for pair in $(SYSTEM_PACKAGES); do \

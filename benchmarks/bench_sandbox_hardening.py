@@ -11,8 +11,11 @@
   a trial starts one sandbox (two with a separate verifier);
 - one image build (`FROM` the base, one RUN, no cache) inside the read-only build namespace
   (buildjail.py) against the same build without it, alternating;
+- the writable layer on a filesystem of its own (layerfs.py) against the measured cap it
+  replaces, alternating: a sandbox's start (with one exec), a write workload in it (2,000
+  files of 4 KB, then 64 MB with fsync) and its close (which drops what was written);
 - one writable-layer measurement (`layercap.check`) of a layer holding 4,000 files, the
-  work the watcher does once a second per sandbox.
+  work the watcher does once a second per sandbox where the layer is measured.
 
 Needs the default engine (podman) and the base image (`make bases`).
 """
@@ -39,6 +42,7 @@ from autoenvscaling.tools.sandbox import (  # noqa: E402
     container,
     images,
     layercap,
+    layerfs,
     profile,
 )
 from autoenvscaling.tools.sandbox.bases import require_base  # noqa: E402
@@ -154,6 +158,59 @@ async def build_costs(rounds: int) -> dict[str, float]:
     }
 
 
+WRITES = (
+    'mkdir -p /tmp/w && python3 -c "\n'
+    "for i in range(2000): open(f'/tmp/w/{i}', 'wb').write(bytes(4096))\n\" "
+    "&& dd if=/dev/zero of=/tmp/w/big bs=1M count=64 conv=fsync 2>/dev/null"
+)
+
+
+class _Measured:
+    """The writable layer left where the engine put it, measured by the watcher."""
+
+    def __enter__(self) -> None:
+        self.confine = layerfs.confine
+
+        def refuse(*_args: Any) -> str:
+            raise layerfs.NotConfinedError("benchmark: measured")
+
+        layerfs.confine = refuse
+
+    def __exit__(self, *exc: object) -> None:
+        layerfs.confine = self.confine
+
+
+async def _layer_life() -> tuple[float, float, float]:
+    """(start and one exec, the write workload, close) in seconds."""
+    started = time.perf_counter()
+    box = await start_workspace(limits=SandboxLimits(memory_mb=512, pids=64, disk_mb=4096))
+    try:
+        await box.exec("true")
+        start = time.perf_counter() - started
+        started = time.perf_counter()
+        await box.exec(WRITES, timeout_sec=300)
+        writes = time.perf_counter() - started
+        started = time.perf_counter()
+    finally:
+        await box.close()
+    return start, writes, time.perf_counter() - started
+
+
+async def layer_costs(rounds: int) -> dict[str, float]:
+    own, measured = [], []
+    for _ in range(rounds):
+        own.append(await _layer_life())
+        with _Measured():
+            measured.append(await _layer_life())
+    results = {}
+    for i, step in enumerate(("start", "writes", "close")):
+        results[f"layer_fs_{step}_s_median"] = round(statistics.median(o[i] for o in own), 3)
+        results[f"layer_measured_{step}_s_median"] = round(
+            statistics.median(m[i] for m in measured), 3
+        )
+    return results
+
+
 async def layer_measure() -> dict[str, float]:
     box = await start_workspace(limits=SandboxLimits(memory_mb=256, pids=64, disk_mb=4096))
     try:
@@ -178,6 +235,7 @@ def main() -> None:
     results = static_costs()
     results |= asyncio.run(lifecycle(args.rounds))
     results |= asyncio.run(build_costs(args.rounds))
+    results |= asyncio.run(layer_costs(args.rounds))
     results |= asyncio.run(layer_measure())
     if args.json:
         print(json.dumps(results))

@@ -118,6 +118,12 @@ def engine_client(engine):
     return client(engine)
 
 
+def mounted_on(folder: Path) -> list[str]:
+    """The filesystem types mounted on `folder` (this process's view, the engine's too)."""
+    mounts = [m.split() for m in Path("/proc/self/mounts").read_text().splitlines()]
+    return [m[2] for m in mounts if m[1] == str(folder)]
+
+
 def container_running(box) -> bool:
     """Whether the sandbox's container still runs, asked of the engine (no exec, so it works at
     the pids limit too)."""

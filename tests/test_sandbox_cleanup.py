@@ -19,8 +19,9 @@ import requests
 
 from autoenvscaling.tools.sandbox.bases import base_image_tag
 from autoenvscaling.tools.sandbox.cleanup import LABEL, OWNER_LABEL, cleanup_stale
+from autoenvscaling.tools.sandbox.layercap import upper_dir
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, mounted_on
 
 SCRIPT_AGENT = "autoenvscaling.tools.trials.script_agent:ScriptAgent"
 
@@ -180,7 +181,11 @@ async def test_kill_9_of_a_sandbox_holder_leaves_nothing_after_the_next_start(
     )
     try:
         untied, scratch, service = (await asyncio.to_thread(child.stdout.readline)).split()
-        assert len(owned_by(api, child.pid)) == 2
+        held = owned_by(api, child.pid)
+        assert len(held) == 2
+        # Each writable layer is a loop filesystem mounted on its folder (layerfs.py).
+        layers = [upper_dir(api, c["Id"]).parent for c in held]  # type: ignore[union-attr]
+        assert all(mounted_on(layer) == ["ext4"] for layer in layers), layers
         os.kill(child.pid, signal.SIGKILL)
         child.wait(30)
     finally:
@@ -201,6 +206,7 @@ async def test_kill_9_of_a_sandbox_holder_leaves_nothing_after_the_next_start(
     await wait_for(lambda: owned_by(api, child.pid) == [], "the dead owner's containers go", 60)
     assert api.containers(all=True, filters={"id": untied}) == []
     assert not os.path.exists(scratch)
+    assert not any(mounted_on(layer) or layer.exists() for layer in layers), layers
     if engine == "podman":  # its API service died with it (PR_SET_PDEATHSIG)
         stat = f"/proc/{service}/stat"
         await wait_for(

@@ -6,9 +6,10 @@ Each attack runs as root in a real sandbox on the default engine:
   end-of-agent kill leaves alive: code planted there would outlive the agent. Defence: they run
   as a uid of their own (container.KEEPER_USER), and no sandbox has CAP_SYS_PTRACE.
 - /logs past its size: defence, a size-capped tmpfs (profile.logs_tmpfs).
-- A 6 GiB fallocate (host disk taken before a measured cap sees it) and 5,000 empty files in
-  a 64 MB layer (never stopped by a cap on bytes): defence, fallocate refused in sandboxes and a
-  cap on entries beside the one on bytes (layercap.py).
+- 64 MB and 5,000 empty files in a 16 MB layer: defence, the layer on an ext4 of its own size
+  and inode count (layerfs.py): ENOSPC at the cap, no window. Where that cannot be made, the
+  measured cap (layercap.py) counts bytes and entries, and fallocate (host disk taken before a
+  measurement sees it) is refused in sandboxes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from autoenvscaling.tools.sandbox.base import SandboxError
 from autoenvscaling.tools.sandbox.container import start_workspace
 from autoenvscaling.tools.settings import get_settings
 
-from ..conftest import container_running
+from ..conftest import container_running, mounted_on
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -76,17 +77,66 @@ async def test_logs_stop_at_their_cap(engine_ready):
     assert size <= cap * 1024 * 1024, f"/logs took {size} bytes past its {cap} MB cap"
 
 
-async def test_layer_reservation_and_file_flood_are_stopped(engine_ready):
+FLOOD = (
+    'mkdir -p /tmp/flood && python3 -c "\n'
+    "import os\n"
+    "made = 0\n"
+    "try:\n"
+    "    for i in range(5000): open(f'/tmp/flood/{i}', 'w').close(); made += 1\n"
+    "except OSError as exc: print(exc)\n"
+    "print('made', made)\n\""
+)
+
+
+async def test_layer_bytes_and_files_stop_at_the_cap_with_no_window(engine_ready):
+    """64 MB written and 5,000 files made in a 16 MB layer: each stops at the cap with 'No space
+    left on device', the sandbox lives on, and nothing is left mounted once it is removed.
+    (A measured cap lets a second of writes through: 64 MB in 16 MB, then kills the sandbox.)"""
+    from autoenvscaling.tools.sandbox.engine import client
+    from autoenvscaling.tools.sandbox.layercap import upper_dir
+
+    box = await start_workspace(limits=SandboxLimits(memory_mb=512, pids=64, disk_mb=16))
+    try:
+        layer = upper_dir(client(box.backend).api, box.container_id).parent  # type: ignore[union-attr]
+        seen = await box.exec("df -k / | tail -1")
+        wrote = await box.exec(
+            "dd if=/dev/zero of=/tmp/big bs=1M count=64 2>&1; du -k /tmp/big", timeout_sec=120
+        )
+        await box.exec("rm -f /tmp/big")
+        flooded = await box.exec(FLOOD, timeout_sec=120)
+        alive = container_running(box)
+        mounted = mounted_on(layer)
+    finally:
+        await box.close()
+    assert box.ref.handle["layer_cap"].startswith("ext4 of 16 MB"), box.ref.handle
+    assert int(seen.stdout.split()[1]) <= 16 * 1024, f"the sandbox sees {seen.stdout!r}"
+    assert "No space left on device" in wrote.stdout, wrote.stdout
+    assert int(wrote.stdout.split()[-2]) <= 16 * 1024, f"past the cap: {wrote.stdout!r}"
+    assert "No space left on device" in flooded.stdout, flooded.stdout
+    assert int(flooded.stdout.split()[-1]) <= 16 * 1024 * 1024 // 16_384, flooded.stdout
+    assert alive, "the sandbox was stopped: a full disk should fail the write, not the sandbox"
+    assert mounted == ["ext4"], f"the layer folder {layer} has {mounted} mounted on it"
+    assert not mounted_on(layer) and not layer.exists(), f"{layer} left behind after removal"
+
+
+async def test_reservation_refused_and_measured_cap_where_no_filesystem_can_be_made(
+    engine_ready, monkeypatch
+):
+    """Where the layer cannot have a filesystem of its own (a remote engine, not root), the cap
+    is measured: 5,000 files in a 16 MB layer stop the sandbox, and fallocate (which would take
+    host disk before a measurement sees it) is refused."""
+    from autoenvscaling.tools.sandbox import layerfs
+
+    def no_loop(*_args: object) -> str:
+        raise layerfs.NotConfinedError("not root: no loop mount")
+
+    monkeypatch.setattr(layerfs, "confine", no_loop)
     box = await start_workspace(limits=SandboxLimits(memory_mb=512, pids=64, disk_mb=16))
     try:
         reserved = await box.exec("fallocate -l 6G /tmp/reserve 2>&1; du -m /tmp/reserve 2>&1")
         await box.exec("rm -f /tmp/reserve")
         try:  # the cap may stop the container under this very command
-            await box.exec(
-                'mkdir -p /tmp/flood && python3 -c "\n'
-                "for i in range(5000): open(f'/tmp/flood/{i}', 'w').close()\n\"",
-                timeout_sec=120,
-            )
+            await box.exec(FLOOD, timeout_sec=120)
         except SandboxError:
             pass
         stopped = False
@@ -100,6 +150,7 @@ async def test_layer_reservation_and_file_flood_are_stopped(engine_ready):
             await box.close()
         except SandboxError:
             pass
+    assert box.ref.handle["layer_cap"] == "measured (not root: no loop mount)", box.ref.handle
     assert "Operation not supported" in reserved.stdout, (
         f"fallocate reserved 6 GiB of host disk in one call: {reserved.stdout!r}"
     )

@@ -20,7 +20,7 @@ from typing import Any
 
 import docker.errors
 
-from autoenvscaling.tools.sandbox import archives, profile, streams
+from autoenvscaling.tools.sandbox import archives, layerfs, profile, streams
 from autoenvscaling.tools.sandbox.base import (
     Backend,
     ExecOutput,
@@ -59,6 +59,16 @@ KEEPER_USER = "2147483646:2147483646"  # KEEPER_UID below
 
 
 KEEPER_UID = 2147483646
+
+
+def _confine_layer(api: Any, container_id: str, disk_mb: int | None) -> str:
+    """What caps the writable layer: a filesystem of its own, else (saying why) measurement."""
+    if not disk_mb:
+        return "none"
+    try:
+        return layerfs.confine(api, container_id, disk_mb)
+    except layerfs.NotConfinedError as exc:
+        return f"measured ({exc})"
 
 
 def _workdir_to_root(inspected: dict[str, Any], workdir: str) -> None:
@@ -162,6 +172,7 @@ class ContainerSandbox(Sandbox):
             use_config_proxy=False,  # no proxy variables from ~/.docker/config.json
         )
         container_id = created["Id"]
+        layer_cap = await call(_confine_layer, api, container_id, limits.disk_mb)
         tie = None
         try:
             if tie_to_owner:
@@ -192,12 +203,14 @@ class ContainerSandbox(Sandbox):
                 "image": image,
                 "pidns": pidns,
                 "docker_host": engine_url("docker") if backend == "docker" else None,
+                "layer_cap": layer_cap,
             },
         )
         sandbox = cls(ref, owner=True, tie=tie)
-        from autoenvscaling.tools.sandbox.layercap import watch
+        if layer_cap.startswith("measured"):
+            from autoenvscaling.tools.sandbox.layercap import watch
 
-        watch(sandbox)
+            watch(sandbox)
         return sandbox
 
     @classmethod

@@ -1,13 +1,13 @@
-"""A cap on each container's writable layer, where the storage cannot enforce one.
+"""A measured cap on a container's writable layer, where it cannot have a filesystem of its own.
 
-`--storage-opt size=` needs overlay on XFS with project quotas; on ext4 (this kind of host) it is
-refused. So one watcher thread per process measures the upper directory of every sandbox this
-process owns (allocated blocks, so a sparse file counts for what it really uses, and entries)
+The layer is normally on an ext4 of its cap (layerfs.py). Where that cannot be made (a remote
+engine, not root), one watcher thread per process measures the upper directory of every sandbox
+this process owns (allocated blocks, so a sparse file counts for what it really uses, and entries)
 every `INTERVAL_SEC` and kills a container that is over its `disk_mb` or over one file per
 `BYTES_PER_INODE` of it. The window is what a sandbox writes in one interval: fallocate (which
 reserves any size at once) is refused in sandboxes (profile.py), so bytes grow only as fast as
-they are written. /logs is a size-capped tmpfs (profile.py), outside this measure. `mechanism()` says which
-applies here (for `doctor`).
+they are written. /logs is a size-capped tmpfs (profile.py), outside this measure. `mechanism()`
+says which applies here (for `doctor`).
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ def upper_dir(api: Any, container_id: str) -> Path | None:
 
 def mechanism(backend: Backend = "podman") -> str:
     """Which writable-layer cap applies on this machine's engine (for `doctor`)."""
+    from autoenvscaling.tools.sandbox import layerfs
     from autoenvscaling.tools.sandbox.engine import client
 
     info = client(backend).api.info()
@@ -87,9 +88,12 @@ def mechanism(backend: Backend = "podman") -> str:
         f"measured: each sandbox's upper dir is measured every {INTERVAL_SEC:g} s and the "
         "container killed at its cap (disk_mb, task.toml storage_mb)"
     )
-    if driver == "overlay" and backing == "xfs":
-        return f"{driver} on {backing}: --storage-opt size= could enforce it; {measured}"
-    return f"{measured}; the engine cannot ({driver} on {backing}: --storage-opt size= needs xfs)"
+    if driver == "overlay" and os.geteuid() == 0 and Path(layerfs.MKFS).exists():
+        return (
+            f"{driver} on {backing}: each sandbox's layer is an ext4 of its cap on a loop device "
+            f"(writes past it fail with ENOSPC); where one cannot be made, {measured}"
+        )
+    return f"{measured} ({driver} on {backing}: no loop filesystem without root and overlay)"
 
 
 def watch(sandbox: ContainerSandbox) -> None:
