@@ -48,6 +48,18 @@ for pid in sorted({1, *map(int, keeper)}):
 """
 
 
+def flood(folder: str, count: int = 5000) -> str:
+    """A command making `count` empty files in `folder`; prints the error and how many it made."""
+    return (
+        f'mkdir -p {folder} && python3 -c "\n'
+        "made = 0\n"
+        "try:\n"
+        f"    for i in range({count}): open(f'{folder}/{{i}}', 'w').close(); made += 1\n"
+        "except OSError as exc: print(exc)\n"
+        "print('made', made)\n\""
+    )
+
+
 async def test_init_and_keepalive_cannot_be_traced(engine_ready):
     box = await start_workspace(limits=SandboxLimits(memory_mb=256, pids=64))
     try:
@@ -77,17 +89,6 @@ async def test_logs_stop_at_their_cap(engine_ready):
     assert size <= cap * 1024 * 1024, f"/logs took {size} bytes past its {cap} MB cap"
 
 
-FLOOD = (
-    'mkdir -p /tmp/flood && python3 -c "\n'
-    "import os\n"
-    "made = 0\n"
-    "try:\n"
-    "    for i in range(5000): open(f'/tmp/flood/{i}', 'w').close(); made += 1\n"
-    "except OSError as exc: print(exc)\n"
-    "print('made', made)\n\""
-)
-
-
 async def test_layer_bytes_and_files_stop_at_the_cap_with_no_window(engine_ready):
     """64 MB written and 5,000 files made in a 16 MB layer: each stops at the cap with 'No space
     left on device', the sandbox lives on, and nothing is left mounted once it is removed.
@@ -103,7 +104,7 @@ async def test_layer_bytes_and_files_stop_at_the_cap_with_no_window(engine_ready
             "dd if=/dev/zero of=/tmp/big bs=1M count=64 2>&1; du -k /tmp/big", timeout_sec=120
         )
         await box.exec("rm -f /tmp/big")
-        flooded = await box.exec(FLOOD, timeout_sec=120)
+        flooded = await box.exec(flood("/tmp/flood"), timeout_sec=120)
         alive = container_running(box)
         mounted = mounted_on(layer)
     finally:
@@ -136,7 +137,7 @@ async def test_reservation_refused_and_measured_cap_where_no_filesystem_can_be_m
         reserved = await box.exec("fallocate -l 6G /tmp/reserve 2>&1; du -m /tmp/reserve 2>&1")
         await box.exec("rm -f /tmp/reserve")
         try:  # the cap may stop the container under this very command
-            await box.exec(FLOOD, timeout_sec=120)
+            await box.exec(flood("/tmp/flood"), timeout_sec=120)
         except SandboxError:
             pass
         stopped = False
@@ -156,3 +157,20 @@ async def test_reservation_refused_and_measured_cap_where_no_filesystem_can_be_m
     )
     assert stopped, "5,000 files in a 16 MB layer were never stopped"
     assert "files cap" in str(box.ref.handle.get("killed")), box.ref.handle
+
+
+async def test_a_file_flood_in_logs_is_bounded_by_the_memory_limit(engine_ready):
+    """/logs is a tmpfs (podman 4.3 refuses `nr_inodes`): its files are memory-accounted, so a
+    flood of empty files there ends at the sandbox's memory limit, not the host's RAM."""
+    box = await start_workspace(limits=SandboxLimits(memory_mb=128, pids=64))
+    try:
+        flooded = await box.exec(flood("/logs/flood", 3_000_000), timeout_sec=180)
+        memory = await box.exec(
+            "cat /sys/fs/cgroup/memory.current 2>/dev/null"
+            " || cat /sys/fs/cgroup/memory/memory.usage_in_bytes"
+        )
+    finally:
+        await box.close()
+    made = flooded.stdout.split()[-1] if "made" in flooded.stdout else None
+    assert made is None or int(made) < 3_000_000, flooded  # killed, or stopped with an error
+    assert int(memory.stdout.split()[0]) <= 128 * 1024 * 1024, memory

@@ -215,8 +215,9 @@ LOGS = "/logs"
 
 def logs_tmpfs() -> str:
     """/logs is a tmpfs of `max_download_mb` (no more can be downloaded from it anyway): its
-    bytes stop at the size, its files and pages count against the sandbox's memory limit, and
-    nothing written there reaches the host's disk."""
+    bytes stop at the size, its files and pages count against the sandbox's memory limit (tmpfs
+    inodes are memory-accounted; podman 4.3 refuses `nr_inodes`), and nothing written there
+    reaches the host's disk."""
     from autoenvscaling.tools.settings import get_settings
 
     return f"rw,nosuid,nodev,size={get_settings().max_download_mb}m,mode=0755"
