@@ -57,7 +57,8 @@ def confine(api: Any, container_id: str, disk_mb: int) -> str:
             "-E", "lazy_itable_init=1,nodiscard", "-d", str(layer), str(backing),
         )  # fmt: skip
         # noinit_itable: the backing file reads as zeros, nothing to zero in the background.
-        _run(MOUNT, "-t", "ext4", "-o", "loop,nosuid,nodev,noinit_itable", str(backing), str(layer))
+        options = "loop,nosuid,nodev,noinit_itable"
+        _run(MOUNT, "-t", "ext4", "-o", options, str(backing), str(layer), tries=3)
         os.chmod(layer, mode)
     except (OSError, subprocess.SubprocessError, NotConfinedError) as exc:
         raise NotConfinedError(f"loop filesystem not made: {exc}") from exc
@@ -66,10 +67,16 @@ def confine(api: Any, container_id: str, disk_mb: int) -> str:
     return f"ext4 of {disk_mb} MB on a loop device"
 
 
-def _run(*argv: str) -> None:
-    done = subprocess.run(argv, capture_output=True, text=True, env=FIXED_ENV, timeout=60)
-    if done.returncode != 0:
-        raise NotConfinedError(f"{Path(argv[0]).name}: {(done.stderr or done.stdout).strip()}")
+def _run(*argv: str, tries: int = 1) -> None:
+    """Run a host tool; `tries` > 1 for a mount, which can lose a free loop device to another
+    process setting one up at the same moment."""
+    for attempt in range(tries):
+        done = subprocess.run(argv, capture_output=True, text=True, env=FIXED_ENV, timeout=60)
+        if done.returncode == 0:
+            return
+        if attempt == tries - 1:
+            why = (done.stderr or done.stdout).strip()
+            raise NotConfinedError(f"{Path(argv[0]).name}: {why}")
 
 
 def _remove_leftovers(folder: Path) -> None:
