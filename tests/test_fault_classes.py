@@ -427,10 +427,8 @@ def _refusing_client(*_args, **_kwargs):
     raise EngineUnavailableError("injected fault: the podman service stopped answering")
 
 
-def test_grpo_episode_that_fills_its_disk_is_scored_zero(engine_ready, tmp_path):
-    """Past the writable-layer cap the sandbox is stopped by our limit, not by the engine: the
-    policy's own doing, scored 0 like any attempt that leaves nothing right — never dropped as
-    infrastructure, which would spare it the 0."""
+def _fill_the_disk(tmp_path, measured: bool):
+    """A GRPO episode that writes hello.txt right, then 320 MB into a 64 MB layer."""
     from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
     from autoenvscaling.training.grpo.sandboxes import task_starter
 
@@ -444,13 +442,38 @@ def test_grpo_episode_that_fills_its_disk_is_scored_zero(engine_ready, tmp_path)
         episode = TaskEpisode(loop, task_starter("podman"), EpisodeConfig())
         episode.reset(task_dir=str(task))
         episode.run("echo hello > /app/hello.txt")
-        fill = "for i in $(seq 1 40); do head -c 8M /dev/urandom > /tmp/fill.$i; done; sleep 30"
+        fill = "for i in $(seq 1 40); do head -c 8M /dev/urandom > /tmp/fill.$i || break; done"
+        if measured:  # the measured cap stops the sandbox within a second of the overrun
+            fill += "; sleep 30"
         answers = [episode.run(fill, timeout_sec=25)] + [episode.run("ls /app") for _ in range(2)]
-        record = loop.run(episode._finish())
-        assert (record.reward, record.fault) == (0.0, None), (record, answers)
-        assert "disk_mb" in (record.error or ""), record
+        return loop.run(episode._finish()), answers
     finally:
         loop.stop()
+
+
+def test_grpo_episode_that_fills_its_disk_goes_on_and_is_scored(engine_ready, tmp_path):
+    """The layer is a filesystem of its cap: the writes past it fail with ENOSPC, the episode
+    goes on and its verifier scores the work (right here: 1.0) — never dropped as
+    infrastructure."""
+    record, answers = _fill_the_disk(tmp_path, measured=False)
+    assert "No space left on device" in answers[0], answers
+    assert "hello.txt" in answers[1], answers
+    assert (record.reward, record.fault, record.error) == (1.0, None, None), (record, answers)
+
+
+def test_grpo_episode_stopped_by_a_measured_cap_is_scored_zero(engine_ready, tmp_path, monkeypatch):
+    """Where the cap is measured, the sandbox is stopped by our limit, not by the engine: the
+    policy's own doing, scored 0 like any attempt that leaves nothing right — never dropped as
+    infrastructure, which would spare it the 0."""
+    from autoenvscaling.tools.sandbox import layerfs
+
+    def measured(*_args: object) -> str:
+        raise layerfs.NotConfinedError("test: the measured cap")
+
+    monkeypatch.setattr(layerfs, "confine", measured)
+    record, answers = _fill_the_disk(tmp_path, measured=True)
+    assert (record.reward, record.fault) == (0.0, None), (record, answers)
+    assert "disk_mb" in (record.error or ""), record
 
 
 def test_grpo_episode_whose_tests_hang_is_the_tasks_fault(engine_ready, tmp_path):

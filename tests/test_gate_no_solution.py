@@ -41,3 +41,24 @@ def test_without_an_oracle_to_run_the_solution_stays_optional(tmp_path):
     assert lint_task(task).ok  # Harbor's format: a task may ship no solution
     assert not lint_task(task, needs_solution=True).ok
     assert [f.rule for f in lint_task(task, needs_solution=True).errors] == ["no-solution"]
+
+
+async def test_a_solution_that_fills_its_disk_is_told_about_storage_mb(tmp_path):
+    """The writable layer is a filesystem of storage_mb: a solution that writes past it fails
+    with ENOSPC and scores 0. The verdict says why (the cap, not the logic), from the
+    solution's own output, which the proposer never sees otherwise."""
+    task = tmp_path / "word-count"
+    shutil.copytree(FIXTURES / "good_task", task)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("storage_mb = 2048", "storage_mb = 64"))
+    solve = task / "solution" / "solve.sh"
+    lines = solve.read_text().splitlines()
+    solve.write_text(
+        "\n".join([*lines[:2], "head -c 100M /dev/zero > /app/scratch.bin", *lines[2:]])
+    )
+    verdict = await validate_task(task, GateConfig(repeat=1), skip=("calibrate", "dedup"))
+    assert not verdict.admitted and verdict.stage == "oracle", verdict.summary()
+    assert verdict.proposer_reward == -1.0
+    assert "No space left on device" in verdict.reason and "storage_mb" in verdict.reason, (
+        verdict.reason
+    )

@@ -15,7 +15,7 @@ from autoenvscaling.tools.gate.results import StageResult, excerpt
 from autoenvscaling.tools.sandbox.base import BuildError, SandboxError
 from autoenvscaling.tools.tasks.format import load_task
 from autoenvscaling.tools.trials.faults import TrialFailure, trial_failure
-from autoenvscaling.tools.trials.trial import TrialOutcome
+from autoenvscaling.tools.trials.trial import DISK_FULL, TrialOutcome
 
 Prior = Mapping[StageName, StageResult]
 
@@ -188,8 +188,18 @@ async def oracle(task: Path, config: GateConfig, prior: Prior) -> StageResult:
         outcome,
         f"the oracle scored {outcome.reward:g}, not exactly 1.0 (in all "
         f"{len(reruns) + 1} runs): solution/solve.sh does not pass tests/ (fix the solution, "
-        "or the tests if they check the wrong thing)",
+        f"or the tests if they check the wrong thing){_disk_full_hint(outcome)}",
         details,
+    )
+
+
+def _disk_full_hint(outcome: TrialOutcome) -> str:
+    """Advice when the solution's own output says it filled its disk: the cap, not the logic."""
+    if not outcome.disk_full:
+        return ""
+    return (
+        f"; solve.sh printed '{DISK_FULL}': it filled the writable layer, whose size is "
+        "[environment] storage_mb (raise it, or write less)"
     )
 
 

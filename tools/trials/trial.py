@@ -77,6 +77,11 @@ class TrialOutcome(BaseModel):
         description="Whether Harbor got as far as setting up the agent; None when the trial "
         "raised before Harbor could say (a task it cannot load, the wall-time cap).",
     )
+    disk_full: bool = Field(
+        default=False,
+        description="The agent's output says a write failed for lack of space: it filled the "
+        "writable layer, a filesystem of the task's storage_mb.",
+    )
     start_retries: int = Field(
         default=0,
         description="How many times the trial was run again because its sandbox did not start "
@@ -88,6 +93,8 @@ class TrialOutcome(BaseModel):
 MAX_ARTIFACT_BYTES = 1_000_000
 #: Longest a trial may take, whatever its task's timeouts say.
 MAX_TRIAL_SEC = 1800.0
+#: What a write past the writable layer's cap prints (the layer is a filesystem of that size).
+DISK_FULL = "No space left on device"
 #: Fresh tries after a sandbox that did not start (see the module's docstring).
 START_RETRIES = 1
 
@@ -259,6 +266,7 @@ async def run_trial(
         "agent_metadata": (result.agent_result.metadata or {}) if result.agent_result else {},
         "work_skipped": work_skipped(trial_path),
         "agent_started": result.agent_setup is not None or result.agent_execution is not None,
+        "disk_full": any(DISK_FULL in _tail(log) for log in (trial_path / "agent").glob("*.txt")),
     }
     if problem and not result.exception_info:
         update["error"] = f"RewardOutOfRangeError: {problem}"
