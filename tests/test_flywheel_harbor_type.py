@@ -100,6 +100,7 @@ def policy(files: dict[str, str]) -> Callable[[Sequence[BaseMessage]], AIMessage
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # Harbor's podman type under the parallel tier's load: see the Makefile
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("kind", ["exec-only-podman", "harbor:podman"])
 async def test_one_flywheel_round_on_a_harbor_type(kind, engine_ready, tmp_path, monkeypatch):

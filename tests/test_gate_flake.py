@@ -86,3 +86,32 @@ async def test_a_task_working_in_the_root_is_never_emptied(engine_ready, tmp_pat
     result = await run_stage("repeat", task, GateConfig(repeat=1, trial_concurrency=2))
     assert result.passed, result.reason
     assert result.details["verifier_only_rewards"] == [] and result.details["verifier_runs"] == 2
+
+
+async def test_a_rerun_without_a_reward_in_a_stopped_sandbox_is_the_machines_failure():
+    """Seen in CI on Harbor's podman type: the container stopped between verifier-only reruns
+    and five "no reward" runs rejected a sound verifier as flaky. A rerun without a reward now
+    asks whether the sandbox still runs; a stopped one fails the trial as infrastructure."""
+    from harbor.environments.base import ExecResult
+
+    from autoenvscaling.tools.gate.flake import SandboxStoppedError, _still_running
+    from autoenvscaling.tools.trials.faults import trial_failure
+    from autoenvscaling.tools.trials.trial import TrialOutcome
+
+    class Env:
+        def __init__(self, code: int) -> None:
+            self.code = code
+
+        async def exec(self, command: str, **_kwargs: object) -> ExecResult:
+            gone = "Error: can only create exec sessions on running containers"
+            return ExecResult(stdout="", stderr=gone if self.code else "", return_code=self.code)
+
+    await _still_running(Env(0), "FAIL")  # running: the missing reward is the verifier's
+    with pytest.raises(SandboxStoppedError, match="can only create exec sessions") as raised:
+        await _still_running(Env(125), "")
+    outcome = TrialOutcome(
+        task="t", task_name="t", agent="rerun", backend="harbor:podman", reward=None,
+        error=f"SandboxStoppedError: {raised.value}", error_kind="agent",
+    )  # fmt: skip
+    found = trial_failure(outcome, actor="reference")
+    assert found is not None and not found.task_fault, found

@@ -95,6 +95,20 @@ async def run_tests_here(
     return float(value), result.stdout or ""
 
 
+class SandboxStoppedError(RuntimeError):
+    """The sandbox stopped under the reruns: the machine's failure, never the verifier's."""
+
+
+async def _still_running(env: BaseEnvironment, output: str) -> None:
+    """A rerun without a reward counts against the verifier only if the sandbox still runs
+    (seen on Harbor's podman type under load: the container stopped between reruns, and five
+    "no reward" runs rejected a sound verifier as flaky)."""
+    alive = await env.exec("true", user="root", timeout_sec=60)
+    if alive.return_code != 0:
+        why = (alive.stderr or alive.stdout or output or "").strip()[-300:]
+        raise SandboxStoppedError(f"the sandbox stopped during the verifier-only reruns: {why}")
+
+
 class VerifierRerunAgent(OracleAgent):
     """Harbor's oracle, then `reruns` verifier-only runs on its saved work (see module doc)."""
 
@@ -155,6 +169,8 @@ class VerifierRerunAgent(OracleAgent):
                 reward, output = await run_tests_here(
                     env, verifier, min(verifier.timeout_sec, self.budget_sec), 600
                 )
+                if reward is None:
+                    await _still_running(env, output)
                 rewards.append(reward)
                 outputs.append(output)
                 longest = max(longest, time.monotonic() - begun)
