@@ -88,10 +88,11 @@ async def test_a_task_working_in_the_root_is_never_emptied(engine_ready, tmp_pat
     assert result.details["verifier_only_rewards"] == [] and result.details["verifier_runs"] == 2
 
 
-async def test_a_rerun_without_a_reward_in_a_stopped_sandbox_is_the_machines_failure():
+async def test_a_rerun_without_a_reward_in_a_stopped_sandbox_says_so():
     """Seen in CI on Harbor's podman type: the container stopped between verifier-only reruns
-    and five "no reward" runs rejected a sound verifier as flaky. A rerun without a reward now
-    asks whether the sandbox still runs; a stopped one fails the trial as infrastructure."""
+    and five "no reward" runs read as a flaky verifier. A rerun without a reward now asks
+    whether the sandbox still runs; a stopped one fails the trial with that reason, the task's
+    fault (only its tests ran there: see the attack below)."""
     from harbor.environments.base import ExecResult
 
     from autoenvscaling.tools.gate.flake import SandboxStoppedError, _still_running
@@ -114,4 +115,21 @@ async def test_a_rerun_without_a_reward_in_a_stopped_sandbox_is_the_machines_fai
         error=f"SandboxStoppedError: {raised.value}", error_kind="agent",
     )  # fmt: skip
     found = trial_failure(outcome, actor="reference")
-    assert found is not None and not found.task_fault, found
+    assert found is not None and found.task_fault and "stopped" in found.describe(), found
+
+
+@pytest.mark.slow
+async def test_a_task_that_stops_its_sandbox_in_the_reruns_is_rejected_not_unjudged(tmp_path):
+    """Attack: tests/test.sh ends every process when it sees the reruns' snapshot, so the
+    container stops there. Had a stopped sandbox been the machine's failure, the task would
+    leave the gate "not judged" with no reward instead of its -1."""
+    task = tmp_path / "word-count"
+    shutil.copytree(FIXTURES / "good_task", task)
+    test_sh = task / "tests" / "test.sh"
+    lines = test_sh.read_text().splitlines()
+    attack = "[ -f /tmp/.aes-flake-work.tar ] && kill -KILL -1"
+    test_sh.write_text("\n".join([lines[0], attack, *lines[1:]]) + "\n")
+    verdict = await validate_task(task, GateConfig(repeat=1), skip=("calibrate", "dedup"))
+    assert verdict.stage == "repeat" and not verdict.admitted, verdict.summary()
+    assert verdict.proposer_reward == -1.0 and not verdict.infrastructure_error, verdict.summary()
+    assert "stopped" in verdict.reason, verdict.reason

@@ -96,16 +96,22 @@ async def run_tests_here(
 
 
 class SandboxStoppedError(RuntimeError):
-    """The sandbox stopped under the reruns: the machine's failure, never the verifier's."""
+    """The sandbox stopped under the reruns. Only the task's own tests ran there, so it is the
+    task's fault (faults.TASK_FAULTS), as a sandbox a policy stops is the policy's: calling it
+    the machine's would let a task dodge its rejection by ending its own container."""
 
 
 async def _still_running(env: BaseEnvironment, output: str) -> None:
-    """A rerun without a reward counts against the verifier only if the sandbox still runs
-    (seen on Harbor's podman type under load: the container stopped between reruns, and five
-    "no reward" runs rejected a sound verifier as flaky)."""
-    alive = await env.exec("true", user="root", timeout_sec=60)
-    if alive.return_code != 0:
-        why = (alive.stderr or alive.stdout or output or "").strip()[-300:]
+    """A rerun without a reward in a sandbox that no longer runs is not a flaky verifier but a
+    stopped sandbox, and the verdict says so (seen on Harbor's podman type under load: the
+    container stopped between reruns, and five "no reward" runs read as flakiness)."""
+    try:
+        alive = await env.exec("true", user="root", timeout_sec=60)
+        code, why = alive.return_code, alive.stderr or alive.stdout or output or ""
+    except Exception as exc:  # noqa: BLE001 - our engines raise once the container is gone
+        code, why = -1, str(exc)
+    if code != 0:
+        why = why.strip()[-300:]
         raise SandboxStoppedError(f"the sandbox stopped during the verifier-only reruns: {why}")
 
 
@@ -156,32 +162,41 @@ class VerifierRerunAgent(OracleAgent):
         await env.upload_dir(self.task_path / "tests", "/tests")
         started = time.monotonic()
         longest = 0.0
+        stopped = False
         try:
             for _ in range(self.reruns):
                 if time.monotonic() - started + longest > self.budget_sec:
                     break
                 begun = time.monotonic()
-                await root_sh(
-                    env,
-                    f"find {workdir} -mindepth 1 -delete 2>/dev/null; tar -C {workdir} -xf "
-                    f"{_SNAPSHOT}; rm -f /logs/verifier/reward.txt /logs/verifier/reward.json",
-                )
-                reward, output = await run_tests_here(
-                    env, verifier, min(verifier.timeout_sec, self.budget_sec), 600
-                )
+                try:
+                    await root_sh(
+                        env,
+                        f"find {workdir} -mindepth 1 -delete 2>/dev/null; tar -C {workdir} -xf "
+                        f"{_SNAPSHOT}; rm -f /logs/verifier/reward.txt /logs/verifier/reward.json",
+                    )
+                    reward, output = await run_tests_here(
+                        env, verifier, min(verifier.timeout_sec, self.budget_sec), 600
+                    )
+                except Exception as exc:  # our engines raise once the container is gone
+                    await _still_running(env, str(exc))
+                    raise
                 if reward is None:
                     await _still_running(env, output)
                 rewards.append(reward)
                 outputs.append(output)
                 longest = max(longest, time.monotonic() - begun)
+        except SandboxStoppedError:
+            stopped = True
+            raise
         finally:
             # Harbor's own verifier then judges the oracle's work, as in any oracle trial.
-            await root_sh(
-                env,
-                f"find {workdir} -mindepth 1 -delete 2>/dev/null; tar -C {workdir} -xf "
-                f"{_SNAPSHOT}; rm -rf /tests {_SNAPSHOT} /tmp/.aes-tests-out "
-                "/logs/verifier/reward.txt /logs/verifier/reward.json",
-            )
+            if not stopped:
+                await root_sh(
+                    env,
+                    f"find {workdir} -mindepth 1 -delete 2>/dev/null; tar -C {workdir} -xf "
+                    f"{_SNAPSHOT}; rm -rf /tests {_SNAPSHOT} /tmp/.aes-tests-out "
+                    "/logs/verifier/reward.txt /logs/verifier/reward.json",
+                )
         odd = next((o for r, o in zip(rewards, outputs, strict=True) if r != 1.0), "")
         context.metadata = {
             **(context.metadata or {}),

@@ -59,6 +59,8 @@ TASK_FAULTS: dict[str, str] = {
     '{"reward": <number>}',
     "RewardOutOfRangeError": "tests/test.sh wrote an unusable reward: it must be a finite "
     "number in [0, 1] (1 when every check passes, 0 otherwise, or the fraction passed)",
+    "SandboxStoppedError": "the sandbox stopped while tests/test.sh ran again on the oracle's "
+    "work (the gate's verifier-only reruns): the tests, or what they left running, ended it",
     "TrialWallTimeError": "the trial ran past the gate's wall-time cap (GateConfig.max_trial_sec) "
     "whatever task.toml allows: solution/solve.sh or tests/test.sh hangs or is far too slow",
 }
