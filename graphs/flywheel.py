@@ -54,7 +54,7 @@ from autoenvscaling.tools.report.run_report import load_history, round_markdown,
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.run_dir import RunDir
 from autoenvscaling.tools.sandbox.harbor_backends import check_stages
-from autoenvscaling.tools.tasks.pool import Pool, PoolEntry
+from autoenvscaling.tools.tasks.pool import BandDecision, Pool, PoolEntry, band_decision
 
 REPO_SEED = Path(__file__).resolve().parents[1] / "tasks" / "seed"
 
@@ -132,12 +132,6 @@ def _timed(state: FlywheelState, stage: str, started: float) -> dict[str, float]
 def min_valid(attempts: int) -> int:
     """Attempts that must finish without infrastructure failure before a mean means anything."""
     return max(1, (attempts + 1) // 2)
-
-
-#: Valid samples (attempts that reached a verdict) a pool task needs before the refresh may
-#: retire it: verifiers are binary, so one sample says 0 or 1 and nothing about where the task
-#: lies in the band. With fewer it is measured (its history keeps the count) but stays.
-RETIRE_MIN_SAMPLES: Final = 2
 
 
 def refresh_window(entries: list[PoolEntry], round_: int, limit: int) -> list[PoolEntry]:
@@ -480,7 +474,7 @@ async def refresh(
     entries = refresh_window(pool.entries("active"), round_, ctx.refresh_limit)
     attempt = _attempter(ctx, run, state["run_id"], round_, policy, solver_graph)
     unmeasured: list[str] = []
-    undecided: dict[str, int] = {}  # task id: valid samples, too few to retire on
+    undecided: dict[str, BandDecision] = {}  # out of the band by the mean alone: kept
 
     async def measure(entry: PoolEntry) -> None:
         results = await asyncio.gather(
@@ -494,18 +488,13 @@ async def refresh(
             # Too few attempts reached a verdict: the task stays exactly as it was.
             unmeasured.append(entry.task_id)
             return
-        updated = pool.record_eval(entry.task_id, round_, rewards)
-        if len(rewards) < RETIRE_MIN_SAMPLES:
-            # Measured, not decided: the task stays whatever its one binary verdict said.
-            undecided[entry.task_id] = len(rewards)
-            return
-        mean = updated.last_mean or 0.0
-        if not ctx.band_low <= mean <= ctx.band_high:
-            pool.retire(
-                entry.task_id,
-                round_,
-                f"solver mean reward {mean:.2f} left the band [{ctx.band_low}, {ctx.band_high}]",
-            )
+        pool.record_eval(entry.task_id, round_, rewards)
+        # Retired only when its whole 95% interval lies outside the band (tools/stats.py).
+        decision = band_decision(rewards, (ctx.band_low, ctx.band_high))
+        if decision.retire:
+            pool.retire(entry.task_id, round_, decision.reason())
+        elif decision.pending:  # out of the band by its mean, not by its interval: kept
+            undecided[entry.task_id] = decision
 
     # Every task at once: `concurrency` bounds the trials in flight, not one task after another.
     await asyncio.gather(*(measure(entry) for entry in entries))
@@ -517,12 +506,9 @@ async def refresh(
         )
     if undecided:
         notes.append(
-            f"{len(undecided)} pool task(s) measured but undecided, kept: fewer than "
-            f"{RETIRE_MIN_SAMPLES} valid samples, too few to retire on ("
-            + ", ".join(
-                f"{task}: {n} valid of {ctx.refresh_attempts}"
-                for task, n in sorted(undecided.items())
-            )
+            f"{len(undecided)} pool task(s) measured but undecided, kept: out of the band by "
+            "their mean, not by their 95% interval ("
+            + "; ".join(f"{task}: {d.reason()}" for task, d in sorted(undecided.items()))
             + ")"
         )
     if ctx.heldout_dir and Path(ctx.heldout_dir).exists():
@@ -547,7 +533,7 @@ async def refresh(
         policy=f"{policy.model} ({policy.version})",
     )
     metrics.notes += notes
-    metrics.pool_undecided = dict(sorted(undecided.items()))
+    metrics.pool_undecided = {task: d.rate.n for task, d in sorted(undecided.items())}
     metrics.served = served_checkpoints(ctx, policy)
     metrics.decontamination = decontamination_status(ctx)
     metrics.heldout_configured = bool(ctx.heldout_dir)

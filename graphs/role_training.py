@@ -146,8 +146,38 @@ async def train_solver(
             "reason": "no base_model (HF weights of the policy) configured: training needs "
             "the policy's weights; the policy is unchanged"
         }, None
-    job = TrainJob(
-        job_id=f"{state['run_id']}-r{round_:02d}",
+    job = solver_job(ctx, run, state["run_id"], round_, policy, admitted, replay)
+    summary, checkpoint = await _train(
+        "solver", TRLGRPOBackend, job, run, round_, {}, lambda r: _solver_report(r, admitted)
+    )
+    if checkpoint is None:
+        return summary, None
+    served, new = await serve_checkpoint(ctx, run, checkpoint, policy)
+    summary.update(served)
+    return summary, new
+
+
+def round_seed(round_: int) -> int:
+    """The training seed of round `round_`: TRL's sampling and the replay shuffle
+    (`plan_steps`) differ each round, so successive rounds neither draw the same rollouts nor
+    replay the pool in the same order."""
+    return round_
+
+
+def solver_job(
+    ctx: FlywheelContext,
+    run: RunDir,
+    run_id: str,
+    round_: int,
+    policy: Policy,
+    admitted: list[str],
+    replay: list[str],
+) -> TrainJob:
+    """The solver's GRPO job of round `round_` on pool tasks `admitted` + `replay`."""
+    pool = Pool(run.pool)
+    assert ctx.base_model  # train_solver says why there is no job without one
+    return TrainJob(
+        job_id=f"{run_id}-r{round_:02d}",
         base_model=ctx.base_model,
         parent=_parent(run, policy),
         task_dirs=[pool.path(t) for t in admitted],
@@ -157,19 +187,12 @@ async def train_solver(
             num_generations=ctx.num_generations,
             tasks_per_step=min(ctx.train_tasks_per_step, max(1, len(admitted) + len(replay))),
             **solver_episode(ctx),  # a training episode is a served episode
+            seed=round_seed(round_),
             trl_config=ctx.train_trl_config,
         ),
         work_dir=run.root / "train" / f"r{round_:02d}",
         sandbox_backend=ctx.backend,
     )
-    summary, checkpoint = await _train(
-        "solver", TRLGRPOBackend, job, run, round_, {}, lambda r: _solver_report(r, admitted)
-    )
-    if checkpoint is None:
-        return summary, None
-    served, new = await serve_checkpoint(ctx, run, checkpoint, policy)
-    summary.update(served)
-    return summary, new
 
 
 def _solver_report(result: TrainResult, admitted: list[str]) -> dict[str, Any]:
@@ -181,6 +204,9 @@ def _solver_report(result: TrainResult, admitted: list[str]) -> dict[str, Any]:
         "groups_without_reward_variance": result.groups_dropped_no_variance,
         "seconds": round(result.duration_sec, 1),
         **{k: v for k, v in result.metrics.items() if isinstance(v, int | float | str)},
+        # What the update did to behaviour (rewarded / penalised logp before -> after, probe KL);
+        # param_change_l2 above is a diagnostic of the optimizer, not a measure of learning.
+        **(result.behaviour.summary() if result.behaviour else {}),
         "episode": result.metrics.get("episode"),  # what TRL ran, from the served budgets
         "step_tasks": steps,
         "admitted_trained": sorted({t for step in steps for t in step} & set(admitted)),
@@ -256,7 +282,11 @@ async def train_proposer(
         parent=_parent(run, policy),
         groups=plan.groups,
         group_size=plan.group_size,
-        hyper=TrainHyperParams(steps=ctx.proposer_train_steps, trl_config=ctx.proposer_trl_config),
+        hyper=TrainHyperParams(
+            steps=ctx.proposer_train_steps,
+            seed=round_seed(round_),
+            trl_config=ctx.proposer_trl_config,
+        ),
         temperature=plan.temperature or DEFAULT_TEMPERATURE,
         work_dir=work,
     )

@@ -119,6 +119,13 @@ async def test_two_grpo_steps_publish_a_checkpoint(trained, tiny_model) -> None:
     # The parameters changed: LoRA's B matrices start at zero, and the trainer measured the step.
     assert result.metrics["param_change_l2"] > 0
     assert _adapter_b_norm(ckpt.path) > 0
+    # What the update did to behaviour, measured in the worker (training/grpo/behaviour.py):
+    # every step's rewarded / penalised completions before and after it, the probe set's KL.
+    behaviour = result.behaviour
+    assert behaviour is not None and [s.step for s in behaviour.steps] == [1, 2]
+    assert behaviour.rewarded is not None and behaviour.penalised is not None, behaviour
+    assert behaviour.probe_kl is not None and behaviour.probe_kl > 0
+    assert ckpt.metrics["behaviour"] == behaviour.model_dump()
     # Episodes really ran in sandboxes: the policy called bash, verifiers scored partial credit.
     rewards = [r for e in events if e.stage == "rewards" for r in e.metrics["rewards"]]
     assert len(rewards) == 16 and len(set(rewards)) > 1

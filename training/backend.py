@@ -102,6 +102,12 @@ class TrainHyperParams(BaseModel):
     torch_threads: int | None = Field(
         default=None, description="torch.set_num_threads in the worker (CPU)."
     )
+    measure_behaviour: bool = Field(
+        default=True,
+        description="Measure what the update did to the policy's behaviour (`Behaviour`): one "
+        "more forward pass without gradient per rollout before and after each step, and the "
+        "probe set's KL at the job's start and end.",
+    )
     trl_config: dict[str, Any] = Field(
         default_factory=dict,
         description="Any fields of the trainer's TRL config (GRPOConfig, SFTConfig), over ours: "
@@ -173,6 +179,69 @@ class TrainJob(BaseModel):
         return self
 
 
+class LogpShift(BaseModel):
+    """Completions' mean log-probability per token under the policy before and after an update:
+    the same tokens after the same prompts, scored by the trainer's model at the sampling
+    temperature. Only the policy's own tokens count (tool output is not)."""
+
+    before: float
+    after: float
+    tokens: int = Field(ge=0, description="Tokens averaged over (each token weighs the same).")
+    completions: int = Field(ge=0)
+
+    @property
+    def change(self) -> float:
+        return self.after - self.before
+
+    def __str__(self) -> str:
+        return f"{self.before:.4f} -> {self.after:.4f} ({self.change:+.4f}, {self.completions} c.)"
+
+
+class BehaviourStep(BaseModel):
+    """One optimizer step: what it rewarded (advantage > 0) and penalised (advantage < 0);
+    None where the step had no such completion (a group without reward variance has neither)."""
+
+    step: int
+    rewarded: LogpShift | None = None
+    penalised: LogpShift | None = None
+
+
+class Behaviour(BaseModel):
+    """What a training job did to the policy's behaviour (training/grpo/behaviour.py).
+
+    Learning shows as `rewarded.change > 0` and `penalised.change < 0`: the update made what it
+    rewarded more likely and what it penalised less likely. `probe_kl` is how far the policy
+    moved on a fixed probe set (training/grpo/probe.json) from the checkpoint the job started
+    from: 0.0 when nothing changed, whatever the optimizer's step size."""
+
+    steps: list[BehaviourStep] = Field(default_factory=list)
+    rewarded: LogpShift | None = Field(
+        default=None, description="Every step's rewarded tokens, each before/after its step."
+    )
+    penalised: LogpShift | None = None
+    probe_kl: float | None = Field(
+        default=None, ge=0, description="Mean per-token KL(after || start) on the probe set."
+    )
+    probe_tokens: int = 0
+    temperature: float = Field(default=1.0, gt=0, description="The policy's, as TRL scores it.")
+
+    def line(self) -> str:
+        """The round report's behaviour line."""
+        kl = "n/a" if self.probe_kl is None else f"{self.probe_kl:.3g}"
+        return (
+            f"rewarded logp {self.rewarded or 'n/a'}; penalised logp {self.penalised or 'n/a'}; "
+            f"KL to the previous checkpoint on the probe set {kl} ({self.probe_tokens} tokens)"
+        )
+
+    def summary(self) -> dict[str, float | str | None]:
+        """Flat numbers for the round's metrics (`training`), and the line."""
+        out: dict[str, float | str | None] = {"behaviour": self.line(), "probe_kl": self.probe_kl}
+        for name, shift in (("rewarded", self.rewarded), ("penalised", self.penalised)):
+            out[f"{name}_logp_before"] = shift.before if shift else None
+            out[f"{name}_logp_after"] = shift.after if shift else None
+        return out
+
+
 class TrainResult(BaseModel):
     """What came out of a job. `checkpoint` is None when nothing was learned, with `reason` saying why."""
 
@@ -189,6 +258,9 @@ class TrainResult(BaseModel):
     )
     duration_sec: float = 0.0
     log_path: Path | None = None
+    behaviour: Behaviour | None = Field(
+        default=None, description="What the update did to behaviour; None: not measured."
+    )
 
 
 class TrainProgress(BaseModel):

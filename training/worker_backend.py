@@ -188,10 +188,13 @@ class WorkerBackend:
             steps_done=worker.steps_done,
             reason=worker.reason,
             log_path=log_path,
+            behaviour=worker.behaviour,
             **groups,
         )
         if worker.weights_dir:
             manifest = {k: v for k, v in metrics.items() if k not in ("log_history", "step_tasks")}
+            if worker.behaviour is not None:
+                manifest["behaviour"] = worker.behaviour.model_dump()
             result.checkpoint = self.registry.publish(
                 Path(worker.weights_dir),
                 base_model=worker.base_model,

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from autoenvscaling.training.backend import TrainingError, TrainJob, TrainProgress
+from autoenvscaling.training.backend import Behaviour, TrainingError, TrainJob, TrainProgress
 from autoenvscaling.training.policy import CheckpointKind
 
 EVENT_PREFIX = "@@aes "
@@ -65,6 +65,7 @@ class WorkerResult(BaseModel):
     step_tasks: list[list[str]] = Field(
         default_factory=list, description="Task folders each optimizer step trained on."
     )
+    behaviour: Behaviour | None = None
 
 
 # -- parent side -------------------------------------------------------------------------------

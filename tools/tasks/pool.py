@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.stats import Rate, Verdict, band_verdict, rate, samples_to_decide
 from autoenvscaling.tools.tasks.snapshot import content_hash
 
 Status = Literal["active", "retired"]
@@ -161,6 +162,52 @@ class Pool:
                 continue
             added += 1
         return added
+
+
+class BandDecision(BaseModel):
+    """What one refresh's samples say about a pool task against the difficulty band
+    (tools/stats.py: retire only when the whole 95% interval lies outside the band)."""
+
+    rate: Rate
+    verdict: Verdict
+    band: tuple[float, float]
+    samples_to_decide: int | None = Field(
+        default=None,
+        description="Total samples at which the observed rate, if it held, would retire the "
+        "task; None when the rate lies in the band (more samples could only confirm it).",
+    )
+
+    @property
+    def retire(self) -> bool:
+        return self.verdict in ("too_hard", "too_easy")
+
+    @property
+    def pending(self) -> bool:
+        """The observed rate lies outside the band but the interval does not: kept, unproven."""
+        return not self.retire and not self.band[0] <= self.rate.mean <= self.band[1]
+
+    def reason(self) -> str:
+        low, high = self.band
+        side = "below" if self.verdict == "too_hard" else "above"
+        if self.retire:
+            return f"solver success {self.rate} lies wholly {side} the band [{low:g}, {high:g}]"
+        more = (
+            f"; {self.samples_to_decide - self.rate.n} more sample(s) at this rate would decide"
+            if self.samples_to_decide is not None
+            else ""
+        )
+        return f"solver success {self.rate} overlaps the band [{low:g}, {high:g}]: kept{more}"
+
+
+def band_decision(rewards: list[float], band: tuple[float, float]) -> BandDecision:
+    """The retirement rule of the refresh: the interval of `rewards` against `band`."""
+    measured = rate(rewards)
+    return BandDecision(
+        rate=measured,
+        verdict=band_verdict(measured, band),
+        band=band,
+        samples_to_decide=samples_to_decide(measured, band),
+    )
 
 
 def _copy_task(source: Path, tmp: Path) -> None:

@@ -255,6 +255,7 @@ def run(job: TrainJob) -> WorkerResult:
     from trl.trainer.grpo_config import GRPOConfig
     from trl.trainer.grpo_trainer import EnvironmentFactory, GRPOTrainer
 
+    from autoenvscaling.training.grpo.behaviour import BehaviourRecorder, measured
     from autoenvscaling.training.grpo.desktop_episode import EPISODES
     from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
     from autoenvscaling.training.grpo.heap import trim_heap_between_passes
@@ -318,7 +319,10 @@ def run(job: TrainJob) -> WorkerResult:
         shuffle_dataset=False,  # the step plan's order is the training order
     )
 
-    trainer = GRPOTrainer(
+    behaviour = BehaviourRecorder(temperature=hyper.temperature)
+    trainer_type = measured(GRPOTrainer) if hyper.measure_behaviour else GRPOTrainer
+    trainer = trainer_type(
+        **({"behaviour": behaviour} if hyper.measure_behaviour else {}),
         model=model,
         reward_funcs=[make_reward_func(loop, stats, records, job.job_id)],
         args=config,
@@ -333,8 +337,12 @@ def run(job: TrainJob) -> WorkerResult:
     # Read back what TRL will generate with (transformers backend): the served reply cap or not.
     generation = getattr(trainer, "generation_config", None)
     episode["trl_max_new_tokens"] = getattr(generation, "max_new_tokens", None)
+    if hyper.measure_behaviour:  # the policy the job starts from: the previous checkpoint
+        behaviour.start_probe(trainer.model, tokenizer, job.system_prompt)
     trained = train(trainer, job)
     loop.stop()
+    if hyper.measure_behaviour:
+        behaviour.end_probe(trainer.model_wrapped)
 
     metrics: dict[str, Any] = {
         **trained,
@@ -357,6 +365,7 @@ def run(job: TrainJob) -> WorkerResult:
         groups_dropped_no_variance=stats.groups_no_variance,
         episodes=records,
         step_tasks=_steps_of(records, hyper.num_generations * tasks_per_step) or plan,
+        behaviour=behaviour.report() if hyper.measure_behaviour else None,
     )
     # A resumed job's earlier steps (before the kill) are not in `stats`: it always saves.
     no_variance = stats.groups_no_variance == stats.groups_total

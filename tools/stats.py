@@ -1,0 +1,104 @@
+"""Success rates with their 95% interval, and the one rule every band decision uses.
+
+A rate here is the mean of rewards in [0, 1] (binary verifiers, or partial credit) over `n`
+samples. Its interval is Wilson's score interval: closed form, never outside [0, 1], and honest at
+the sample sizes this project decides on (2 to 12), where the normal ("p ± 1.96·sqrt(p(1-p)/n)")
+interval collapses to a point at 0/n and n/n. For partial-credit rewards the interval treats the
+mean as a proportion: a reward in [0, 1] with mean p has variance at most p(1-p), so the interval
+is, if anything, wider than needed.
+
+The band rule (`band_verdict`): a task is out of the difficulty band only when its whole interval
+lies outside the band (upper bound below the low edge: too hard; lower bound above the high edge:
+too easy). Otherwise it is undecided or in the band, and the caller keeps it: no decision on two
+coin flips. `samples_to_decide` says how many samples the same observed rate would need before
+the rule could call it out of the band.
+
+Pure Python (no scipy: not a dependency); `tools/` imports nothing above it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+#: Two-sided 95%: the normal quantile 0.975.
+Z95 = 1.959963984540054
+
+Verdict = Literal["too_hard", "too_easy", "in_band", "undecided"]
+
+
+class Rate(BaseModel):
+    """A success rate over `n` samples with its 95% Wilson interval."""
+
+    mean: float = Field(ge=0, le=1)
+    n: int = Field(ge=0)
+    low: float = Field(ge=0, le=1, description="Lower bound of the 95% interval.")
+    high: float = Field(ge=0, le=1, description="Upper bound of the 95% interval.")
+
+    def __str__(self) -> str:
+        if self.n == 0:
+            return "n/a (0 samples)"
+        return f"{self.mean:.2f} [95% CI {self.low:.2f}-{self.high:.2f}, n={self.n}]"
+
+
+def wilson(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson's score interval for `successes` of `n` (successes may be a sum of partial credit).
+    (0, 1) for n = 0: nothing is known."""
+    if n <= 0:
+        return 0.0, 1.0
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must lie in [0, n={n}], got {successes}")
+    p, z2 = successes / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    # 0/n and n/n touch their edge exactly (the formula leaves float dust such as 3e-17).
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
+
+
+def rate(rewards: Sequence[float]) -> Rate:
+    """The mean of `rewards` (each in [0, 1]) with its interval."""
+    n = len(rewards)
+    if n == 0:
+        return Rate(mean=0.0, n=0, low=0.0, high=1.0)
+    total = math.fsum(min(1.0, max(0.0, float(r))) for r in rewards)
+    low, high = wilson(total, n)
+    return Rate(mean=total / n, n=n, low=low, high=high)
+
+
+def rate_of(mean: float, n: int) -> Rate:
+    """The interval of a mean already taken over `n` samples (e.g. a stored EvalPoint)."""
+    low, high = wilson(mean * n, n)
+    return Rate(mean=mean, n=n, low=low, high=high)
+
+
+def band_verdict(r: Rate, band: tuple[float, float]) -> Verdict:
+    """Where the interval lies against [low, high]: wholly below (too_hard), wholly above
+    (too_easy), wholly inside (in_band), or across an edge (undecided)."""
+    low, high = band
+    if r.n == 0:
+        return "undecided"
+    if r.high < low:
+        return "too_hard"
+    if r.low > high:
+        return "too_easy"
+    if low <= r.low and r.high <= high:
+        return "in_band"
+    return "undecided"
+
+
+def samples_to_decide(r: Rate, band: tuple[float, float], *, limit: int = 1000) -> int | None:
+    """The smallest total n at which the observed mean, if it held, would put the interval wholly
+    outside the band; None when the mean lies inside the band (more samples could only confirm it
+    is in) or no n up to `limit` does."""
+    low, high = band
+    if r.n == 0 or low <= r.mean <= high:
+        return None
+    for n in range(max(r.n, 1), limit + 1):
+        if band_verdict(rate_of(r.mean, n), band) in ("too_hard", "too_easy"):
+            return n
+    return None
