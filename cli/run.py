@@ -347,6 +347,7 @@ async def _cold_start(
     from autoenvscaling.graphs.cold_start import (
         adopt_cold_start,
         cold_start_checkpoint,
+        cold_start_splits,
         settings_for,
     )
     from autoenvscaling.graphs.flywheel import REPO_SEED
@@ -364,7 +365,12 @@ async def _cold_start(
         cache = embedded_cache_dir() / "cold-start"
     else:
         cache = run_dir / "cold-start"
-    tasks = values.get("cold_start_tasks") or values.get("seed_dir") or REPO_SEED
+    try:  # its own tasks: never the pool's seed or the held-out set (graphs/cold_start.py)
+        tasks, splits = cold_start_splits(
+            values.get("cold_start_tasks"), values.get("seed_dir") or REPO_SEED, config.heldout_dir
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--cold-start-tasks") from None
     started = time.monotonic()
     checkpoint, card = await cold_start_checkpoint(
         cache,
@@ -373,6 +379,7 @@ async def _cold_start(
         settings=settings_for(config),
         backend=values.get("backend"),
         progress=console.print,
+        splits=splits,
     )
     (run_dir / "cold-start-card.json").write_text(card.model_dump_json(indent=2))
     current = Policy.serving(

@@ -45,7 +45,7 @@ def _gate(ctx: FlywheelContext, run: RunDir, solver: ModelConfig | None) -> Gate
         band=(ctx.band_low, ctx.band_high),
         calibration_rollouts=ctx.calibration_rollouts,
         trials_dir=run.trials,
-        heldout_dirs=[Path(d) for d in ctx.decontam_dirs],
+        heldout_dirs=[Path(d) for d in ctx.decontam_sources()],
     )
 
 

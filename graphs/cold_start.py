@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from autoenvscaling.graphs.proposer.replay import FileForm, ServedProposer
-from autoenvscaling.tools.tasks.splits import SplitCheck, check_splits, require_disjoint
 from autoenvscaling.tools.one_time import record_one_time_build
+from autoenvscaling.tools.tasks.splits import SplitCheck, check_splits, require_disjoint
 
 if TYPE_CHECKING:
     from autoenvscaling.graphs.config import RunConfig

@@ -140,8 +140,18 @@ class RunConfig(BaseModel):
     )
     backend: Annotated[str, Cli()] = Field(default="podman", description="podman | docker")
     heldout_dir: Annotated[
-        str | None, Cli(flag="--heldout", type=Path, help="Held-out task folder to evaluate")
-    ] = Field(default=None, description="Held-out tasks")
+        str | None,
+        Cli(
+            flag="--heldout",
+            type=Path,
+            help="Held-out task folder (any benchmark of Harbor tasks): the served solver is "
+            "evaluated on it before round 1 and after every round, never trained on it; the "
+            "gate's decontam checks candidates against it",
+        ),
+    ] = Field(default=None, description="Held-out evaluation tasks (never trained on)")
+    heldout_samples: Annotated[
+        int, Cli(help="Solver samples per held-out task in each held-out evaluation")
+    ] = Field(default=4, ge=0, description="Samples per held-out task (0: no evaluation)")
     decontam_dirs: Annotated[
         list[str],
         Cli(
@@ -215,8 +225,15 @@ class RunConfig(BaseModel):
     ] = Field(default=False, description="The policy starts from a cold-start checkpoint")
     cold_start_tasks: Annotated[
         str | None,
-        Cli(type=Path, help="Tasks the cold start replays (default: the initial pool)"),
-    ] = Field(default=None, description="Tasks the cold start replays (default: the pool)")
+        Cli(
+            type=Path,
+            help="Tasks the cold start replays: a folder sharing no task with the pool's seed "
+            "or the held-out set (the embedded default: tasks/starter)",
+        ),
+    ] = Field(
+        default=None,
+        description="Tasks the cold start replays (disjoint from the pool's seed and held-out)",
+    )
     policy_checkpoint_id: str | None = Field(
         default=None, description="Registry id of the starting checkpoint"
     )
@@ -235,6 +252,14 @@ class RunConfig(BaseModel):
         if base_url:
             return "vllm"
         return "embedded" if info.data.get("policy_model") == DEFAULT_POLICY_MODEL else "none"
+
+    def decontam_sources(self) -> list[str]:
+        """What the gate's decontam checks candidates against: the named benchmarks, and the
+        held-out split (a proposer must not write the tasks the policy is evaluated on)."""
+        sources = list(self.decontam_dirs)
+        if self.heldout_dir and self.heldout_dir not in sources:
+            sources.append(self.heldout_dir)
+        return sources
 
     def embedded_default(self) -> bool:
         """The policy is the embedded default: the embedded server, with no model and no endpoint
@@ -294,7 +319,9 @@ class FlywheelContext(RunConfig):
 #: Presets: settings that differ from the defaults (the defaults are sized for a GPU policy
 #: server). "embedded" is sized for one round of about 10 min on 2 CPU cores (SmolLM2-135M at
 #: ~50 tokens/s; measured 631 s since GRPO episodes have the served budgets, README), over the
-#: starter pool its cold start was built on; the proposer gets the 9 turns a starter task's
+#: generated pool seed (tasks/generated/pool), its cold start built on the starter tasks and its
+#: held-out evaluation on tasks/generated/heldout: three splits that share no task
+#: (tools/tasks/splits.py checks it in every run); the proposer gets the 9 turns a starter task's
 #: authoring takes, with the compact system prompt; the command line wins over a preset, and every
 #: value shows in the manifest.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -302,10 +329,17 @@ PRESETS: dict[str, dict[str, Any]] = {
     "embedded": {
         "policy_server": "embedded",
         "policy_tool_choice": "auto",
-        # The starter pool: compact tasks a 135M policy can solve sometimes and author within
-        # its budgets (one-command solutions, files of a few lines; tasks/starter/README.md). The
-        # seed pool's tasks take a 135M model nowhere: no reward variance, nothing to learn.
-        "seed_dir": str(REPO_TASKS / "starter"),
+        # Three disjoint splits of compact tasks a 135M policy can solve sometimes and author
+        # within its budgets (one-command solutions, files of a few lines; tasks/starter/
+        # README.md; the seed pool's tasks take a 135M model nowhere): the cold start replays
+        # the hand-written starter tasks; the pool starts from generated variants of the same
+        # skills; the held-out evaluation runs on other generated variants (tasks/generated/).
+        "cold_start_tasks": str(REPO_TASKS / "starter"),
+        "seed_dir": str(REPO_TASKS / "generated" / "pool"),
+        "heldout_dir": str(REPO_TASKS / "generated" / "heldout"),
+        # One sample on each of the 12 held-out tasks, before round 1 and after each round:
+        # the count the embedded budget allows (README: one held-out pass's measured cost).
+        "heldout_samples": 1,
         # The round's two proposals share one brief: one proposer GRPO group (a lone proposal
         # has nothing to compare with and trains nothing), at no extra proposing time. A flat
         # group (both rejected alike, the usual outcome at this size) trains nothing and costs

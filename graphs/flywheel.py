@@ -55,6 +55,7 @@ from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.run_dir import RunDir
 from autoenvscaling.tools.sandbox.harbor_backends import check_stages
 from autoenvscaling.tools.tasks.pool import BandDecision, Pool, PoolEntry, band_decision
+from autoenvscaling.tools.tasks.splits import SplitCheck, check_splits, task_folders
 
 REPO_SEED = Path(__file__).resolve().parents[1] / "tasks" / "seed"
 
@@ -146,12 +147,30 @@ def refresh_window(entries: list[PoolEntry], round_: int, limit: int) -> list[Po
 
 def decontamination_status(ctx: FlywheelContext) -> str:
     """What the manifest and every round report say about decontamination."""
-    if not ctx.decontam_dirs:
+    sources = ctx.decontam_sources()
+    if not sources:
         return (
-            "NOT CONFIGURED: no held-out benchmark given (--decontam PATH); admitted tasks were "
-            "not checked for overlap with any benchmark"
+            "NOT CONFIGURED: no held-out benchmark given (--decontam PATH, --heldout DIR); "
+            "admitted tasks were not checked for overlap with any benchmark"
         )
-    return f"13-gram overlap checked against: {', '.join(ctx.decontam_dirs)}"
+    return f"13-gram overlap checked against: {', '.join(sources)}"
+
+
+def seed_folder(ctx: FlywheelContext) -> Path:
+    """The folder the pool starts from."""
+    return Path(ctx.seed_dir) if ctx.seed_dir else REPO_SEED
+
+
+def run_splits(ctx: FlywheelContext) -> SplitCheck:
+    """The run's splits (the cold start's only when the run starts from one) and whether any two
+    share a task: the manifest and every round report name it."""
+    return check_splits(
+        {
+            "cold_start": ctx.cold_start_tasks if ctx.cold_start else None,
+            "pool_seed": seed_folder(ctx),
+            "heldout": ctx.heldout_dir,
+        }
+    )
 
 
 def _attempter(
@@ -229,6 +248,43 @@ async def measure_baseline(
     return sum(await asyncio.gather(*(one(e) for e in entries)))
 
 
+#: The purpose tag of held-out attempts: the report, the brief and training tell them apart by it.
+HELDOUT: Final = "heldout"
+
+
+async def evaluate_heldout(
+    ctx: FlywheelContext,
+    run: RunDir,
+    run_id: str,
+    round_: int,
+    policy: Policy,
+    solver: Any = None,
+) -> int:
+    """The served solver on the held-out folder (`--heldout`, any folder of Harbor tasks):
+    `heldout_samples` attempts per task, recorded as round `round_` (0: before round 1) with
+    tag purpose=heldout. Nothing else reads them: the tasks are never copied into the pool, so
+    no refresh, GRPO group or cold start sees them. Idempotent per round (a resumed run that
+    evaluated this round skips it). Returns the attempts made."""
+    if not ctx.heldout_dir or ctx.heldout_samples <= 0:
+        return 0
+    tasks = task_folders(ctx.heldout_dir)
+    if not tasks:
+        return 0
+    with RolloutStore(run.store) as store:
+        done = any(
+            a.round == round_ and a.metadata.get("purpose") == HELDOUT and a.outcome is not None
+            for a in store.list_attempts(run_id=run_id, role="solver", limit=1_000_000)
+        )
+    if done:
+        return 0
+    attempt = _attempter(ctx, run, run_id, round_, policy, solver or solver_graph)
+    tags = {"purpose": HELDOUT, "split": str(ctx.heldout_dir)}
+    results = await asyncio.gather(
+        *(attempt(path, i, tags) for path in tasks for i in range(ctx.heldout_samples))
+    )
+    return len(results)
+
+
 # -- nodes -------------------------------------------------------------------------------------
 async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """Create the run folder and the initial pool (idempotent: a resumed run skips it); start the
@@ -239,15 +295,18 @@ async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict
     check_stages(_ctx(runtime).backend, ["propose", "solve"])
     ctx = await _serving(runtime, state.get("policy"))
     run = _run(ctx)
+    splits = await asyncio.to_thread(run_splits, ctx)
     config = {
         **ctx.model_dump(),
         "rounds": _rounds(state, ctx),
         "decontamination": decontamination_status(ctx),
         "episodes": episode_record(ctx),  # the served episode and the GRPO one, side by side
+        "splits": splits.model_dump(mode="json"),
+        "splits_check": splits.summary(),
     }
     manifest = await asyncio.to_thread(run.create, config)
     pool = Pool(run.pool)
-    seed = Path(ctx.seed_dir) if ctx.seed_dir else REPO_SEED
+    seed = seed_folder(ctx)
     if not pool.entries() and seed.exists():
         await asyncio.to_thread(pool.seed_from, seed)
     RolloutStore(run.store).close()  # creates the schema once
@@ -274,6 +333,10 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
     if state["round"] == 1:
         await measure_baseline(ctx, run, state["run_id"], state["policy"], solver_graph)
         seconds["baseline"] = round(time.monotonic() - started, 2)
+        # Before round 1: the policy the run starts from, on the held-out split (round 0).
+        before = time.monotonic()
+        await evaluate_heldout(ctx, run, state["run_id"], 0, state["policy"], solver_graph)
+        seconds["heldout_before"] = round(time.monotonic() - before, 2)
 
     brief = await asyncio.to_thread(
         build_brief,
@@ -286,6 +349,8 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
         n_examples=ctx.brief_examples,
         max_file_chars=ctx.brief_file_chars,
         variant=state["round"],
+        # The held-out attempts stay out of the proposers' evidence (they would leak its tasks).
+        exclude_tasks=frozenset(p.name for p in task_folders(ctx.heldout_dir)),
     )
     return {
         "brief": brief,
@@ -511,10 +576,11 @@ async def refresh(
             + "; ".join(f"{task}: {d.reason()}" for task, d in sorted(undecided.items()))
             + ")"
         )
-    if ctx.heldout_dir and Path(ctx.heldout_dir).exists():
-        heldout = sorted(p for p in Path(ctx.heldout_dir).iterdir() if (p / "task.toml").exists())
-        await asyncio.gather(*(attempt(p, 0, {"purpose": "heldout"}) for p in heldout))
     stage_seconds = _timed(state, "refresh", started)
+    # After the round: the policy it served (trained this round) on the held-out split.
+    heldout_started = time.monotonic()
+    await evaluate_heldout(ctx, run, state["run_id"], round_, policy, solver_graph)
+    stage_seconds["heldout"] = round(time.monotonic() - heldout_started, 2)
     stage_seconds["round_total"] = round(time.time() - state.get("round_started", time.time()), 2)
     training = state.get("training")
     if not ctx.train:
@@ -531,12 +597,21 @@ async def refresh(
         training=training.report() if training else {},
         stage_seconds=stage_seconds,
         policy=f"{policy.model} ({policy.version})",
+        heldout_split=ctx.heldout_dir or "",
+        heldout_samples=ctx.heldout_samples,
     )
     metrics.notes += notes
     metrics.pool_undecided = {task: d.rate.n for task, d in sorted(undecided.items())}
     metrics.served = served_checkpoints(ctx, policy)
     metrics.decontamination = decontamination_status(ctx)
-    metrics.heldout_configured = bool(ctx.heldout_dir)
+    metrics.heldout_configured = bool(ctx.heldout_dir) and ctx.heldout_samples > 0
+    splits = await asyncio.to_thread(run_splits, ctx)
+    metrics.splits = splits.summary()
+    if not splits.disjoint:
+        metrics.warnings.append(
+            f"the run's splits share tasks ({splits.summary()}): a held-out number on them "
+            "measures tasks the policy was trained or measured on"
+        )
     if state.get("brief") is not None:
         metrics.brief_evidence = state["brief"].evidence().model_dump()
     history = [m for m in load_history(run.reports) if m.round != round_] + [metrics]

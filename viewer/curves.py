@@ -121,6 +121,15 @@ def charts(
             True,
         ),
         chart(
+            "held-out success (95% interval)",
+            {
+                "success": [m.heldout.success_rate if m.heldout else None for m in history],
+                "interval low": [m.heldout.interval_low if m.heldout else None for m in history],
+                "interval high": [m.heldout.interval_high if m.heldout else None for m in history],
+            },
+            True,
+        ),
+        chart(
             "GRPO reward mean",
             {
                 "solver": [as_number(m.training.get("reward_mean")) for m in history],

@@ -44,6 +44,10 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "solver_feedback",
         "human_review",
         "heldout_dir",
+        "heldout_samples",
+        "splits_check",
+        "cold_start_tasks",
+        "seed_dir",
         "backend",
     ),
     "budgets": (
@@ -67,7 +71,14 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ),
 }
 #: Machine-specific or unwieldy settings the overview leaves to the raw manifest file.
-HIDDEN = {"run_dir", "policy_base_url", "proposer_base_url", "solver_base_url", "episodes"}
+HIDDEN = {
+    "run_dir",
+    "policy_base_url",
+    "proposer_base_url",
+    "solver_base_url",
+    "episodes",
+    "splits",  # shown as `splits_check`; the task lists stay in the manifest file
+}
 
 
 class Setting(BaseModel):

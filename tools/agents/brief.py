@@ -224,12 +224,14 @@ def build_brief(
     solver_feedback: bool = True,
     max_file_chars: int = 2500,
     failure_chars: int = 600,
+    exclude_tasks: frozenset[str] = frozenset(),
 ) -> ProposerBrief:
     """The brief for one proposer: pool statistics, the solver's evidence and example tasks.
 
     `store` (an open store or a database path; None, a missing database or solver_feedback False
     give a brief without evidence). `variant` rotates the example choice, so proposers fanned
-    out in one round see different examples.
+    out in one round see different examples. `exclude_tasks`: task ids whose attempts the brief
+    never cites (the held-out split: a proposer must not learn what the policy is evaluated on).
     """
     if store is not None and not isinstance(store, RolloutStore):
         if not is_postgres_url(str(store)) and not Path(store).exists():
@@ -249,10 +251,12 @@ def build_brief(
                     solver_feedback=solver_feedback,
                     max_file_chars=max_file_chars,
                     failure_chars=failure_chars,
+                    exclude_tasks=exclude_tasks,
                 )
     pool = load_pool(pool_dir)
     by_name = {task.root.name: task for task in pool}
     rates = _task_rates(store, by_name, policy_version) if store and solver_feedback else []
+    rates = [r for r in rates if r.task_id not in exclude_tasks]
     categories = _categories(pool, rates)
     held = Counter(task_domain(t) for t in pool)
     scored = [c for c in categories if c.pass_rate is not None]
@@ -261,7 +265,9 @@ def build_brief(
     if store and solver_feedback:
         recent = store.recent_failures(3 * n_failures, "solver", output_chars=failure_chars)
         # Infrastructure errors (a dead endpoint, a crashed sandbox) teach nothing about tasks.
-        for f in [f for f in recent if f.outcome != "error"][:n_failures]:
+        for f in [f for f in recent if f.outcome != "error" and f.task_id not in exclude_tasks][
+            :n_failures
+        ]:
             text = f.last_error_output or f.error or ""
             failures.append(
                 FailureNote(

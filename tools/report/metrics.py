@@ -22,6 +22,7 @@ from autoenvscaling.tools.report.activity import (
     role_activity,
 )
 from autoenvscaling.tools.report.domains import DomainCounts, domain_counts
+from autoenvscaling.tools.report.heldout import HeldoutEval, heldout_eval
 from autoenvscaling.tools.rollouts.models import Attempt
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.tasks.domains import DEFAULT_DOMAIN, Domain, folder_domain
@@ -125,6 +126,17 @@ class RoundMetrics(BaseModel):
         default="", description="Whether and against what decontam checked."
     )
     heldout_configured: bool = Field(default=False, description="A held-out set was evaluated.")
+    heldout: HeldoutEval | None = Field(
+        default=None, description="The held-out evaluation after this round's training."
+    )
+    heldout_before: HeldoutEval | None = Field(
+        default=None, description="Round 1 only: the held-out evaluation before round 1."
+    )
+    splits: str = Field(
+        default="",
+        description="The run's splits (cold start, pool seed, held-out) and whether they share "
+        "a task (tools/tasks/splits.py)",
+    )
     brief_evidence: dict[str, Any] = Field(
         default_factory=dict,
         description="The round's brief: failures and pass rates it cites, the rounds they come "
@@ -188,6 +200,8 @@ def round_metrics(
     training: dict[str, Any] | None = None,
     stage_seconds: dict[str, float] | None = None,
     policy: str = "",
+    heldout_split: str = "",
+    heldout_samples: int = 0,
 ) -> RoundMetrics:
     prices = prices or PriceTable()
     # One record per proposer slot: its revisions happened inside the proposer's attempt.
@@ -213,7 +227,23 @@ def round_metrics(
     lost = [a for a in everything if a.role == "solver" and a.outcome == "error"]
     retries = sum(int(a.metadata.get("model_retries") or 0) for a in everything)
     solver = [a for a in attempts if a.metadata.get("purpose") == "refresh"]
-    heldout = [a for a in attempts if a.metadata.get("purpose") == "heldout"]
+    # Held-out attempts, errors included (counted apart): round 0's were made before round 1.
+    heldout_all = [
+        a for a in everything if a.role == "solver" and a.metadata.get("purpose") == "heldout"
+    ]
+    heldout = [a for a in heldout_all if a.round == round_ and a.outcome != "error"]
+    after = heldout_eval(
+        [a for a in heldout_all if a.round == round_],
+        f"after round {round_}",
+        heldout_split,
+        heldout_samples,
+    )
+    before = heldout_eval(
+        [a for a in heldout_all if a.round == 0 and round_ == 1],
+        "before round 1",
+        heldout_split,
+        heldout_samples,
+    )
     activity = role_activity(everything, steps)
     groups = grpo_groups(training or {})
     histogram = Counter(
@@ -237,6 +267,8 @@ def round_metrics(
         solver_attempts=len(solver),
         solver_mean_reward_pool=_mean(solver),
         solver_mean_reward_heldout=_mean(heldout),
+        heldout=after,
+        heldout_before=before,
         pool_active=len(pool.entries("active")),
         pool_retired=len(pool.entries("retired")),
         difficulty_histogram={label: histogram.get(label, 0) for *_, label in BINS},

@@ -12,6 +12,7 @@ from typing import Any
 
 from autoenvscaling.tools.report.activity import activity_markdown
 from autoenvscaling.tools.report.domains import domain_markdown
+from autoenvscaling.tools.report.heldout import heldout_change, heldout_markdown, heldout_points
 from autoenvscaling.tools.report.metrics import RoundMetrics, as_number
 
 EMBEDDED_NOTE = (
@@ -78,8 +79,11 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
         f"| solver attempts on the pool | {m.solver_attempts} |",
         f"| solver mean reward, pool | {_fmt(m.solver_mean_reward_pool)} |",
         *(
-            [f"| solver mean reward, held-out | {_fmt(m.solver_mean_reward_heldout)} |"]
-            if m.heldout_configured
+            [
+                f"| solver mean reward, held-out | {_fmt(m.solver_mean_reward_heldout)} |",
+                f"| held-out success [95% interval] | {m.heldout.shown()} |",
+            ]
+            if m.heldout_configured and m.heldout is not None
             else []
         ),
         f"| pool active / retired | {m.pool_active} / {m.pool_retired} |",
@@ -92,6 +96,8 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
         "",
         f"Decontamination: {m.decontamination or 'unknown'}",
         "",
+        *([f"Splits: {m.splits}", ""] if m.splits else []),
+        *heldout_markdown([e for e in (m.heldout_before, m.heldout) if e is not None]),
         "Reject reasons (rejecting stage: count): "
         + (", ".join(f"{k}: {v}" for k, v in sorted(m.reject_reasons.items())) or "none"),
         "",
@@ -166,8 +172,27 @@ def rounds_figure(history: list[RoundMetrics]) -> Any:
             },
         ),
     ]
-    fig, axes = plt.subplots(1, len(panels), figsize=(13, 3.6))
-    for ax, (title, ylim, lines) in zip(axes, panels, strict=True):
+    points = heldout_points(
+        [(x, e) for m in history for x, e in ((0, m.heldout_before), (m.round, m.heldout))]
+    )
+    fig, axes = plt.subplots(1, len(panels) + 1, figsize=(17, 3.6))
+    ax = axes[-1]
+    if points:
+        xs, rates, lows, highs = zip(*points, strict=True)
+        ax.errorbar(
+            xs,
+            rates,
+            yerr=[
+                [r - lo for r, lo in zip(rates, lows, strict=True)],
+                [hi - r for r, hi in zip(rates, highs, strict=True)],
+            ],
+            marker="o",
+            capsize=4,
+            label="success, 95% interval",
+        )
+        ax.legend(fontsize="small")
+    ax.set(title="held-out success", xlabel="round (0: before round 1)", ylim=(0, 1))
+    for ax, (title, ylim, lines) in zip(axes, panels, strict=False):
         for name, marker in lines.items():
             if name in series:
                 values = [math.nan if v is None else v for v in series[name]]
@@ -254,6 +279,22 @@ def turn_table(history: list[RoundMetrics]) -> list[str]:
     return lines
 
 
+def _heldout_cell(m: RoundMetrics) -> str:
+    """The run table's held-out cell: success with its interval; an older round's mean reward;
+    '-' when configured but nothing was measured; 'n/a' with no held-out set."""
+    if m.heldout is not None:
+        return m.heldout.shown()
+    return _fmt(m.solver_mean_reward_heldout) if m.heldout_configured else "n/a"
+
+
+def _manifest_splits(run_dir: Path) -> str:
+    """The splits line the manifest recorded when the run began ('' when it holds none)."""
+    path = run_dir / "manifest.json"
+    if not path.is_file():
+        return ""
+    return str(json.loads(path.read_text()).get("config", {}).get("splits_check") or "")
+
+
 def write_run_report(run_dir: Path, *, embedded: bool = False) -> Path:
     reports = Path(run_dir) / "reports"
     history = load_history(reports)
@@ -263,8 +304,8 @@ def write_run_report(run_dir: Path, *, embedded: bool = False) -> Path:
     lines = [
         f"# Run report: {Path(run_dir).name}",
         "",
-        "| round | candidates | admitted | valid rate | rejects | solver pool | held-out "
-        "| pool active | served after training (proposer / solver) |",
+        "| round | candidates | admitted | valid rate | rejects | solver pool | held-out success "
+        "[95% interval] | pool active | served after training (proposer / solver) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for m in history:
@@ -277,9 +318,21 @@ def write_run_report(run_dir: Path, *, embedded: bool = False) -> Path:
         lines.append(
             f"| {m.round} | {m.candidates} | {m.admitted} | {_fmt(m.valid_environment_rate)} "
             f"| {sum(m.reject_reasons.values())} | {_fmt(m.solver_mean_reward_pool)} "
-            f"| {_fmt(m.solver_mean_reward_heldout) if m.heldout_configured else 'n/a'} "
+            f"| {_heldout_cell(m)} "
             f"| {m.pool_active} | {trained} |"
         )
+    before = history[0].heldout_before
+    if before is not None:
+        lines.insert(4, f"| before round 1 | - | - | - | - | - | {before.shown()} | - | - |")
+    change = heldout_change(
+        history[0].heldout_before, next((m.heldout for m in reversed(history) if m.heldout), None)
+    )
+    splits = _manifest_splits(Path(run_dir)) or history[-1].splits
+    lines += [
+        "",
+        *([f"Splits: {splits}", ""] if splits else []),
+        *([change, ""] if change else []),
+    ]
     lines += ["", *turn_table(history)]
     total_admitted = sum(m.admitted for m in history)
     total_scored = sum(m.scored for m in history)

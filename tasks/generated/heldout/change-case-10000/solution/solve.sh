@@ -1,0 +1,2 @@
+#!/bin/bash
+tr A-Z a-z < /app/records.txt > /app/output.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+awk -F= '$1=="region" {print $2}' /app/site.conf > /app/summary.txt

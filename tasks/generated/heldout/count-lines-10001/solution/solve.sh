@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/samples.dat > /app/final.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/\bbreeze\b/thunder/g' /app/batch.log

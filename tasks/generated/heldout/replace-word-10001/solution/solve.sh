@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/\bthunder\b/island/g' /app/events.lst

@@ -1,0 +1,2 @@
+#!/bin/bash
+sort -n /app/entries.log > /app/tally.txt

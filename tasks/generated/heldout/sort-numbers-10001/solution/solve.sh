@@ -1,0 +1,2 @@
+#!/bin/bash
+sort -nr /app/records.txt > /app/tally.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+tr , '\n' < /app/notes.dat | awk '{s+=$1} END {print s}' > /app/output.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+tr , '\n' < /app/queue.log | awk '{s+=$1} END {print s}' > /app/final.txt

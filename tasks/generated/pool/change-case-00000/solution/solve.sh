@@ -1,0 +1,2 @@
+#!/bin/bash
+tr a-z A-Z < /app/queue.txt > /app/final.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+tr A-Z a-z < /app/inventory.lst > /app/figure.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx pixel /app/batch.lst > /app/final.txt

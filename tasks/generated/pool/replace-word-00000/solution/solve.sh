@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/\bcloud\b/maple/g' /app/readings.log

@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/\bmaple\b/garden/g' /app/items.log

@@ -1,0 +1,2 @@
+#!/bin/bash
+sort -n /app/events.log > /app/result.txt

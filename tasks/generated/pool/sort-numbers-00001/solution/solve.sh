@@ -1,0 +1,2 @@
+#!/bin/bash
+sort -n /app/readings.log > /app/summary.txt

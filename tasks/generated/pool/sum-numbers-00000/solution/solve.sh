@@ -1,0 +1,2 @@
+#!/bin/bash
+awk '{s+=$1} END {print s}' /app/stock.log > /app/tally.txt
