@@ -183,9 +183,10 @@ async def test_kill_9_of_a_sandbox_holder_leaves_nothing_after_the_next_start(
         untied, scratch, service = (await asyncio.to_thread(child.stdout.readline)).split()
         held = owned_by(api, child.pid)
         assert len(held) == 2
-        # Each writable layer is a loop filesystem mounted on its folder (layerfs.py).
+        # Each writable layer is on a loop filesystem of its own, linked from its folder
+        # (layerfs.py: beside the store, where no engine bind hides it).
         layers = [upper_dir(api, c["Id"]).parent for c in held]  # type: ignore[union-attr]
-        assert all(mounted_on(layer) == ["ext4"] for layer in layers), layers
+        assert all((layer / "diff").is_symlink() for layer in layers), layers
         os.kill(child.pid, signal.SIGKILL)
         child.wait(30)
     finally:

@@ -36,3 +36,25 @@ def test_backing_files_of_dead_processes_are_removed_and_live_ones_kept(tmp_path
         path.write_bytes(b"")
     layerfs._remove_leftovers(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [mine.name]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts need root")
+def test_mounts_of_dead_processes_are_detached_and_live_ones_kept(tmp_path):
+    """A process that died between `confine` and `release` leaves its layer filesystem mounted
+    in our folder: the next `confine` detaches it; a live process's stays."""
+    import subprocess
+
+    from tests.conftest import mounted_on
+
+    mine = tmp_path / f"{cleanup.owner()}-abc"
+    dead = tmp_path / f"{cleanup.owner().rsplit(':', 2)[0]}:999999999:1-def"
+    for folder in (mine, dead):
+        folder.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "aes-test", str(folder)], check=True)
+    try:
+        layerfs._remove_leftovers(tmp_path)
+        assert sorted(p.name for p in tmp_path.iterdir()) == [mine.name]
+        assert mounted_on(mine) == ["tmpfs"] and not mounted_on(dead)
+    finally:
+        for folder in (mine, dead):
+            subprocess.run(["umount", "-l", str(folder)], check=False, capture_output=True)

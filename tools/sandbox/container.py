@@ -183,6 +183,10 @@ class ContainerSandbox(Sandbox):
         except Exception as exc:
             await call(remove_container, api, container_id)
             raise SandboxError(f"container for {image} did not start: {exc}") from exc
+        finally:
+            # Its overlay now holds the layer's filesystem (or it never will): no mount of ours
+            # stays for an engine to cover or leave behind (layerfs.py).
+            await call(layerfs.release, container_id)
         _workdir_to_root(inspected, config.get("WorkingDir") or "")
         pidns = None
         if state.get("Pid"):

@@ -1,4 +1,5 @@
-"""Which engines work on this machine, exactly why not for the others, and which disk cap applies."""
+"""Which engines work on this machine, exactly why not for the others, which disk cap applies,
+and whether podman's storage is wedged (with the commands that bring it back)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import os
 import shutil
 import subprocess
+import time
 
 from pydantic import BaseModel
 
@@ -124,6 +126,53 @@ def check_harbor_docker() -> BackendStatus:
     )
 
 
+#: How long `doctor` waits for `podman ps -a` before it calls the engine wedged. A healthy one
+#: answers in well under a second; one retrying a stuck layer's deletion takes ~10 s a process.
+ENGINE_ANSWER_SEC = 30.0
+
+
+def check_engine_health() -> BackendStatus:
+    """podman's storage, read without asking podman (engine_health.py), and one bounded
+    `podman ps -a`: wedged when that does not answer, or when a layer is left incomplete or a
+    mount hidden. The detail says the state and the exact commands that recover it."""
+    from autoenvscaling.tools.sandbox import engine_health
+    from autoenvscaling.tools.sandbox.engine import PODMAN, podman_env
+
+    name = "engine health (podman)"
+    if not os.access(PODMAN, os.X_OK):
+        return BackendStatus(name=name, ok=True, detail="podman is not installed: nothing to check")
+    answered, took = True, 0.0
+    started = time.monotonic()
+    try:
+        subprocess.run(
+            [PODMAN, "ps", "-a", "--format", "{{.ID}}"],
+            env=podman_env(),
+            capture_output=True,
+            timeout=ENGINE_ANSWER_SEC,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        answered = False
+    took = time.monotonic() - started
+    health = engine_health.read()
+    faults = health.faults
+    if answered and not faults:
+        return BackendStatus(
+            name=name, ok=True, detail=f"`podman ps` answered in {took:.1f} s; {health.describe()}"
+        )
+    what = (
+        f"WEDGED: `podman ps` did not answer in {ENGINE_ANSWER_SEC:g} s"
+        if not answered
+        else f"`podman ps` answered in {took:.1f} s, but: {'; '.join(faults)}"
+    )
+    steps = "\n".join(f"  {step}" for step in health.recovery()) or "  (no step found: see state)"
+    return BackendStatus(
+        name=name,
+        ok=False,
+        detail=f"{what}\nstate: {health.describe()}\nto recover, as root, in order:\n{steps}",
+    )
+
+
 def check_layer_cap(backend: Backend = "podman") -> BackendStatus:
     from autoenvscaling.tools.sandbox.layercap import mechanism
 
@@ -152,7 +201,19 @@ def clean_docker() -> list[str]:
 
 
 async def diagnose(start: bool = True) -> list[BackendStatus]:
+    health = await asyncio.to_thread(check_engine_health)
+    if health.detail.startswith("WEDGED"):
+        # Every podman call would wait out its bound: report the wedge, do not wait on it.
+        skipped = "not checked: podman's storage is wedged (see engine health)"
+        return [
+            health,
+            BackendStatus(name="podman", ok=False, detail=skipped),
+            await check_docker(start),
+            await asyncio.to_thread(check_harbor_docker),
+            BackendStatus(name="layer-cap (podman)", ok=False, detail=skipped),
+        ]
     return [
+        health,
         await check_podman(start),
         await check_docker(start),
         await asyncio.to_thread(check_harbor_docker),

@@ -8,6 +8,11 @@ one process is reachable from another process's service. For docker, the daemon 
 (or the default socket) must already answer.
 
 Every program started here is called by absolute path with a fixed environment.
+
+A watchdog bounds every API call: one that does not answer within `ENGINE_CALL_SEC` (the SDK's
+read timeout) raises `EngineWedgedError`, an infrastructure failure whose message is the state of
+the engine's storage (engine_health.py: locks held, layers left incomplete, hidden mounts) and
+the commands that bring it back. A wedged engine never turns into a silent wait.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import requests.exceptions
 
 from autoenvscaling.tools.sandbox.base import Backend, SandboxError
 from autoenvscaling.tools.settings import get_settings
@@ -38,6 +44,9 @@ PODMAN = "/usr/bin/podman"
 FIXED_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # A loaded machine (many trials starting at once) has taken ~30 s to answer: be generous.
 SERVICE_START_SEC = 120.0
+#: The watchdog's bound on one answer of the engine's API. podman answers in milliseconds; its
+#: slowest answers seen here (a loaded 2-core machine) took ~30 s.
+ENGINE_CALL_SEC = 60.0
 PR_SET_PDEATHSIG = 1
 
 # podman's defaults exceed this kind of host's hard limits (setrlimit fails) and crun refuses a
@@ -61,14 +70,64 @@ class EngineUnavailableError(SandboxError):
     """The engine cannot be started or reached. The message says why and what to install."""
 
 
+class EngineWedgedError(EngineUnavailableError):
+    """The engine did not answer within its bound: an infrastructure failure, with the state of
+    its storage and the commands that recover it in the message."""
+
+
+def wedged_error(what: str, backend: Backend = "podman") -> EngineWedgedError:
+    """`what` did not answer: the error, with what the engine's storage shows now."""
+    if backend != "podman":
+        return EngineWedgedError(f"{what} (the {backend} engine did not answer)")
+    from autoenvscaling.tools.sandbox import engine_health
+
+    try:
+        health = engine_health.read()
+    except OSError as exc:
+        return EngineWedgedError(f"{what}; the engine's state could not be read: {exc}")
+    steps = health.recovery()
+    return EngineWedgedError(
+        f"{what}; engine state: {health.describe()}"
+        + (
+            f"; to recover (as root): {' && '.join(s.split('  #')[0] for s in steps)}"
+            if steps
+            else ""
+        )
+        + "; `autoenvscaling doctor` shows it"
+    )
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """The engine did not answer in time (whatever layer of the SDK noticed it)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, requests.exceptions.Timeout | TimeoutError):
+            return True
+        if "read timed out" in str(seen).lower():
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 # SDK calls block; they run on this pool so a command that runs for minutes never starves
 # asyncio's default executor.
 _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="aes-engine")
 
 
 async def call[T](fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a blocking engine call off the event loop; no answer in time is `EngineWedgedError`."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_POOL, functools.partial(fn, *args, **kwargs))
+    try:
+        return await loop.run_in_executor(_POOL, functools.partial(fn, *args, **kwargs))
+    except EngineWedgedError:
+        raise
+    except Exception as exc:
+        if is_timeout(exc):
+            name = getattr(fn, "__name__", "an engine call")
+            raise wedged_error(
+                f"the engine did not answer {name} within {ENGINE_CALL_SEC:g} s: {exc}"
+            ) from exc
+        raise
 
 
 def inspect_image(api: Any, name: str) -> dict[str, Any]:
@@ -198,7 +257,9 @@ class _Service:
                     pass
             if time.monotonic() > deadline:
                 proc.kill()
-                raise EngineUnavailableError(self._why(folder, "podman's API did not answer"))
+                raise wedged_error(
+                    self._why(folder, f"podman's API did not answer in {SERVICE_START_SEC:g} s")
+                )
             time.sleep(0.05)
         self.proc, self.folder, self.url, self.pid = proc, folder, url, os.getpid()
         return url
@@ -231,6 +292,15 @@ _SERVICE = _Service()
 atexit.register(_SERVICE.stop)
 
 
+def stop_service() -> None:
+    """Stop this process's podman service and forget its clients; the next call starts a fresh
+    one (what a process's exit does, without exiting: the soak benchmark churns services)."""
+    _SERVICE.stop()
+    with _CLIENTS_LOCK:
+        for key in [k for k in _CLIENTS if k[0] == "podman"]:
+            _CLIENTS.pop(key).close()
+
+
 def engine_url(backend: Backend) -> str | None:
     """The API socket for `backend` (podman: ours, started now if needed; docker: DOCKER_HOST)."""
     if backend == "podman":
@@ -252,12 +322,19 @@ def client(backend: Backend = "podman") -> Any:
         if key not in _CLIENTS:
             try:
                 made = (
-                    docker.DockerClient(base_url=url, max_pool_size=32)
+                    docker.DockerClient(
+                        base_url=url, max_pool_size=32, timeout=int(ENGINE_CALL_SEC)
+                    )
                     if url
-                    else docker.from_env(max_pool_size=32)
+                    else docker.from_env(max_pool_size=32, timeout=int(ENGINE_CALL_SEC))
                 )
                 made.ping()
             except Exception as exc:
+                if is_timeout(exc):
+                    raise wedged_error(
+                        f"no answer from the {backend} engine's ping within {ENGINE_CALL_SEC:g} s",
+                        backend,
+                    ) from exc
                 raise EngineUnavailableError(
                     f"no {backend} engine answers at {url or 'the default socket'}: {exc}. "
                     + (

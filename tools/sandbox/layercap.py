@@ -73,7 +73,8 @@ def upper_dir(api: Any, container_id: str) -> Path | None:
     except Exception:  # noqa: BLE001 - gone already
         return None
     upper = data.get("UpperDir")
-    return Path(upper) if upper and Path(upper).is_dir() else None
+    # A link: the layer is on its own filesystem (layerfs.py), detached once the container runs.
+    return Path(upper) if upper and (Path(upper).is_dir() or Path(upper).is_symlink()) else None
 
 
 def mechanism(backend: Backend = "podman") -> str:
@@ -91,7 +92,8 @@ def mechanism(backend: Backend = "podman") -> str:
     if driver == "overlay" and os.geteuid() == 0 and Path(layerfs.MKFS).exists():
         return (
             f"{driver} on {backing}: each sandbox's layer is an ext4 of its cap on a loop device "
-            f"(writes past it fail with ENOSPC); where one cannot be made, {measured}"
+            "(writes past it fail with ENOSPC), mounted outside the engine's overlay home and "
+            f"held by the container's overlay alone; where one cannot be made, {measured}"
         )
     return f"{measured} ({driver} on {backing}: no loop filesystem without root and overlay)"
 
