@@ -1,10 +1,11 @@
-"""Honest numbers: a pool task retires only on at least two valid samples, a missing value is
+"""Honest numbers: a pool task retires only when the 95% interval of its success rate lies
+wholly outside the difficulty band (tools/stats.py), a missing value is
 shown as missing (a gap in a plot, "-" or "n/a" in a table, never 0), and the training headline
 names the checkpoint each role is served.
 
 Two one-round flywheel runs with a scripted policy whose solver never acts (the replies are the
 only scripted thing; trials, verifier, pool and reports are real) measure the same seed task with
-one and with two samples; the reports are built from the first run's own metrics.
+one and with twelve samples; the reports are built from the first run's own metrics.
 """
 
 from __future__ import annotations
@@ -98,8 +99,9 @@ async def test_one_valid_sample_measures_the_task_but_never_retires_it(engine_re
     report = (run / "reports" / "round-01.md").read_text()
     assert "| pool tasks measured but undecided (too few valid samples; kept) | 1 |" in report
     assert (
-        f"measured but undecided, kept: fewer than 2 valid samples, too few to retire on "
-        f"({TASK}: 1 valid of 1)" in report
+        "measured but undecided, kept: out of the band by their mean, not by their 95% interval "
+        f"({TASK}: solver success 0.00 [95% CI 0.00-0.79, n=1] overlaps the band [0.25, 0.75]: "
+        "kept; 11 more sample(s) at this rate would decide)" in report
     )
 
     # The headline and the report name what each role is served: the solver the policy's
@@ -130,13 +132,19 @@ async def test_one_valid_sample_measures_the_task_but_never_retires_it(engine_re
 
 
 @pytest.mark.timeout(600)
-async def test_two_valid_samples_out_of_the_band_retire_the_task(engine_ready, tmp_path):
-    final, trained = await _one_round(tmp_path, refresh_attempts=2)
+async def test_twelve_failures_put_the_interval_below_the_band_and_retire_the_task(
+    engine_ready, tmp_path
+):
+    """0/12: the interval [0, 0.24] lies below the band [0.25, 0.75] (with 0/11 it reaches
+    0.26 and the task would stay; tests/test_stats.py has the rule's arithmetic)."""
+    final, trained = await _one_round(tmp_path, refresh_attempts=12)
     run = tmp_path / "run"
     (entry,) = Pool(run / "pool").entries()
-    assert [(p.round, p.mean_reward, p.n) for p in entry.history] == [(1, 0.0, 2)]
+    assert [(p.round, p.mean_reward, p.n) for p in entry.history] == [(1, 0.0, 12)]
     assert entry.status == "retired" and entry.retired_round == 1
-    assert entry.retired_reason == "solver mean reward 0.00 left the band [0.25, 0.75]"
+    assert entry.retired_reason == (
+        "solver success 0.00 [95% CI 0.00-0.24, n=12] lies wholly below the band [0.25, 0.75]"
+    )
     (metrics,) = load_history(run / "reports")
     assert metrics.pool_undecided == {} and (metrics.pool_active, metrics.pool_retired) == (0, 1)
     report = (run / "reports" / "round-01.md").read_text()
@@ -256,12 +264,17 @@ def test_the_refresh_window_moves_on_each_round():
     assert refresh_window([], 1, 2) == []
 
 
-def test_the_embedded_preset_takes_two_samples_per_refreshed_task():
-    from autoenvscaling.graphs.config import preset
-    from autoenvscaling.graphs.flywheel import RETIRE_MIN_SAMPLES, min_valid
+def test_the_embedded_preset_measures_but_cannot_retire_in_one_refresh():
+    """Two samples a task: a task that fails both is kept, pending (its interval reaches 0.66),
+    and the round report says so; the interval rule needs 12 samples at 0/n."""
+    from autoenvscaling.graphs.config import RunConfig, preset
+    from autoenvscaling.graphs.flywheel import min_valid
+    from autoenvscaling.tools.tasks.pool import band_decision
 
     values = preset("embedded")
-    assert values["refresh_attempts"] >= RETIRE_MIN_SAMPLES
+    ctx = RunConfig(**values)
+    decision = band_decision([0.0] * values["refresh_attempts"], (ctx.band_low, ctx.band_high))
+    assert not decision.retire and decision.pending and decision.samples_to_decide == 12
     assert min_valid(values["refresh_attempts"]) <= values["refresh_attempts"]
     # The refresh's trials per round stay at four (one sample on four tasks before).
     assert values["refresh_attempts"] * values["refresh_limit"] == 4

@@ -5,6 +5,11 @@ mean reward over `calibration_rollouts` trials must lie in `band`; a mean within
 of an edge earns more rollouts (up to `calibration_rollouts_near_edge`) before judging, and the
 rewards must vary (a constant reward carries no learning signal for GRPO).
 
+The verdict shows the mean's 95% interval (tools/stats.py) but is decided on the mean, not by the
+pool's interval rule: at 4 to 8 rollouts no interval fits inside [0.25, 0.75] (a 50% task needs
+12) and none lies wholly outside it (0/8 still reaches 0.32), so "reject only when the interval is
+outside" would admit every task whose rewards vary and "admit only when it is inside" none.
+
 Each rollout is classified by tools/trials/faults.py: a rollout lost to infrastructure (the
 solver's model, the engine, a sandbox) is left out of the mean, and with too few left the stage
 cannot judge; a rollout that exposes the task's fault (no reward written for this workspace, a
@@ -20,6 +25,7 @@ from pathlib import Path
 from autoenvscaling.tools.gate.config import GateConfig, StageName
 from autoenvscaling.tools.gate.harness import failure_excerpt, gate_trial
 from autoenvscaling.tools.gate.results import StageResult
+from autoenvscaling.tools.stats import rate
 from autoenvscaling.tools.trials.faults import TrialFailure, trial_failure
 from autoenvscaling.tools.trials.trial import TrialOutcome
 
@@ -106,17 +112,21 @@ async def calibrate(task: Path, config: GateConfig, prior: Prior) -> StageResult
     rewards = [o.reward if o.reward is not None else 0.0 for o in valid]
     mean = sum(rewards) / len(rewards)
     low, high = config.band
+    interval = rate(rewards)  # shown with the mean; the band decision is the mean's (docstring)
     details = {
         "solver": config.solver,
         "rewards": rewards,
         "mean": mean,
         "rollouts": len(rewards),
         "band": [low, high],
+        "interval": [interval.low, interval.high],
         "errors": [o.error for o in valid if o.error],
         "infrastructure_errors": len(outcomes) - len(valid),
         "attempts": attempts,
     }
-    shown = ", ".join(f"{r:g}" for r in rewards)
+    shown = (
+        ", ".join(f"{r:g}" for r in rewards) + f"; 95% CI {interval.low:.2f}-{interval.high:.2f}"
+    )
     if mean > high:
         return StageResult(
             stage="calibrate",
