@@ -44,4 +44,5 @@ async def test_a_sample_of_generated_variants_passes_the_gate(engine_ready):
     for verdict in verdicts:
         stages = {s.stage: s for s in verdict.stages}
         assert stages["oracle"].passed and stages["nop"].passed, verdict.summary()
-        assert verdict.skipped == ["calibrate"], verdict.summary()
+        # calibrate: no solver here; dedup: no pool given (the splits' check covers it).
+        assert set(verdict.skipped) <= {"calibrate", "dedup"}, verdict.summary()
