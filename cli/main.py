@@ -194,9 +194,14 @@ def doctor(
     clean: Annotated[
         bool, typer.Option(help="Remove containers and scratch left by crashed runs")
     ] = False,
+    server: Annotated[
+        bool,
+        typer.Option(help="Also start the embedded policy server and chat with it (seconds)"),
+    ] = True,
 ) -> None:
-    """Say which sandbox backends work on this machine, and why not for the others."""
-    from autoenvscaling.tools.sandbox.doctor import clean_docker, diagnose
+    """Say which sandbox backends work on this machine, and why not for the others; check that
+    the embedded policy server answers a chat with tools on this CPU."""
+    from autoenvscaling.tools.sandbox.doctor import BackendStatus, clean_docker, diagnose
 
     if clean:
         for line in clean_docker():
@@ -208,6 +213,16 @@ def doctor(
         console.print(f"gate: removed {len(gone)} trial folder(s) of killed processes")
 
     statuses = asyncio.run(diagnose())
+    if server:
+        from autoenvscaling.training.serving.server_check import check_embedded_server
+
+        check = check_embedded_server()
+        detail = check.detail
+        if check.system_info:
+            detail += f"\nllama.cpp: {check.system_info}"
+        if check.cpu:
+            detail += f"\nCPU: {check.cpu}"
+        statuses.append(BackendStatus(name="policy server (embedded)", ok=check.ok, detail=detail))
     if as_json:
         typer.echo(json.dumps([s.model_dump() for s in statuses], indent=2))
         return

@@ -6,7 +6,8 @@ sandboxes, SQLite, and TRL GRPO on CPU with LoRA; the same code paths as a vLLM 
 
 Exit status (cli/exit_codes.py): 0 when the run finished and no attempt errored, 1 when the run
 stopped on an error or an attempt errored through its task's fault, 3 when an attempt (or a gate
-judgement) was lost to infrastructure, 2 for a usage error. `--json` prints the run's summary
+judgement) was lost to infrastructure or the policy server crashed again after its one restart
+(the run stops at once, naming the signal and the server log's tail), 2 for a usage error. `--json` prints the run's summary
 (`run_summary`) on stdout, whatever the status.
 """
 
@@ -24,7 +25,7 @@ import typer
 from rich.console import Console
 
 from autoenvscaling.cli.config_options import with_config_options
-from autoenvscaling.cli.exit_codes import ExitCode, exit_code_for
+from autoenvscaling.cli.exit_codes import exit_code_for
 from autoenvscaling.cli.options import JsonOpt
 from autoenvscaling.cli.progress import TaskProgress
 from autoenvscaling.graphs.config import FlywheelContext, RunConfig
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from autoenvscaling.graphs.flywheel_state import TrainingSummary
     from autoenvscaling.graphs.policy_servers import PolicyServers
     from autoenvscaling.tools.report.metrics import CandidateRecord, RoundMetrics
+    from autoenvscaling.tools.trials.faults import Fault
 
 run_app = typer.Typer()
 console = Console(stderr=True)
@@ -145,11 +147,14 @@ async def _continue(graph: Any, config: dict[str, Any], rounds: int) -> bool:
     return True
 
 
-def run_summary(run_dir: Path, error: str | None = None) -> dict[str, Any]:
+def run_summary(
+    run_dir: Path, error: str | None = None, error_fault: Fault | None = None
+) -> dict[str, Any]:
     """What `run --json` prints: the run's folder and id, each finished round's metrics (as
     metrics.json holds them), the attempts that errored by role and fault (from the store: an
     attempt's `fault` metadata; a gate that could not judge a candidate is infrastructure), the
-    run report's path, the error that stopped the run (or None), and the exit status they give."""
+    run report's path, the error that stopped the run (or None; `error_fault` says whose fault
+    it was: an infrastructure stop, the policy server lost, is 3), and the exit status they give."""
     from autoenvscaling.tools.report.run_report import load_history
     from autoenvscaling.tools.rollouts.store import RolloutStore
     from autoenvscaling.tools.run_dir import RunDir
@@ -174,7 +179,7 @@ def run_summary(run_dir: Path, error: str | None = None) -> dict[str, Any]:
         errored["gate"] = {"infrastructure": unjudged}
         faults += ["infrastructure"] * unjudged
     report = run.reports / "run.md"
-    code = ExitCode.FAILED if error else exit_code_for(faults)
+    code = exit_code_for([error_fault]) if error else exit_code_for(faults)
     return {
         "run_dir": str(run_dir),
         "run_id": run_id,
@@ -270,54 +275,69 @@ def run(
     embedded = RunConfig.from_values(values).embedded_default()
 
     async def main() -> None:
-        from autoenvscaling.graphs.flywheel_roles import embedded_defaults
         from autoenvscaling.graphs.policy_servers import PolicyServers
+
+        # The run owns its policy servers: they stop when it ends, crash or Ctrl-C included;
+        # a server that crashed for good stops the run at once (PolicyServerCrashed: exit 3).
+        async with PolicyServers() as servers:
+            servers.notify = lambda text: console.print(text, style="yellow", markup=False)
+            await servers.supervise(work(servers))
+
+    async def work(servers: PolicyServers) -> None:
+        from autoenvscaling.graphs.flywheel_roles import embedded_defaults
         from autoenvscaling.training.backend import TrainingError
 
-        # The run owns its policy servers: they stop when it ends, crash or Ctrl-C included.
-        async with PolicyServers() as servers:
-            if embedded:
-                for key, value in (await embedded_defaults(servers, console)).items():
-                    if values.get(key) is None:  # the command line wins over the defaults
-                        values[key] = value
-            asked = values.get("cold_start")
-            if asked is None:  # default: on for the embedded policy when the run trains
-                values["cold_start"] = embedded and values.get("train") is not False and not resume
-            if values["cold_start"] and not resume:
-                try:
-                    values.update(await _cold_start(values, run_dir, embedded, servers))
-                except TrainingError as exc:
-                    if asked:  # asked for on the command line: no silent fallback
-                        raise
-                    console.print(f"[yellow]cold start: not built ({exc}); the base policy runs[/]")
-                    values["cold_start"] = False
-            ctx = FlywheelContext.from_values(values).with_servers(servers)
-            async with _saver(graph_db) as saver:
-                graph = build_flywheel(checkpointer=saver)
-                config = {"configurable": {"thread_id": thread}, "recursion_limit": 10_000}
-                if resume:  # the server is new: load the policy the saved state names
-                    from autoenvscaling.graphs.flywheel_roles import rebind_policy
-                    from autoenvscaling.tools.run_dir import RunDir
+        if embedded:
+            for key, value in (await embedded_defaults(servers, console)).items():
+                if values.get(key) is None:  # the command line wins over the defaults
+                    values[key] = value
+        asked = values.get("cold_start")
+        if asked is None:  # default: on for the embedded policy when the run trains
+            values["cold_start"] = embedded and values.get("train") is not False and not resume
+        if values["cold_start"] and not resume:
+            try:
+                values.update(await _cold_start(values, run_dir, embedded, servers))
+            except TrainingError as exc:
+                if asked:  # asked for on the command line: no silent fallback
+                    raise
+                console.print(f"[yellow]cold start: not built ({exc}); the base policy runs[/]")
+                values["cold_start"] = False
+        ctx = FlywheelContext.from_values(values).with_servers(servers)
+        async with _saver(graph_db) as saver:
+            graph = build_flywheel(checkpointer=saver)
+            config = {"configurable": {"thread_id": thread}, "recursion_limit": 10_000}
+            if resume:  # the server is new: load the policy the saved state names
+                from autoenvscaling.graphs.flywheel_roles import rebind_policy
+                from autoenvscaling.tools.run_dir import RunDir
 
-                    saved = await graph.aget_state(config)
-                    name = await rebind_policy(ctx, RunDir(run_dir), saved.values.get("policy"))
-                    if name:
-                        console.print(f"resume: the policy server loaded {name} again")
-                payload = None if resume else {"rounds": rounds}
-                if resume and not await _continue(graph, config, rounds):
-                    return
-                # A review prompt cannot share the terminal with a live bar: no bar then.
-                quiet = (human_review and not yes) or as_json
-                with TaskProgress("rounds", total=rounds, quiet=quiet, console=console) as bar:
-                    await _stream(graph, payload, config, ctx, yes, bar)
+                saved = await graph.aget_state(config)
+                name = await rebind_policy(ctx, RunDir(run_dir), saved.values.get("policy"))
+                if name:
+                    console.print(f"resume: the policy server loaded {name} again")
+            payload = None if resume else {"rounds": rounds}
+            if resume and not await _continue(graph, config, rounds):
+                return
+            # A review prompt cannot share the terminal with a live bar: no bar then.
+            quiet = (human_review and not yes) or as_json
+            with TaskProgress("rounds", total=rounds, quiet=quiet, console=console) as bar:
+                await _stream(graph, payload, config, ctx, yes, bar)
 
     import click
 
+    from autoenvscaling.training.serving.supervision import PolicyServerCrashed
+
     failed: str | None = None
+    fault: Fault | None = None  # whose fault the error that stopped the run is (None: the work's)
     try:
         asyncio.run(main())
     except (click.exceptions.ClickException, click.exceptions.Exit):
         raise  # a usage error (2) or an exit already decided
+    except PolicyServerCrashed as exc:  # infrastructure: 3, with the signal and the log's tail
+        failed, fault = f"{type(exc).__name__}: {exc}", "infrastructure"
+        console.print(
+            f"[red]the run stopped: its policy server crashed again[/]: {exc}\n"
+            f"resume with: autoenvscaling run --resume --run-dir {run_dir}"
+        )
     except Exception as exc:  # noqa: BLE001 - the run failed: say why, then the summary and 1
         console.print_exception(show_locals=False)
         failed = f"{type(exc).__name__}: {exc}"
@@ -331,7 +351,7 @@ def run(
             console.print((run_dir / "reports").joinpath(path.name).read_text()[:3000])
     except FileNotFoundError as exc:
         console.print(f"[yellow]{exc}[/]")
-    summary = run_summary(run_dir, failed)
+    summary = run_summary(run_dir, failed, fault)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     elif summary["errored"]:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from autoenvscaling.tools.report.activity import CONTEXT_EXCEEDED
 from autoenvscaling.tools.rollouts.models import Step
 from autoenvscaling.tools.rollouts.transcripts import content_text
+from autoenvscaling.training.serving.supervision import PolicyServerCrashed, crash_during
 
 StopReason = Literal["done", "submitted", "max_turns", "max_tokens", "time_budget", "error"]
 
@@ -97,13 +98,24 @@ def build_agent_loop(
     shown = list(schemas) if schemas is not None else list(tools)
     bound = model.bind_tools(shown, **extra) if shown else model
 
+    endpoint = getattr(model, "openai_api_base", None)  # an OpenAI-compatible server's URL
+
     async def call_model(messages: list[AnyMessage], retried: list[str]) -> AIMessage:
         """The model call with bounded retries and exponential backoff; each retry is recorded
-        in `retried` (a full context window is the episode's limit, never retried)."""
+        in `retried` (a full context window is the episode's limit, never retried; nor is a call
+        its policy server crashed under: that request may be what killed it)."""
         for attempt in range(budget.max_retries + 1):
+            started = time.monotonic()
             try:
                 return await bound.ainvoke(messages)
             except Exception as exc:
+                crash = (
+                    await asyncio.to_thread(crash_during, endpoint, started, exc)
+                    if endpoint
+                    else None
+                )
+                if crash is not None:
+                    raise PolicyServerCrashed(crash) from exc
                 if _context_full(exc) or attempt == budget.max_retries:
                     raise
                 retried.append(f"{type(exc).__name__}: {exc}"[:300])
@@ -134,13 +146,17 @@ def build_agent_loop(
                         "error": f"the conversation {CONTEXT_EXCEEDED}: {exc}"[:500],
                     },
                 )
+            failed = (
+                "the policy server crashed during the model call"
+                if isinstance(exc, PolicyServerCrashed)
+                else f"model call failed after {budget.max_retries + 1} tries"
+            )
             return Command(
                 goto=END,
                 update={
                     **recorded,
-                    "stop_reason": "error",
-                    "error": f"model call failed after {budget.max_retries + 1} tries: "
-                    f"{type(exc).__name__}: {exc}",
+                    "stop_reason": "error",  # infrastructure (tools/trials/faults.py)
+                    "error": f"{failed}: {type(exc).__name__}: {exc}",
                 },
             )
         recorded["model_retries"] += len(retried)

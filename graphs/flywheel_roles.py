@@ -83,7 +83,10 @@ async def serve_embedded_default(ctx: FlywheelContext, policy: Policy | None) ->
 
     The server is the run's: `release_embedded_default` stops it when the run finishes or pauses
     for review; a run that fails leaves it to the context's finalizer (when the run lets go of
-    its context) and, at the latest, to this process's exit (the server also ends with it)."""
+    its context) and, at the latest, to this process's exit (the server also ends with it).
+
+    Raises PolicyServerCrashed when the run's server crashed for good: no node starts then."""
+    (ctx.served or ctx).servers.raise_if_down()
     if ctx.served is not None:
         return ctx.served
     if not ctx.embedded_default():

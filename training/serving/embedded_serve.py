@@ -18,7 +18,9 @@ imported by the graph process. On top of llama-cpp-python's FastAPI app (used as
 - vLLM's sampling defaults (top_p 1, top_k off, min_p 0, repetition penalty 1) where a request
   names none: llama-cpp-python's own defaults sample from another distribution than the trainer's.
 The process exits by itself when its parent dies (it polls its parent pid), so a SIGKILLed run
-never leaves a server behind.
+never leaves a server behind. It serves from the start the adapters and models its config's
+`preload` names (a server started again after a crash serves what the crashed one did); its
+parent runs it with faulthandler on, so a crash in native code leaves a traceback in its log.
 """
 
 from __future__ import annotations
@@ -30,13 +32,21 @@ import shutil
 import socket
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from autoenvscaling.training.orphan import watch_parent
 
 GGUF_MAGIC = b"GGUF"
+
+
+class Preload(BaseModel):
+    """A name the server serves besides its base model: a GGUF LoRA adapter or full model."""
+
+    name: str = Field(min_length=1)
+    kind: Literal["lora", "model"]
+    path: Path
 
 
 class ServeConfig(BaseModel):
@@ -71,6 +81,14 @@ class ServeConfig(BaseModel):
         "(the parent removes it itself on a normal stop).",
     )
     verbose: bool = False
+    preload: list[Preload] = Field(
+        default_factory=list,
+        description="Adapters and models to serve from the start, under their names: a server "
+        "started again after a crash serves what the crashed one did.",
+    )
+    serving: str | None = Field(
+        default=None, description="The preloaded name to load first (the one in use)."
+    )
 
 
 class LoadLoraRequest(BaseModel):
@@ -205,6 +223,7 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
             self.base_name = str(models[0].model_alias)
             self.served = {str(m.model_alias): m for m in models}
             self.current_name = self.base_name
+            built.append(self)
 
         def __iter__(self):  # noqa: ANN204 - the names served (/v1/models lists them)
             yield from list(self.served)  # a generator, as LlamaProxy's own
@@ -221,10 +240,14 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
             self.current_name = model or self.base_name
             return llama
 
-        def add(self, name: str, settings: ModelSettings) -> None:
-            """Register `name` and load it now, so a bad file fails here and not on a request."""
+        def register(self, name: str, settings: ModelSettings) -> None:
+            """Serve `name`, loaded on its first request."""
             self[name] = settings
             self.served[name] = settings
+
+        def add(self, name: str, settings: ModelSettings) -> None:
+            """Register `name` and load it now, so a bad file fails here and not on a request."""
+            self.register(name, settings)
             try:
                 self(name)
             except BaseException:
@@ -260,9 +283,23 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
             **threads,
         }
     )
+
+    def lora_settings(name: str, path: str) -> ModelSettings:
+        return base.model_copy(update={"model_alias": name, "lora_path": str(resolve_gguf(path))})
+
+    def model_settings(name: str, path: str) -> ModelSettings:
+        return base.model_copy(update={"model_alias": name, "model": str(resolve_gguf(path))})
+
     # Two clients (proposer and solver) may stream at once: do not cut one off for the other.
     server = ServerSettings(host=config.host, port=config.port, interrupt_requests=False)
+    built: list[StrictLlamaProxy] = []  # the proxy create_app makes (it keeps it to itself)
     app = create_app(StrictLlamaProxy, server, [base])
+    proxy_instance = built[-1]
+    for item in config.preload:  # before the first request is accepted: no name is missing
+        make = lora_settings if item.kind == "lora" else model_settings
+        proxy_instance.register(item.name, make(item.name, str(item.path)))
+    if config.serving is not None:
+        proxy_instance(config.serving)  # loaded now: a bad file fails the start, not a request
     proxy_dependency = Depends(llama_app.get_llama_proxy)  # holds the server's model lock
 
     @app.exception_handler(HTTPException)
@@ -298,11 +335,7 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
                 "InvalidUserInput",
             )
         try:
-            adapter = resolve_gguf(body.lora_path)
-            settings = base.model_copy(
-                update={"model_alias": body.lora_name, "lora_path": str(adapter)}
-            )
-            proxy.add(body.lora_name, settings)
+            proxy.add(body.lora_name, lora_settings(body.lora_name, body.lora_path))
         except Exception as exc:  # noqa: BLE001 - any load failure is the caller's bad input
             return error(
                 400, f"Failed to load LoRA adapter '{body.lora_name}': {exc}", "InvalidUserInput"
@@ -328,10 +361,7 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
                 400, f"The model '{body.model_name}' has already been loaded.", "InvalidUserInput"
             )
         try:
-            settings = base.model_copy(
-                update={"model_alias": body.model_name, "model": str(resolve_gguf(body.model_path))}
-            )
-            proxy.add(body.model_name, settings)
+            proxy.add(body.model_name, model_settings(body.model_name, body.model_path))
         except Exception as exc:  # noqa: BLE001 - any load failure is the client's 400, as llama.cpp answers
             return error(
                 400, f"Failed to load model '{body.model_name}': {exc}", "InvalidUserInput"
