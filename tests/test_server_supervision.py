@@ -181,6 +181,16 @@ async def test_a_second_crash_takes_the_server_down_and_stops_the_run(model_path
             servers.raise_if_down()
 
 
+def test_doctor_holds_a_chat_with_tools_on_the_embedded_server():
+    from autoenvscaling.training.serving.server_check import check_embedded_server
+
+    check = check_embedded_server(max_tokens=8)
+    assert check.ok, check.detail
+    assert (check.prompt_tokens or 0) > 100 and (check.completion_tokens or 0) > 1, check
+    assert check.system_info and "CPU" in check.system_info
+    assert check.cpu and "this CPU has them all" in check.cpu
+
+
 def test_a_run_stopped_by_its_server_exits_3(tmp_path):
     """The CLI's mapping: a run stopped by a lost policy server is infrastructure (3), another
     stop is the work's failure (1)."""

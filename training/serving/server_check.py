@@ -10,6 +10,7 @@ took and llama.cpp's system info line (the CPU features the built library uses).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -76,27 +77,15 @@ def system_info(python: str = sys.executable) -> str:
     return done.stdout.strip()
 
 
-def _cpu_verdict(info: str) -> str | None:
-    """The CPU-support module's verdict on `info`, when that module is installed here."""
-    import importlib
+def _cpu_verdict(info: str) -> str:
+    """training/serving/cpu_support.py's verdict on `info` against this CPU's flags."""
+    from autoenvscaling.training.serving.cpu_support import ALLOW_NATIVE_ENV, assess, cpu_flags
 
-    try:  # another module's job (issue 38); absent in older trees
-        cpu_support = importlib.import_module("autoenvscaling.training.serving.cpu_support")
-    except ImportError:
-        return None
-    for name in ("describe", "verdict", "check_system_info", "check"):
-        fn = getattr(cpu_support, name, None)
-        if callable(fn):
-            try:
-                return str(fn(info))
-            except TypeError:
-                try:
-                    return str(fn())
-                except Exception as exc:  # noqa: BLE001 - a report line, not a crash
-                    return f"{type(exc).__name__}: {exc}"
-            except Exception as exc:  # noqa: BLE001
-                return f"{type(exc).__name__}: {exc}"
-    return None
+    support = assess(info, cpu_flags())
+    problem = support.problem(allow_native=os.environ.get(ALLOW_NATIVE_ENV) == "1")
+    if problem:
+        return f"not supported: {problem}"
+    return f"built for {', '.join(support.built_for) or 'no listed instruction set'}: this CPU has them all"
 
 
 def check_embedded_server(max_tokens: int = 48, timeout_sec: float = 180.0) -> ServerCheck:
@@ -147,7 +136,7 @@ def check_embedded_server(max_tokens: int = 48, timeout_sec: float = 180.0) -> S
             else f"text {json.dumps((message.get('content') or '')[:40])}"
         )
         return ServerCheck(
-            ok=True,
+            ok=not cpu.startswith("not supported"),
             detail=f"{ref.model} at {ref.base_url} answered a chat with tools in {seconds:.1f} s "
             f"({usage.get('prompt_tokens')} prompt, {usage.get('completion_tokens')} reply "
             f"tokens: {said})",
