@@ -17,9 +17,9 @@ from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
 from autoenvscaling.graphs.scripted_model import register
 from autoenvscaling.tools.report.run_report import write_run_report
 from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.tools.stats import wilson
 from autoenvscaling.tools.tasks.generator import generate
 from autoenvscaling.tools.tasks.pool import Pool
-from autoenvscaling.tools.stats import wilson
 from autoenvscaling.tools.tasks.snapshot import content_hash
 
 from .conftest import FIXTURES
