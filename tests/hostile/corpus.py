@@ -237,7 +237,7 @@ CASES: list[Case] = [
         "agent-timeout-negative",
         _toml("agent", "timeout_sec", "-1"),
         "lint",
-        ("agent.timeout_sec", "-1", *LIMITS, "<= 3600"),
+        ("agent.timeout_sec", "-1", *LIMITS, "<= 12000"),
     ),
     Case(
         "verifier-timeout-nan",
@@ -249,7 +249,13 @@ CASES: list[Case] = [
         "verifier-timeout-1e9",
         _toml("verifier", "timeout_sec", "1e9"),
         "lint",
-        ("verifier.timeout_sec", "1000000000.0", *LIMITS, "<= 1800"),
+        (
+            "verifier.timeout_sec",
+            "1000000000.0",
+            *LIMITS,
+            "<= 12000",
+            "AUTOENVSCALING_TASK_MAX_VERIFIER_TIMEOUT_SEC",
+        ),
     ),
     Case(
         "verifier-timeout-zero",

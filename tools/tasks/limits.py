@@ -45,11 +45,13 @@ class TaskLimits(BaseSettings):
         default=16, ge=1, description="Deepest folder nesting below the task root."
     )
     max_name_bytes: int = Field(default=200, ge=1, description="Longest file or folder name.")
+    # Real Terminal-Bench 2 tasks ask for up to 12,000 s for the agent and the verifier. The gate's
+    # own wall cap on a trial (GateConfig.max_trial_sec) bounds what a trial really gets.
     max_agent_timeout_sec: float = Field(
-        default=3600.0, gt=0, description="[agent].timeout_sec cap."
+        default=12_000.0, gt=0, description="[agent].timeout_sec cap."
     )
     max_verifier_timeout_sec: float = Field(
-        default=1800.0, gt=0, description="[verifier].timeout_sec cap."
+        default=12_000.0, gt=0, description="[verifier].timeout_sec cap."
     )
     max_build_timeout_sec: float = Field(
         default=1800.0, gt=0, description="[environment].build_timeout_sec cap."
@@ -271,6 +273,23 @@ def _ranges(limits: TaskLimits) -> dict[str, tuple[float, float, bool]]:
     }
 
 
+def _setting(field: str) -> str | None:
+    """The TaskLimits field (and its environment variable) that sets `field`'s cap."""
+    leaf = field.removeprefix("verifier.environment.").removeprefix("environment.")
+    name = {
+        "agent.timeout_sec": "max_agent_timeout_sec",
+        "verifier.timeout_sec": "max_verifier_timeout_sec",
+        "build_timeout_sec": "max_build_timeout_sec",
+        "cpus": "max_cpus",
+        "memory_mb": "max_memory_mb",
+        "storage_mb": "max_storage_mb",
+        "gpus": "max_gpus",
+    }.get(leaf)
+    if name is None and leaf.startswith("healthcheck.") and leaf.endswith("_sec"):
+        name = "max_build_timeout_sec"
+    return name
+
+
 def toml_leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """Every scalar of a parsed TOML value with its path (`environment.env.API_KEY`, `a[0]`)."""
     if isinstance(value, dict):
@@ -310,12 +329,19 @@ def check_numbers(raw: dict[str, Any], limits: TaskLimits | None = None) -> list
         low, high, exclusive = ranges[field]
         if (value <= low if exclusive else value < low) or value > high:
             bound = f"> {low:g}" if exclusive else f">= {low:g}"
+            advice = "set a value in range"
+            if value > high and (setting := _setting(field)):
+                # The cap is this gate's choice, not the task's fault: say how to move it.
+                advice += (
+                    f", or raise this gate's cap: AUTOENVSCALING_TASK_{setting.upper()}="
+                    f"{value:g} (TaskLimits.{setting})"
+                )
             problems.append(
                 LimitProblem(
                     file="task.toml",
                     field=field,
                     problem=f"is {shown}, outside the allowed range ({bound} and <= {high:g}); "
-                    f"set a value in range",
+                    f"{advice}",
                 )
             )
     return problems

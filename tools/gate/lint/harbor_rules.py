@@ -14,8 +14,10 @@ from autoenvscaling.tools.harbor_adapter import pip_install_packages
 # root-agent (our trials use the shared verifier as root, like TB2), unpinned-image (the
 # offline base is tagged as the FROM images), agent-image-test-leak (our `image-test-leak` is a superset), and the
 # config/file rules that `tasks/format.py` reports with more precise messages.
+# Unpinned packages are a style rule (Harbor's own lint warns): the build is offline or fetches
+# whatever it fetches either way, and real tasks write `pip install pytest`.
 _HARBOR_RULES: dict[LintRule, Severity] = {
-    LintRule.UNPINNED_PYTHON_DEPENDENCY: "error",
+    LintRule.UNPINNED_PYTHON_DEPENDENCY: "warning",
     LintRule.OVERLAPPING_ARTIFACTS: "error",
     LintRule.ARTIFACT_LOG_OVERLAP: "error",
     LintRule.COMPOSE_PRIVILEGED: "error",

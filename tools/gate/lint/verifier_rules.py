@@ -49,6 +49,11 @@ _REL_FILE = re.compile(
     rf"(?<![\w./$\\{{}}-])([A-Za-z0-9_][\w.-]*(?:/[\w.-]+)*\.(?:{_DATA_EXT}))(?![\w-]|\.\w)"
 )
 _TASK_FILE_NAMES = {"instruction.md", "task.toml", "test.sh", "solve.sh", "Dockerfile"}
+# A path named to be absent: tests pass it to the agent's program to check its error handling
+# (`/app/does-not-exist.txt`); no instruction names it, since nothing may create it.
+_MEANT_ABSENT = re.compile(
+    r"non[-_]?exist|does[-_]?not[-_]?exist|not[-_]?exist|no[-_]?such[-_]", re.I
+)
 _QUOTED = re.compile(r"""(["'])((?:(?!\1)[^\\\n]|\\.)*)\1""")
 
 
@@ -139,7 +144,8 @@ def check_outputs_named(ctx: LintContext, task: TaskView, sources: list[tuple[Pa
 
     Heuristic. Not flagged: system and Harbor paths (/tests, /logs, /usr, /tmp, ...), files
     shipped in environment/ (inputs, not outputs), tests/ files that are copies of those (shared
-    generators), files the tests write, build, move or delete themselves (written_paths.py), git
+    generators), files the tests write, build, move or delete themselves (written_paths.py),
+    names that say the file must not exist (`/app/does-not-exist.txt`, an error-path probe), git
     internals, bare top-level folders, and any path whose full form, workdir-relative form or
     file name appears in the instruction. An error, not a warning: an output the instruction
     never names leaves the task unusable (no agent can know to write it).
@@ -173,6 +179,7 @@ def check_outputs_named(ctx: LintContext, task: TaskView, sources: list[tuple[Pa
                 or name in shipped
                 or name in _TASK_FILE_NAMES
                 or is_written(full, written, workdir)  # the tests make or clear it themselves
+                or _MEANT_ABSENT.search(name)  # named to be absent: an error-handling probe
             ):
                 continue
             relative = posixpath.relpath(full, workdir) if workdir != "/" else full.lstrip("/")
@@ -196,7 +203,8 @@ def check_outputs_named(ctx: LintContext, task: TaskView, sources: list[tuple[Pa
 
 
 def check_requirements(ctx: LintContext, task: TaskView) -> None:
-    """requirements*.txt shipped with the task must pin with == (Harbor checks only pip lines)."""
+    """requirements*.txt shipped with the task should pin with == (Harbor checks only pip lines);
+    a warning, like Harbor's rule for pip lines."""
     for folder in (task.environment_dir, task.tests_dir):
         if not folder.is_dir():
             continue
@@ -220,7 +228,7 @@ def check_requirements(ctx: LintContext, task: TaskView) -> None:
                     continue
                 ctx.add(
                     "unpinned-python-dependency",
-                    "error",
+                    "warning",  # a style rule, as in Harbor's own lint
                     path,
                     f"`{line}` is not pinned; write {requirement.name}==<version>",
                     number,

@@ -7,13 +7,18 @@ line by line, like the rule itself: shell redirections and the destinations of c
 tee/mkdir/touch/rm and of `-o`/`-d`/`--output`; in Python open(..., "w"), write_text/bytes,
 mkdir, touch, unlink, shutil copies and removals, also through a name bound to the path first
 (`OUT = Path("/app/out.txt")` ... `OUT.write_text(...)`), and paths in an exclude/skip list.
+Python's string literals are also read as the commands they usually are: a subprocess argument
+list (`["gcc", "x.c", "-o", "/app/new.o"]`, over several lines too), a shell string
+(`"curl -o /app/page.html ..."`, `"... | tee /app/run.log"`) or keystrokes sent to a terminal.
 """
 
 from __future__ import annotations
 
+import io
 import posixpath
 import re
 import shlex
+import tokenize
 from pathlib import Path
 
 _ABS = r"/[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-*]+)*"
@@ -113,6 +118,38 @@ def _python_written(line: str, names: dict[str, str]) -> set[str]:
     return out
 
 
+def _python_literals(text: str) -> list[str]:
+    """The string literals of a Python file in order (f-strings too, as written). Never raises:
+    a file tokenize cannot read falls back to quoted runs on each line."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return [m.group(2) for m in re.finditer(r"""(["'])((?:(?!\1)[^\\\n])*)\1""", text)]
+    out: list[str] = []
+    for token in tokens:
+        if token.type == tokenize.STRING:
+            body = token.string.lstrip("rbufRBUF")
+            quote = body[:3] if body[:3] in ('"""', "'''") else body[:1]
+            out.append(body[len(quote) : len(body) - len(quote)])
+        elif token.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
+            out.append(token.string)
+    return out
+
+
+def _commands_in_literals(text: str) -> set[str]:
+    """What the commands held in a Python file's string literals write: each literal read as a
+    shell line, and argument lists read as one command (an output flag, then its path)."""
+    literals = _python_literals(text)
+    out: set[str] = set()
+    for literal in literals:
+        for line in literal.splitlines():
+            out |= _shell_written(line)
+    for flag, value in zip(literals, literals[1:], strict=False):
+        if flag in _OUTPUT_FLAGS and value.startswith("/"):
+            out.add(value)
+    return out
+
+
 def written_by_verifier(sources: list[tuple[Path, str]]) -> set[str]:
     """Normalised absolute paths the scripts under tests/ write, move, build, delete or filter.
     A folder among them covers what is under it (`cp helper.sh /app/tools/`); `mkdir` alone
@@ -121,6 +158,8 @@ def written_by_verifier(sources: list[tuple[Path, str]]) -> set[str]:
     for path, text in sources:
         python = path.suffix == ".py"
         names: dict[str, str] = {}
+        if python:
+            written |= _commands_in_literals(text)
         for line in text.splitlines():
             stripped = line.strip()
             if not stripped or stripped.startswith("#"):
