@@ -101,7 +101,12 @@ async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
                 network=environment_options(task, config).get("kwargs", {}).get("network", False),
             )
         except (BuildError, SandboxError) as exc:  # SandboxError: no network to be had here
-            blame = network_blame(task, config, "build")
+            said = " ".join(str(exc).split())
+            # A refusal (the builder never ran, the network is not to blame) names what to
+            # change at its start; a failed build's cause is at its end.
+            refused = said.startswith("refused to build")
+            said = said[:1200] if refused else said[-400:]
+            blame = "" if refused else network_blame(task, config, "build")
             return StageResult(
                 stage="build",
                 passed=False,
@@ -110,7 +115,7 @@ async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
                 reason=f"the environment does not build: {blame}"
                 if blame
                 else f"the environment does not build (build timeout "
-                f"{env.build_timeout_sec:g} s): {' '.join(str(exc).split())[-400:]}",
+                f"{env.build_timeout_sec:g} s): {said}",
             )
         return StageResult(
             stage="build",

@@ -21,15 +21,14 @@ from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.sandbox.base import Backend, BuildError, SandboxError
 from autoenvscaling.tools.sandbox.builders import Log, build_docker, build_podman
-from autoenvscaling.tools.sandbox.engine import PODMAN, call, client, config_dir
+from autoenvscaling.tools.sandbox.engine import PODMAN, call, client, config_dir, inspect_image
 from autoenvscaling.tools.sandbox.image_gc import gc_images, remove_task_image
 from autoenvscaling.tools.sandbox.image_tags import image_id as _image_id
 from autoenvscaling.tools.sandbox.image_tags import image_tag
-from autoenvscaling.tools.sandbox.image_tags import (  # noqa: F401 - tests import it from here
-    parent_images as _parent_images,
-)
+from autoenvscaling.tools.sandbox.image_tags import parent_images as _parent_images
 from autoenvscaling.tools.sandbox.netns import build_namespace
 from autoenvscaling.tools.tasks.dockerfile import MAX_DOCKERFILE_BYTES, build_hazards
+from autoenvscaling.tools.tasks.dockerfile_sources import source_hazards
 
 
 class ContainerImage(BaseModel):
@@ -58,14 +57,19 @@ class _lock:
         self.handle.close()
 
 
-def refuse_hazards(dockerfile: Path, task_name: str) -> None:
+def refuse_hazards(
+    dockerfile: Path, task_name: str, inherited: frozenset[str] | None = None
+) -> None:
     """Raise BuildError when the Dockerfile holds what the builder must never see.
 
     Checked at every build, whatever lint said: the gate lints, but trials, the proposer's
     `check` and hand-run builds reach here too. Debian bookworm's buildah (1.28) has
     CVE-2024-1753 (a RUN --mount from another stage through a link to / binds the host's root
     read-write) and honours parser directives differently from our reader; no newer podman is
-    packaged for bookworm, so the builder is never handed a --mount or a directive.
+    packaged for bookworm, so the builder is never handed a --mount or a directive. Nor an
+    ADD/COPY source that is remote or that we cannot resolve (`ARG SRC=http://...` +
+    `ADD ${SRC}`): the builder fetches a URL itself, on the host's network. `inherited`: the
+    names the base images' ENV sets (None: unknown), which win over an ARG in the builder.
     """
     try:
         info = dockerfile.lstat()
@@ -76,9 +80,21 @@ def refuse_hazards(dockerfile: Path, task_name: str) -> None:
         text = dockerfile.read_bytes().decode("utf-8", errors="replace")
     except OSError as exc:
         raise BuildError(f"{task_name}: cannot read the Dockerfile: {exc}") from None
-    if hazards := build_hazards(text):
+    if hazards := build_hazards(text) + source_hazards(text, inherited):
         said = "\n".join(f"line {h.line}: {h.message}" for h in hazards)
         raise BuildError(f"refused to build {task_name}; the builder is never given these:\n{said}")
+
+
+def _inherited_names(api: object, dockerfile: Path) -> frozenset[str] | None:
+    """The names the FROM images' ENV sets; None when one of them is not in the engine yet."""
+    names: set[str] = set()
+    for parent in _parent_images(dockerfile):
+        try:
+            env = (inspect_image(api, parent).get("Config") or {}).get("Env") or []
+        except docker.errors.APIError:
+            return None
+        names |= {str(item).split("=", 1)[0] for item in env}
+    return frozenset(names)
 
 
 def _build_locked(
@@ -91,8 +107,9 @@ def _build_locked(
     say: Log,
     network: bool = False,
 ) -> ContainerImage:
-    refuse_hazards(environment_dir / "Dockerfile", task_name)
     api = client(backend).api
+    dockerfile = environment_dir / "Dockerfile"
+    refuse_hazards(dockerfile, task_name, _inherited_names(api, dockerfile))
     if not force and (found := _image_id(api, tag)):
         return ContainerImage(tag=tag, id=found)
     with _lock(f"build-{tag.replace('/', '_').replace(':', '_')}"):  # same task built in parallel

@@ -18,6 +18,12 @@ from autoenvscaling.tools.tasks.dockerfile import (
     build_hazards,
     copy_args,
 )
+from autoenvscaling.tools.tasks.dockerfile_sources import (
+    REMOTE_ADVICE,
+    CopySource,
+    copy_sources,
+    unresolved_message,
+)
 
 #: The Dockerfile instructions a task may use (a small, reviewable subset of what engines build).
 SUPPORTED_DOCKERFILE_INSTRUCTIONS = frozenset(
@@ -89,7 +95,7 @@ def check_dockerfile(ctx: LintContext, task: TaskView) -> None:
         return
     dockerfile = task.dockerfile
     try:
-        instructions = Dockerfile.read(dockerfile).instructions
+        parsed = Dockerfile.read(dockerfile)
     except DockerfileError as exc:
         ctx.add("dockerfile-parse", "error", dockerfile, str(exc))
         return
@@ -108,8 +114,13 @@ def check_dockerfile(ctx: LintContext, task: TaskView) -> None:
         p.relative_to(context).as_posix() for p in context.rglob("*") if p.is_file()
     )
     hidden = _hidden_files(task)
+    # Sources as the builder reads them: ARG/ENV expanded (the build checks again, knowing the
+    # base image's ENV too).
+    sources_at: dict[int, list[CopySource]] = {}
+    for found in copy_sources(parsed):
+        sources_at.setdefault(found.line, []).append(found)
     froms = 0
-    for ins in instructions:
+    for ins in parsed.instructions:
         at = f"{ins.name} {ins.value}".strip()
         if ins.name == "CMD":  # Harbor starts the container with its own command
             ctx.add(
@@ -171,7 +182,7 @@ def check_dockerfile(ctx: LintContext, task: TaskView) -> None:
                 ins.line,
             )
         elif ins.name in ("COPY", "ADD"):
-            flags, sources = copy_args(ins.value)
+            flags, _sources = copy_args(ins.value)
             unknown = sorted({f.split("=", 1)[0] for f in flags} - {"--chown", "--chmod"})
             if unknown:
                 what = "another image or stage" if unknown[0] == "--from" else "this flag"
@@ -182,7 +193,7 @@ def check_dockerfile(ctx: LintContext, task: TaskView) -> None:
                     ins.line,
                 )
                 continue
-            for source in sources:
+            for source in sources_at.get(ins.line, []):
                 _check_copy_source(ctx, task, ins, source, context_files, hidden)
     if froms == 0:
         error(
@@ -195,22 +206,31 @@ def _check_copy_source(
     ctx: LintContext,
     task: TaskView,
     ins: Instruction,
-    source: str,
+    copied: CopySource,
     context_files: list[str],
     hidden: dict[str, tuple[str, bool]],
 ) -> None:
     assert task.dockerfile is not None
     dockerfile = task.dockerfile
-    if re.match(r"^(?:https?|ftp|git)://|^git@", source):
+    if copied.remote:
         ctx.add(
             "dockerfile-remote-add",
             "error",
             dockerfile,
-            f"{ins.name} {source}: remote sources are not supported; put the file in "
-            "environment/ and COPY it",
+            f"{ins.name} {copied.shown()}: {REMOTE_ADVICE}",
             ins.line,
         )
         return
+    if copied.resolved is None:
+        ctx.add(
+            "dockerfile-unresolved-source",
+            "error",
+            dockerfile,
+            unresolved_message(copied),
+            ins.line,
+        )
+        return
+    source = copied.resolved
     norm = posixpath.normpath(source.lstrip("/")) if source.strip("/") else "."
     first = PurePosixPath(norm).parts[0] if norm != "." else "."
     if first == "..":
@@ -248,7 +268,7 @@ def _check_copy_source(
             ins.line,
         )
         return
-    if "$" not in source and not _covered(source, context_files):
+    if not _covered(source, context_files):
         ctx.add(
             "dockerfile-missing-source",
             "error",
