@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import resource
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -119,7 +120,17 @@ class ColdStartCard(BaseModel):
     calibration: str = NO_CALIBRATION
     settings: ColdStartSettings = Field(default_factory=ColdStartSettings)
     seconds: dict[str, float] = Field(default_factory=dict, description="phase -> seconds")
-    sft: dict[str, Any] = Field(default_factory=dict, description="The SFT job's metrics.")
+    cpu_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="phase -> CPU seconds (user + system) of the process that ran it: the cost "
+        "on a shared machine, where the wall clock also counts other jobs. The replays' count "
+        "leaves out the sandboxes' own processes.",
+    )
+    sft: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The SFT job's metrics: loss, steps, and where its time went (seconds and "
+        "tokens per role, tokens per second).",
+    )
     checkpoint: str | None = None
     splits: SplitCheck | None = Field(
         default=None,
@@ -250,7 +261,7 @@ async def build_dataset(
     store_path = cache / "rollouts.db"
     examples: list[SFTExample] = []
     if "solver" in settings.roles:
-        started = time.monotonic()
+        started, cpu = time.monotonic(), _cpu()
         say(f"cold start: replaying {len(tasks)} reference solutions through the served solver")
         results, solved = await replay_tasks(
             tasks, store_path=store_path, backend=backend, trials_dir=cache / "trials"
@@ -262,8 +273,9 @@ async def build_dataset(
         )
         examples += solved
         card.seconds["solver_replays"] = round(time.monotonic() - started, 1)
+        card.cpu_seconds["solver_replays"] = round(_cpu() - cpu, 1)
     if "proposer" in settings.roles:
-        started = time.monotonic()
+        started, cpu = time.monotonic(), _cpu()
         say(f"cold start: replaying the authoring of {len(tasks)} tasks through the proposer")
         authored = await replay_authorings(
             tasks,
@@ -297,6 +309,7 @@ async def build_dataset(
                 )
             )
         card.seconds["proposer_replays"] = round(time.monotonic() - started, 1)
+        card.cpu_seconds["proposer_replays"] = round(_cpu() - cpu, 1)
     if runs:
         interface = await served_solver_interface()
         for run_dir in runs:
@@ -365,6 +378,7 @@ async def cold_start_checkpoint(
             update={"fingerprint": key, "settings": settings, "sft": {}, "checkpoint": None}
         )
         card.seconds = {k: v for k, v in card.seconds.items() if k.endswith("_replays")}
+        card.cpu_seconds = {k: v for k, v in card.cpu_seconds.items() if k.endswith("_replays")}
     else:
         say("cold start: building it (once per machine; later runs reuse it)")
         card = await build_dataset(
@@ -417,11 +431,10 @@ async def cold_start_checkpoint(
         raise TrainingError(f"cold start published nothing: {result.reason}")
     card.seconds["sft"] = round(time.monotonic() - sft_started, 1)
     card.seconds["total"] = round(time.monotonic() - started, 1)
-    card.sft = {
-        k: v
-        for k, v in result.metrics.items()
-        if k in ("first_loss", "last_loss", "param_change_l2", "examples", "by_role", "device")
-    }
+    card.sft = {k: v for k, v in result.metrics.items() if k in _SFT_METRICS}
+    card.sft["steps"] = steps
+    if "cpu_seconds" in result.metrics:
+        card.cpu_seconds["sft"] = result.metrics["cpu_seconds"]
     card.checkpoint = result.checkpoint.id
     card.splits = splits
     card_path.write_text(card.model_dump_json(indent=2))
@@ -437,6 +450,31 @@ def training_rows(dataset: Path, epochs: dict[str, int]) -> list[dict[str, Any]]
     repeated = [row for row in rows for _ in range(epochs.get(str(row.get("role")), 1))]
     random.Random(0).shuffle(repeated)
     return repeated
+
+
+#: The SFT job's metrics the card keeps (training/sft/worker.py, training/sft/step_timing.py).
+_SFT_METRICS = (
+    "first_loss",
+    "last_loss",
+    "param_change_l2",
+    "examples",
+    "by_role",
+    "device",
+    "duration_sec",
+    "step_seconds_by_role",
+    "tokens_by_role",
+    "loss_tokens_by_role",
+    "tokens_per_second",
+)
+
+
+def _cpu() -> float:
+    """This process's CPU seconds, its reaped children's included."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _cost(card: ColdStartCard) -> str:

@@ -120,6 +120,15 @@ async def test_cold_start_trains_both_roles_and_serves_round_one(
     assert card.sft["param_change_l2"] > 0
     assert card.sft["by_role"] == {"solver": 4, "proposer": 2}
     assert {"solver_replays", "proposer_replays", "sft"} <= set(card.seconds)
+    # Where the time went: every step's tokens named by role (a row's length says whose), the
+    # loss on the model's own turns only, and CPU seconds apart from the wall clock.
+    assert card.sft["steps"] == 2 and card.sft["tokens_per_second"] > 0
+    tokens, loss_tokens = card.sft["tokens_by_role"], card.sft["loss_tokens_by_role"]
+    assert tokens and set(tokens) <= {"solver", "proposer"}, tokens
+    assert all(0 < loss_tokens[role] < tokens[role] for role in tokens)
+    assert set(card.sft["step_seconds_by_role"]) == set(tokens)
+    assert {"solver_replays", "proposer_replays", "sft"} <= set(card.cpu_seconds)
+    assert card.cpu_seconds["sft"] > 0
     # Built once: a second call reuses it without replaying anything.
     again, _ = await cold_start_checkpoint(
         cache, base_model=str(tiny_model), tasks_dir=tasks, settings=settings, progress=said.append

@@ -11,12 +11,14 @@ step's, divided among the ranks): the update is the one a single process makes.
 
 from __future__ import annotations
 
+import resource
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from autoenvscaling.training.policy_loading import load_policy
+from autoenvscaling.training.sft.step_timing import StepTimer, lengths_by_role
 from autoenvscaling.training.sft.trl_backend import SFTJob
 from autoenvscaling.training.trl_worker import save_weights, start_job, train, trl_config
 from autoenvscaling.training.worker_protocol import (
@@ -61,6 +63,7 @@ def run(job: SFTJob) -> WorkerResult:
         peft_config=peft_config,
         callbacks=[step_progress(job.job_id, hyper.steps)],
     )
+    timer = StepTimer(trainer, lengths_by_role(trainer.train_dataset))
     trained = train(trainer, job)
     history = trained["log_history"]
     metrics: dict[str, Any] = {
@@ -74,6 +77,9 @@ def run(job: SFTJob) -> WorkerResult:
         else {},
         "device": device,
         "duration_sec": round(time.monotonic() - started, 2),
+        # This process's CPU time: on a shared machine the wall clock says little about cost.
+        "cpu_seconds": round(_cpu_seconds(), 1),
+        **timer.summary(),
     }
     result = WorkerResult(
         job_id=job.job_id,
@@ -83,6 +89,11 @@ def run(job: SFTJob) -> WorkerResult:
         steps_done=trainer.state.global_step,
     )
     return save_weights(trainer, tokenizer, job, result)
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
