@@ -182,6 +182,8 @@ def validate(
                 "reason": v.reason,
                 "proposer_reward": v.proposer_reward,
                 "infrastructure_error": v.infrastructure_error,
+                "kind": v.kind,
+                "missing": [m.model_dump() for m in v.missing],
                 "needs_gpus": v.needs_gpus,
                 "excerpt": v.excerpt,
                 "timings": v.timings,
@@ -201,6 +203,8 @@ def validate(
                 if v.admitted
                 else "[yellow]needs a GPU[/]"
                 if v.needs_gpus
+                else "[yellow]cannot run here[/]"
+                if v.kind == "cannot_run_here"
                 else "[yellow]infra[/]"
                 if v.infrastructure_error
                 else "[red]rejected[/]"

@@ -159,6 +159,8 @@ async def run_gate(
                 "reason": verdict.reason,
                 "proposer_reward": verdict.proposer_reward,
                 "infrastructure_error": verdict.infrastructure_error,
+                "kind": verdict.kind,
+                "missing": [str(m) for m in verdict.missing],
                 "stage_seconds": verdict.timings,
                 "content_hash": verdict.content_hash,
                 "snapshot": str(frozen) if frozen else None,

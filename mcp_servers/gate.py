@@ -17,6 +17,8 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.gate import STAGES, GateConfig, StageName, Verdict, validate_task
+from autoenvscaling.tools.gate.gpu import scored_for_proposer
+from autoenvscaling.tools.gate.kinds import Kind
 from autoenvscaling.tools.tasks.format import check_task
 
 # The stages a proposer may never run against itself.
@@ -42,6 +44,14 @@ class CheckReport(BaseModel):
         default=False,
         description="The gate itself failed (not your task's fault): try check again.",
     )
+    kind: Kind | None = Field(
+        default=None,
+        description="Whose 'no': task_wrong (fix the task), cannot_run_here (this machine lacks "
+        "what it needs, see `missing`), infrastructure (the gate failed). None when passed.",
+    )
+    missing: list[str] = Field(
+        default_factory=list, description="For cannot_run_here: what is missing, how to provide it."
+    )
     stages: list[StageLine]
     seconds: float
 
@@ -62,6 +72,8 @@ def report_of(verdict: Verdict) -> CheckReport:
         reason=verdict.reason,
         excerpt=verdict.excerpt,
         infrastructure_error=verdict.infrastructure_error,
+        kind=verdict.kind,
+        missing=[str(m) for m in verdict.missing],
         stages=[
             StageLine(
                 stage=r.stage,
@@ -106,7 +118,8 @@ def build_gate_server(
         skip = list(NEVER_CHECKED)
         if until is not None:
             skip += [s for s in STAGES[STAGES.index(until) + 1 :]]
-        return _inside(report_of(await validate_task(root, gate, skip=skip)), root)
+        verdict = scored_for_proposer(await validate_task(root, gate, skip=skip))
+        return _inside(report_of(verdict), root)
 
     @server.tool(annotations=ToolAnnotations(destructiveHint=False, openWorldHint=False))
     async def submit(summary: str = "") -> SubmitReceipt:

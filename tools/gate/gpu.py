@@ -16,6 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from autoenvscaling.tools.gate.kinds import BRIEFED_NEEDS
 from autoenvscaling.tools.gate.lint.harbor_compat import OUR_BACKENDS
 from autoenvscaling.tools.gate.lint.model import LintFinding, LintReport
 from autoenvscaling.tools.gate.results import (
@@ -115,13 +116,32 @@ def scored_for_proposer(verdict: Verdict) -> Verdict:
     the proposer scores it as a rejection. Not judged would also spare it the -1, so a policy
     that adds `gpus = 1` to any task it cannot make pass would escape every rejection."""
     if not verdict.needs_gpus:
-        return verdict
+        return _briefed(verdict)
     return verdict.model_copy(
         update={
             "proposer_reward": REWARD_VALIDATION_FAILED,
             "infrastructure_error": False,
+            "kind": "task_wrong",
             "reason": f"{verdict.reason}. For this run it counts as a rejection: a task that "
             "asks for a GPU cannot be admitted where the gate has none; drop `gpus` unless "
             "the task cannot work without one",
+        }
+    )
+
+
+def _briefed(verdict: Verdict) -> Verdict:
+    """A proposer's brief names the bases that exist and says there is no internet: a task that
+    needs another base or a network is the proposer's error here (-1), not a machine's lack.
+    An imported task keeps `cannot_run_here` (its author was told nothing of this machine)."""
+    if verdict.kind != "cannot_run_here" or not verdict.missing:
+        return verdict
+    if not all(m.need in BRIEFED_NEEDS for m in verdict.missing):
+        return verdict
+    return verdict.model_copy(
+        update={
+            "proposer_reward": REWARD_VALIDATION_FAILED,
+            "kind": "task_wrong",
+            "reason": f"{verdict.reason}. Your brief lists the base images that exist and says "
+            "tasks get no internet: use one of those bases and vendor or drop what it fetches",
         }
     )

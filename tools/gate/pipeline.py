@@ -14,6 +14,7 @@ from autoenvscaling.tools.gate.anti_cheat.stage import anti_cheat
 from autoenvscaling.tools.gate.calibrate import calibrate
 from autoenvscaling.tools.gate.config import STAGES, GateConfig, StageName
 from autoenvscaling.tools.gate.decontam import decontam
+from autoenvscaling.tools.gate.kinds import missing_for
 from autoenvscaling.tools.gate.results import (
     REWARD_VALIDATION_FAILED,
     StageResult,
@@ -70,6 +71,18 @@ async def run_stage(
         result = StageResult.infrastructure(
             stage, f"the {stage} stage crashed: {type(exc).__name__}: {exc}"
         )
+    if not result.passed and not result.infrastructure_error:
+        try:  # whose "no": what this machine lacks, if that is why the stage failed
+            missing = await missing_for(
+                stage,
+                Path(task).resolve(),
+                result.details,
+                backend=config.backend,
+                allow_internet=config.allow_internet,
+            )
+        except Exception:  # noqa: BLE001 - the stage's own verdict stands
+            missing = []
+        result = result.model_copy(update={"missing": missing})
     return result.model_copy(update={"duration_sec": round(time.monotonic() - started, 3)})
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.gate.config import STAGES, StageName
+from autoenvscaling.tools.gate.kinds import Kind, Missing, sentence
 from autoenvscaling.tools.tasks.host_env import redact_host_values
 from autoenvscaling.tools.trials.verifier import VerifierMode, verifier_mode
 
@@ -61,6 +62,11 @@ class StageResult(BaseModel):
         description="The stage could not judge the task (sandbox, engine, harness "
         "failure): not the task's fault, not counted against the proposer.",
     )
+    missing: list[Missing] = Field(
+        default_factory=list,
+        description="What this machine lacks that made the stage fail (a base image, the "
+        "internet, GPUs, compose): the task cannot run here, which says nothing of the task.",
+    )
 
     @classmethod
     def skip(cls, stage: StageName, reason: str) -> StageResult:
@@ -85,6 +91,16 @@ class Verdict(BaseModel):
         "infrastructure failure kept the gate from judging the task."
     )
     infrastructure_error: bool = False
+    kind: Kind | None = Field(
+        default=None,
+        description="Whose 'no' a rejection is: task_wrong (the task is broken; -1 for a "
+        "proposer), cannot_run_here (this machine lacks what it needs, see `missing`), "
+        "infrastructure (the gate's machinery failed). None when admitted.",
+    )
+    missing: list[Missing] = Field(
+        default_factory=list,
+        description="For cannot_run_here: exactly what is missing and how to provide it.",
+    )
     needs_gpus: int = Field(
         default=0,
         description="GPUs the task asks for that this gate has none of: the task was not run "
@@ -125,6 +141,8 @@ class Verdict(BaseModel):
             return f"{self.task_name}: admitted ({self.reason})"
         if self.needs_gpus:
             return f"{self.task_name}: not judged: {self.reason}"
+        if self.kind == "cannot_run_here":
+            return f"{self.task_name}: not judged ({self.stage}): {self.reason}"
         return f"{self.task_name}: rejected at {self.stage}: {self.reason}"
 
 
@@ -176,6 +194,7 @@ def make_verdict(task: Path | str, results: Sequence[StageResult], *, backend: s
                 stage=missing[0],
                 proposer_reward=None,
                 infrastructure_error=True,
+                kind="infrastructure",
                 reason=f"stage {missing[0]} never ran; the gate run was incomplete",
                 **common,
             )
@@ -187,13 +206,34 @@ def make_verdict(task: Path | str, results: Sequence[StageResult], *, backend: s
             **common,
         )
     if failed.details.get("status") == NEEDS_GPU_STATUS:
+        gpus = int(failed.details.get("gpus") or 1)
         return Verdict(
             admitted=False,
             stage=failed.stage,
             proposer_reward=None,
             infrastructure_error=True,
-            needs_gpus=int(failed.details.get("gpus") or 1),
+            kind="cannot_run_here",
+            missing=[
+                Missing(
+                    need="gpus",
+                    what=f"{gpus} GPU{'s' if gpus > 1 else ''}",
+                    provide="run the gate where GPUs are (a GPU machine with the podman backend "
+                    "and AUTOENVSCALING_TASK_MAX_GPUS, or --backend harbor:<type>)",
+                )
+            ],
+            needs_gpus=gpus,
             reason=failed.reason,
+            **common,
+        )
+    if failed.missing:  # not the task's fault, nor the machinery's: this machine lacks it
+        return Verdict(
+            admitted=False,
+            stage=failed.stage,
+            proposer_reward=None,
+            kind="cannot_run_here",
+            missing=failed.missing,
+            reason=sentence(failed.missing),
+            excerpt=failed.excerpt,
             **common,
         )
     if failed.infrastructure_error:
@@ -202,6 +242,7 @@ def make_verdict(task: Path | str, results: Sequence[StageResult], *, backend: s
             stage=failed.stage,
             proposer_reward=None,
             infrastructure_error=True,
+            kind="infrastructure",
             reason=f"infrastructure failure in {failed.stage} (not the task's fault; rerun "
             f"when the machine is fixed): {failed.reason}",
             excerpt=failed.excerpt,
@@ -215,6 +256,7 @@ def make_verdict(task: Path | str, results: Sequence[StageResult], *, backend: s
         admitted=False,
         stage=failed.stage,
         proposer_reward=reward,
+        kind="task_wrong",
         reason=failed.reason,
         excerpt=failed.excerpt,
         **common,
@@ -231,6 +273,7 @@ def infrastructure_verdict(task: Path | str, error: BaseException, *, backend: s
         stage=None,
         proposer_reward=None,
         infrastructure_error=True,
+        kind="infrastructure",
         backend=backend,
         reason=scrub_paths(
             f"infrastructure failure: the gate crashed ({type(error).__name__}: {error})", task
