@@ -144,3 +144,22 @@ def test_cmd_is_ignored_as_harbor_ignores_it(tmp_path: Path):
     assert "dockerfile-cmd-ignored" in {f.rule for f in report.warnings}
     _append(task / "environment" / "Dockerfile", 'ENTRYPOINT ["/bin/sh"]\n')
     assert "dockerfile-unsupported-instruction" in _errors(task)
+
+
+# --------------------------------------------------------------------------- base images
+
+
+def test_a_base_the_offline_engine_lacks_is_warned_with_how_to_provide_it(tmp_path: Path):
+    # ubuntu:24.04 and python:3.13-slim-bookworm, the commonest TB2 bases, are not in the engine
+    task = _task(tmp_path)
+    dockerfile = task / "environment" / "Dockerfile"
+    body = dockerfile.read_text().splitlines()[1:]
+    for image in ("ubuntu:24.04", "python:3.13-slim-bookworm"):
+        dockerfile.write_text("\n".join([f"FROM {image}", *body]) + "\n")
+        report = lint_task(task, backend="podman")
+        assert report.ok, report.summary()
+        (hit,) = [f for f in report.warnings if f.rule == "dockerfile-base-image"]
+        assert image in hit.message and "debian:bookworm-slim" in hit.message
+        assert f"tools.sandbox.bases {image}" in hit.message and "cannot run here" in hit.message
+    dockerfile.write_text("\n".join(["FROM docker.io/library/debian:bookworm-slim", *body]) + "\n")
+    assert "dockerfile-base-image" not in {f.rule for f in lint_task(task).warnings}

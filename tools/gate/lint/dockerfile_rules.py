@@ -11,6 +11,7 @@ import re
 from pathlib import Path, PurePosixPath
 
 from autoenvscaling.tools.gate.lint.model import LintContext, TaskView
+from autoenvscaling.tools.sandbox.bases import SEED_BASE_TAGS
 from autoenvscaling.tools.tasks.dockerfile import (
     Dockerfile,
     DockerfileError,
@@ -29,8 +30,13 @@ from autoenvscaling.tools.tasks.dockerfile_sources import (
 SUPPORTED_DOCKERFILE_INSTRUCTIONS = frozenset(
     {"FROM", "RUN", "COPY", "ADD", "WORKDIR", "ENV", "ARG", "USER"}
 )
-#: Base images the offline base image stands in for (`make bases` tags it as the seed pool's).
-_MAPPED_BASES = re.compile(r"^(?:docker\.io/)?(?:library/)?(?:debian|ubuntu|python:3)(?:[:.@-]|$)")
+#: The base images the offline engine holds (`make bases` tags the project's Debian base as
+#: each); any other FROM image needs a registry, or an import by hand.
+OFFLINE_BASES = frozenset(SEED_BASE_TAGS)
+
+
+def _offline(image: str) -> bool:
+    return re.sub(r"^(?:docker\.io/)?(?:library/)?", "", image) in OFFLINE_BASES
 
 
 _UNSUPPORTED_ADVICE = {
@@ -166,13 +172,17 @@ def check_dockerfile(ctx: LintContext, task: TaskView) -> None:
                     f"`{at}`: FROM flags such as --platform are not supported; remove them",
                     ins.line,
                 )
-            elif not _MAPPED_BASES.match(image):
+            elif not _offline(image):
                 ctx.add(
                     "dockerfile-base-image",
                     "warning",
                     dockerfile,
-                    f"base image {image!r} is not debian:*, ubuntu:* or python:3.*; with no registry "
-                    "it must already be in the engine",
+                    f"base image {image!r} is not one the offline engine holds "
+                    f"({', '.join(sorted(OFFLINE_BASES))}): where no registry serves it the "
+                    "build cannot start and the gate answers 'cannot run here'. Pull or load it "
+                    "into the engine, tag the Debian base as it (python -m "
+                    f"autoenvscaling.tools.sandbox.bases {image}) if Debian packages suffice, "
+                    "or start FROM one of those",
                     ins.line,
                 )
         elif ins.name == "RUN" and ins.value.lstrip().startswith("--"):
