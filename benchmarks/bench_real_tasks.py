@@ -1,7 +1,8 @@
 """The gate's static stage over a corpus of real, human-written Harbor / Terminal-Bench tasks:
 how many pass lint, each rule's hits (errors and warnings, by task), what the tasks fetch from
 the internet (by phase), what our backends cannot honour. Run it after changing a rule to see
-what the change costs on tasks people really write.
+what the change costs on tasks people really write. It also counts the tasks whose verifier an
+RL policy could forge (tools/gate/forgeability.py), by route.
 
     .venv/bin/python benchmarks/bench_real_tasks.py CORPUS [--backend podman] [--json OUT]
         [--git-cost]
@@ -29,6 +30,7 @@ from pathlib import Path
 os.environ.setdefault("HARBOR_TELEMETRY", "0")
 
 from autoenvscaling.tools.gate.anti_cheat.leaks import git_objects  # noqa: E402
+from autoenvscaling.tools.gate.forgeability import forgeability  # noqa: E402
 from autoenvscaling.tools.gate.lint import lint_task  # noqa: E402
 from autoenvscaling.tools.gate.network import network_need  # noqa: E402
 
@@ -42,6 +44,8 @@ def measure(corpus: Path, backend: str | None) -> dict:
     errors: collections.Counter[str] = collections.Counter()
     warnings: collections.Counter[str] = collections.Counter()
     phases: collections.Counter[str] = collections.Counter()
+    routes: collections.Counter[str] = collections.Counter()
+    forgeable = forgeable_if_separate = 0
     kinds: collections.Counter[str] = collections.Counter()
     per_task: dict[str, dict] = {}
     passed = needs = declared = 0
@@ -59,11 +63,16 @@ def measure(corpus: Path, backend: str | None) -> dict:
             phases.update(need.phases())
             kinds.update({u.what for u in need.uses})
         declared += need.declared
+        forge = forgeability(task)
+        forgeable += forge.forgeable
+        forgeable_if_separate += forge.forgeable_if_separate
+        routes.update({r.route for r in forge.routes})
         per_task[str(task.relative_to(corpus))] = {
             "ok": report.ok,
             "errors": [str(f) for f in report.errors],
             "warnings": warning_rules,
             "network": [str(u) for u in need.uses],
+            "forgeable": [f"{r.file}:{r.line or ''} {r.route}: {r.what}" for r in forge.routes],
         }
     return {
         "corpus": str(corpus),
@@ -75,6 +84,9 @@ def measure(corpus: Path, backend: str | None) -> dict:
         "declare_internet": declared,
         "network_by_phase": dict(phases.most_common()),
         "network_by_kind": dict(kinds.most_common()),
+        "forgeable": forgeable,
+        "forgeable_if_separate": forgeable_if_separate,
+        "forgeable_by_route": dict(routes.most_common()),
         "seconds": round(time.monotonic() - started, 2),
         "per_task": per_task,
     }
@@ -151,6 +163,11 @@ def main() -> None:
         f"; by phase {result['network_by_phase']}"
     )
     print(f"  by kind: {result['network_by_kind']}")
+    print(
+        f"forgeable (the verifier runs the agent's code where it can write the reward): "
+        f"{result['forgeable']}; still forgeable on the separate verifier: "
+        f"{result['forgeable_if_separate']}; tasks per route {result['forgeable_by_route']}"
+    )
     print("errors, tasks per rule:")
     for rule, hits in result["errors_by_rule"].items():
         print(f"  {hits:4d}  {rule}")
