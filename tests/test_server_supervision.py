@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from autoenvscaling.training.serving.embedded_setup import (
@@ -216,6 +217,19 @@ def _server_pids(root: int) -> list[int]:
     return pids
 
 
+def _serving(proc: subprocess.Popen, timeout_sec: float = 900) -> str:
+    """The run's stderr up to the line saying its server answers (the supervision starts then)."""
+    assert proc.stderr is not None
+    seen = []
+    deadline = time.monotonic() + timeout_sec
+    for line in proc.stderr:
+        seen.append(line)
+        if line.strip().startswith("serving "):
+            return "".join(seen)
+        assert time.monotonic() < deadline, "".join(seen)[-3000:]
+    raise AssertionError(f"the run ended before its server answered:\n{''.join(seen)[-3000:]}")
+
+
 def _one_server(proc: subprocess.Popen, timeout_sec: float, not_pid: int | None = None) -> int:
     deadline = time.monotonic() + timeout_sec
     while time.monotonic() < deadline:
@@ -265,11 +279,12 @@ def _kill_when_busy(pid: int, timeout_sec: float = 600) -> None:
 def test_a_round_survives_one_crash_and_counts_the_lost_attempts_apart(engine_ready, tmp_path):
     proc = _run(tmp_path)
     try:
-        pid = _one_server(proc, 600)
-        time.sleep(5)  # past start-up: the round's own model calls
-        _kill_when_busy(pid)
+        before = _serving(proc)
+        pid = _one_server(proc, 60)
+        _kill_when_busy(pid)  # the round's own model calls
         _one_server(proc, 120, not_pid=pid)  # started again
         out, err = proc.communicate(timeout=1500)
+        err = before + err
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -288,10 +303,12 @@ def test_a_round_survives_one_crash_and_counts_the_lost_attempts_apart(engine_re
 def test_a_second_crash_stops_the_run_with_exit_3(engine_ready, tmp_path):
     proc = _run(tmp_path)
     try:
-        pid = _one_server(proc, 600)
+        url = re.findall(r"at (http://\S+)", _serving(proc))[-1]
+        pid = _one_server(proc, 60)
         os.kill(pid, signal.SIGSEGV)
         second = _one_server(proc, 120, not_pid=pid)
-        time.sleep(3)  # let it come up before the next crash
+        # The same URL answers again (this GET waits in the held socket's backlog meanwhile).
+        assert httpx.get(f"{url}/models", timeout=120).status_code == 200
         os.kill(second, signal.SIGSEGV)
         out, err = proc.communicate(timeout=300)
     finally:
