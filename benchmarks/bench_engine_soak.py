@@ -143,7 +143,7 @@ def end_state(owners: list[str]) -> dict[str, Any]:
     """What the soak left: read from the kernel and the store, not asked of podman."""
     health = engine_health.read()
     pids = [o.split(":")[1] for o in owners]
-    ours = [p for p in health.leftover_caps if any(f":{pid}:" in p for pid in pids)]
+    ours = [p for p in engine_health.cap_mounts() if any(f":{pid}:" in p for pid in pids)]
     loops = []
     for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
         try:

@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/run_all.py --no-train # without the GRPO runs (~20-30 min of it)
     .venv/bin/python benchmarks/run_all.py --no-gate  # without the gate vs harbor run (~8 min)
     .venv/bin/python benchmarks/run_all.py --sandbox  # MCP over a container sandbox: + stdio, HTTP
+    .venv/bin/python benchmarks/run_all.py --soak 30  # + the engine soak (30 min, issue 38)
 
 Every "before" and "after" in the table is measured in the same run on the same machine: the MCP
 benchmark runs once with mcp's own per-call schema validation (AUTOENVSCALING_MCP_SCHEMA_CACHE=0)
@@ -239,6 +240,29 @@ def grpo_rows() -> list[dict[str, Any]]:
     ]
 
 
+def soak_rows(minutes: float) -> list[dict[str, Any]]:
+    """The engine soak (bench_engine_soak.py, issue 38): 0 is the goal for each count."""
+    result = _bench("bench_engine_soak.py", ["--minutes", str(minutes)])
+    measure = f"engine soak, {minutes:g} min, 3 processes with their own podman service"
+    if "error" in result:
+        return [{"measure": measure, "error": result["error"]}]
+    note = (
+        f"{result['sandboxes_created']} sandboxes created, {result['sandboxes_removed']} removed, "
+        f"{result['service_restarts']} service restarts, {result['cli_polls']} CLI polls"
+    )
+    counts = {
+        "wedges (calls with no answer in the bound)": result["wedges"],
+        "layers left incomplete": len(result["incomplete_layers"]),
+        "hidden or leftover mounts and loop devices": len(result["hidden_mounts"])
+        + len(result["leftover_mounts"])
+        + len(result["leftover_loops"]),
+    }
+    return [
+        {"measure": f"{measure}: {what}", "after": n, "goal": 0, "note": note}
+        for what, n in counts.items()
+    ]
+
+
 def gate_rows() -> list[dict[str, Any]]:
     result = _bench("bench_gate.py", [])
     measure = "gate up to calibrate over the seed pool / a 4-pass `harbor run` (2 x oracle+nop)"
@@ -363,6 +387,13 @@ def main() -> None:
     parser.add_argument(
         "--no-gate", action="store_true", help="skip the gate vs `harbor run` benchmark (~8 min)"
     )
+    parser.add_argument(
+        "--soak",
+        type=float,
+        default=0.0,
+        metavar="MINUTES",
+        help="also run the engine soak this long (bench_engine_soak.py; issue 38 asks 30)",
+    )
     parser.add_argument("--out", type=Path, default=HERE, help="where RESULTS.md/results.json go")
     args = parser.parse_args()
     load_start = round(os.getloadavg()[0], 1)
@@ -371,6 +402,8 @@ def main() -> None:
         rows += gate_rows()
     if not args.no_train:
         rows += grpo_rows()
+    if args.soak:
+        rows += soak_rows(args.soak)
     meta = {
         "load_start": load_start,
         "load_end": round(os.getloadavg()[0], 1),

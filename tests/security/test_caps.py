@@ -95,7 +95,7 @@ async def test_layer_bytes_and_files_stop_at_the_cap_with_no_window(engine_ready
     left on device', the sandbox lives on, and nothing is left mounted once it is removed.
     (A measured cap lets a second of writes through: 64 MB in 16 MB, then kills the sandbox.)"""
     from autoenvscaling.tools.sandbox.engine import client
-    from autoenvscaling.tools.sandbox.engine_health import cap_loop_devices, leftover_caps
+    from autoenvscaling.tools.sandbox.engine_health import cap_loop_devices, cap_mounts
     from autoenvscaling.tools.sandbox.layercap import upper_dir
 
     box = await start_workspace(limits=SandboxLimits(memory_mb=512, pids=64, disk_mb=16))
@@ -125,7 +125,7 @@ async def test_layer_bytes_and_files_stop_at_the_cap_with_no_window(engine_ready
     # overlay holds it (layerfs.py).
     assert mounted == [], f"the layer folder {layer} has {mounted} mounted on it"
     assert all("/aes-layers/" in link for link in linked), linked
-    assert not any(box.container_id[:12] in m for m in leftover_caps()), leftover_caps()
+    assert not any(box.container_id[:12] in m for m in cap_mounts()), cap_mounts()
     assert not mounted_on(layer) and not layer.exists(), f"{layer} left behind after removal"
     for _ in range(50):  # the loop device clears as its last user lets go of it
         if set(loops) - set(cap_loop_devices()):

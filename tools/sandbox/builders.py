@@ -27,7 +27,7 @@ import docker.errors
 from autoenvscaling.tools.sandbox import buildjail, cleanup, profile
 from autoenvscaling.tools.sandbox.base import BuildError
 from autoenvscaling.tools.sandbox.cleanup import TASK_LABEL, labels
-from autoenvscaling.tools.sandbox.engine import cli_argv, client
+from autoenvscaling.tools.sandbox.engine import cli_argv, client, wedge_now
 from autoenvscaling.tools.sandbox.image_tags import missing_hint
 from autoenvscaling.tools.settings import get_settings
 
@@ -153,6 +153,8 @@ def _run_build(
         except subprocess.TimeoutExpired:
             proc.kill()
             out, _ = proc.communicate()
+        if wedged := wedge_now():  # the engine's fault then, not the task's (issue 38)
+            raise wedged from None
         raise BuildError(
             f"podman build of {task_name} timed out after {timeout_sec:.0f} s\n"
             f"{out.decode(errors='replace')[-1500:]}"

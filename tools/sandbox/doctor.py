@@ -7,7 +7,6 @@ import asyncio
 import os
 import shutil
 import subprocess
-import time
 
 from pydantic import BaseModel
 
@@ -136,33 +135,21 @@ def check_engine_health() -> BackendStatus:
     `podman ps -a`: wedged when that does not answer, or when a layer is left incomplete or a
     mount hidden. The detail says the state and the exact commands that recover it."""
     from autoenvscaling.tools.sandbox import engine_health
-    from autoenvscaling.tools.sandbox.engine import PODMAN, podman_env
+    from autoenvscaling.tools.sandbox.engine import PODMAN, cli_answers
 
     name = "engine health (podman)"
     if not os.access(PODMAN, os.X_OK):
         return BackendStatus(name=name, ok=True, detail="podman is not installed: nothing to check")
-    answered, took = True, 0.0
-    started = time.monotonic()
-    try:
-        subprocess.run(
-            [PODMAN, "ps", "-a", "--format", "{{.ID}}"],
-            env=podman_env(),
-            capture_output=True,
-            timeout=ENGINE_ANSWER_SEC,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        answered = False
-    took = time.monotonic() - started
+    took = cli_answers(ENGINE_ANSWER_SEC)
     health = engine_health.read()
     faults = health.faults
-    if answered and not faults:
+    if took is not None and not faults:
         return BackendStatus(
             name=name, ok=True, detail=f"`podman ps` answered in {took:.1f} s; {health.describe()}"
         )
     what = (
         f"WEDGED: `podman ps` did not answer in {ENGINE_ANSWER_SEC:g} s"
-        if not answered
+        if took is None
         else f"`podman ps` answered in {took:.1f} s, but: {'; '.join(faults)}"
     )
     steps = "\n".join(f"  {step}" for step in health.recovery()) or "  (no step found: see state)"

@@ -97,6 +97,36 @@ def wedged_error(what: str, backend: Backend = "podman") -> EngineWedgedError:
     )
 
 
+def cli_answers(bound: float) -> float | None:
+    """Seconds a plain `podman ps -a` took, or None when it did not answer within `bound` (a
+    fresh podman process: it takes the storage locks a wedge holds)."""
+    started = time.monotonic()
+    try:
+        subprocess.run(
+            [PODMAN, "ps", "-a", "--format", "{{.ID}}"],
+            env=podman_env(),
+            capture_output=True,
+            timeout=bound,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    return time.monotonic() - started
+
+
+def wedge_now(bound: float = 15.0) -> EngineWedgedError | None:
+    """The error when podman is wedged now (a fresh process gets no answer within `bound`, or
+    its storage has a layer left incomplete or a hidden mount); None when it is healthy. For a
+    CLI call of ours that ran past its own deadline: the engine's fault, or the work's."""
+    if cli_answers(bound) is None:
+        return wedged_error(f"`podman ps -a` did not answer within {bound:g} s")
+    from autoenvscaling.tools.sandbox import engine_health
+
+    if faults := engine_health.read().faults:
+        return wedged_error(f"podman's storage is damaged: {'; '.join(faults)}")
+    return None
+
+
 def is_timeout(exc: BaseException) -> bool:
     """The engine did not answer in time (whatever layer of the SDK noticed it)."""
     seen: BaseException | None = exc

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.sandbox.cleanup import owner_alive
 from autoenvscaling.tools.sandbox.layerfs import BACKING_FOLDER
 
 #: podman's rootful defaults (graphroot, runroot); ours are never changed (engine.py).
@@ -218,11 +219,20 @@ def hidden_mounts(storage_root: Path = STORAGE_ROOT) -> list[HiddenMount]:
     return hidden
 
 
-def leftover_caps(storage_root: Path = STORAGE_ROOT) -> list[str]:
-    """Our layer filesystems still mounted in their folder: a live process's between creating
-    and starting its container (a moment), else a dead one's."""
+def cap_mounts(storage_root: Path = STORAGE_ROOT) -> list[str]:
+    """Our layer filesystems mounted in their folder now (layerfs.py): each only between its
+    container's creation and start."""
     folder = str(storage_root / BACKING_FOLDER) + "/"
     return [m.mountpoint for m in mounts() if m.mountpoint.startswith(folder)]
+
+
+def leftover_caps(storage_root: Path = STORAGE_ROOT) -> list[str]:
+    """Those of `cap_mounts` whose process is gone: left behind."""
+    return [
+        path
+        for path in cap_mounts(storage_root)
+        if owner_alive(Path(path).name.rsplit("-", 1)[0]) is not True
+    ]
 
 
 def cap_loop_devices(storage_root: Path = STORAGE_ROOT) -> list[str]:
