@@ -26,7 +26,6 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from autoenvscaling.tools.rollouts.models import Outcome, Role
-from autoenvscaling.tools.rollouts.transcripts import load_transcript
 from autoenvscaling.viewer.candidates import candidate_detail, list_candidates
 from autoenvscaling.viewer.conversation import conversation
 from autoenvscaling.viewer.curves import HEIGHT, PAD, WIDTH, charts
@@ -37,6 +36,8 @@ from autoenvscaling.viewer.trials import list_trials, trial_detail
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 100
+#: The largest round or offset a page takes (SQLite's integers end at 2**63; a page's far before).
+MAX_NUMBER = 10**9
 ROLES: dict[str, Role] = {"solver": "solver", "proposer": "proposer"}
 OUTCOMES: dict[str, Outcome | Literal["running"]] = {
     "solved": "solved",
@@ -133,7 +134,7 @@ def create_app(
         return render(request, "curves.html", charts=charts(history, episodes), history=history)
 
     def candidates(request: Request) -> Response:
-        round_ = _int(request.query_params.get("round"))
+        round_ = _number(request.query_params.get("round"), "round")
         return render(
             request,
             "candidates.html",
@@ -143,7 +144,10 @@ def create_app(
         )
 
     def candidate(request: Request) -> Response:
-        round_, name = request.path_params["round"], request.path_params["name"]
+        round_ = _number(request.path_params["round"], "round")
+        name = request.path_params["name"]
+        if round_ is None:
+            raise HTTPException(404, "no such round")
         detail = candidate_detail(run, round_, name)
         if detail is None:
             raise HTTPException(404, f"no candidate {name} in round {round_}")
@@ -153,7 +157,7 @@ def create_app(
             if store
             else []
         )
-        transcript = load_transcript(store.location, proposer[0].id) if store and proposer else None
+        transcript = run.transcript(store.location, proposer[0].id) if store and proposer else None
         return render(
             request,
             "candidate.html",
@@ -165,7 +169,7 @@ def create_app(
     def rollouts(request: Request) -> Response:
         q = request.query_params
         role, outcome = ROLES.get(q.get("role", "")), OUTCOMES.get(q.get("outcome", ""))
-        round_, offset = _int(q.get("round")), max(_int(q.get("offset")) or 0, 0)
+        round_, offset = _number(q.get("round"), "round"), _number(q.get("offset"), "offset") or 0
         task = q.get("task") or None
         store = run.store()
         attempts = (
@@ -242,7 +246,7 @@ def create_app(
             Route("/live", live),
             Route("/curves", curves),
             Route("/candidates", candidates),
-            Route("/candidates/{round:int}/{name}", candidate),
+            Route("/candidates/{round}/{name}", candidate),
             Route("/rollouts", rollouts),
             Route("/rollouts/{attempt_id}", rollout),
             Route("/trials", trials),
@@ -259,8 +263,13 @@ def create_app(
     )
 
 
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value not in (None, "") else None
-    except ValueError:
+def _number(value: str | None, name: str) -> int | None:
+    """A page's whole-number parameter; None when not given; 400 when not one in range."""
+    if value in (None, ""):
         return None
+    if not value.isascii() or not value.isdigit() or len(value) > len(str(MAX_NUMBER)):
+        raise HTTPException(400, f"{name} must be a whole number from 0 to {MAX_NUMBER:,}")
+    number = int(value)
+    if number > MAX_NUMBER:
+        raise HTTPException(400, f"{name} must be a whole number from 0 to {MAX_NUMBER:,}")
+    return number

@@ -9,6 +9,7 @@ with no verdict yet is a candidate the gate is still judging (or a proposer stil
 
 from __future__ import annotations
 
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,10 @@ from pydantic import BaseModel, Field, ValidationError
 
 from autoenvscaling.tools.gate.results import StageResult, Verdict
 from autoenvscaling.tools.report.links import calibration_attempts, trial_dirs, verdict_files
-from autoenvscaling.viewer.run_folder import RunFolder
+from autoenvscaling.viewer.run_folder import PathOutsideRun, RunFolder
+
+#: The most of instruction.md (its start) and task.toml (whole) read for a title and category.
+HEADLINE_BYTES = 1024 * 1024
 
 
 class Fact(BaseModel):
@@ -68,22 +72,31 @@ class CandidateDetail(CandidateSummary):
     attempts: list[str] = Field(default_factory=list, description="Calibration rollouts.")
 
 
-def _verdict(path: Path) -> Verdict | None:
+def _verdict(run: RunFolder, path: Path) -> Verdict | None:
+    data = run.read_bytes(path)
     try:
-        return Verdict.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValidationError, ValueError):
+        return None if data is None else Verdict.model_validate_json(data)
+    except (ValidationError, ValueError):
         return None
+
+
+def _is_folder(path: Path) -> bool:
+    """A folder itself, not a link to one (a link may lead anywhere on the host)."""
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
 
 
 def _folders(run: RunFolder, round_: int) -> list[Path]:
     folder = run.layout.candidates(round_)
-    if not folder.is_dir():
+    if not _is_folder(folder):
         return []
-    return sorted(p for p in folder.iterdir() if p.is_dir())
+    return sorted(p for p in folder.iterdir() if _is_folder(p))
 
 
 def _summary(run: RunFolder, round_: int, folder: Path) -> CandidateSummary:
-    verdict = _verdict(verdict_files(folder)[0])
+    verdict = _verdict(run, verdict_files(folder)[0])
     common: dict[str, Any] = {
         "round": round_,
         "name": folder.name,
@@ -194,33 +207,34 @@ def stage_evidence(run: RunFolder, result: StageResult) -> StageEvidence:
     )
 
 
-def _headline(folder: Path) -> tuple[str, str]:
-    """(the instruction's first non-empty line without its '#', task.toml's category)."""
-    title = ""
+def _headline(run: RunFolder, folder: Path) -> tuple[str, str]:
+    """(the instruction's first non-empty line without its '#', task.toml's category); each
+    read from a regular file of the run only."""
     try:
-        lines = (folder / "instruction.md").read_text(encoding="utf-8", errors="replace")
-        title = next((ln.lstrip("# ").strip() for ln in lines.splitlines() if ln.strip()), "")
-    except OSError:
-        pass
+        lines = run.read_text(folder / "instruction.md", HEADLINE_BYTES).text
+    except (PathOutsideRun, OSError):  # a link out, a FIFO, not written yet
+        lines = ""
+    title = next((ln.lstrip("# ").strip() for ln in lines.splitlines() if ln.strip()), "")
+    toml = run.read_bytes(folder / "task.toml", HEADLINE_BYTES)
     try:
-        meta = tomllib.loads((folder / "task.toml").read_text(encoding="utf-8")).get("metadata")
+        meta = tomllib.loads(toml.decode("utf-8")).get("metadata") if toml is not None else None
         category = str(meta.get("category", "")) if isinstance(meta, dict) else ""
-    except (OSError, ValueError):
+    except (ValueError, RecursionError):
         category = ""
     return title[:300], category
 
 
 def candidate_detail(run: RunFolder, round_: int, name: str) -> CandidateDetail | None:
     folder = run.layout.candidates(round_) / name
-    if "/" in name or name in ("", ".", "..") or not folder.is_dir():
+    if "/" in name or "\0" in name or name in ("", ".", "..") or not _is_folder(folder):
         return None
     summary = _summary(run, round_, folder)
     verdict_path, precheck_path = verdict_files(folder)
-    verdict, precheck = _verdict(verdict_path), _verdict(precheck_path)
+    verdict, precheck = _verdict(run, verdict_path), _verdict(run, precheck_path)
     stages = [stage_evidence(run, s) for s in (verdict.stages if verdict else [])]
     pre = [stage_evidence(run, s) for s in (precheck.stages if precheck else [])]
     trials = list(dict.fromkeys(t for s in [*pre, *stages] for t in s.trials))
-    title, category = _headline(folder)
+    title, category = _headline(run, folder)
     return CandidateDetail(
         **summary.model_dump(),
         title=title,

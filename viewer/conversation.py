@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.rollouts.models import Attempt, Step
-from autoenvscaling.tools.rollouts.transcripts import Transcript, content_text, load_transcript
+from autoenvscaling.tools.rollouts.transcripts import Transcript, content_text
 from autoenvscaling.tools.text_cap import cap_text
 from autoenvscaling.viewer.run_folder import RunFolder
 
@@ -131,7 +131,7 @@ def conversation(run: RunFolder, attempt_id: str) -> Conversation | None:
         trajectory = store.trajectory(attempt_id)
     except KeyError:
         return None
-    transcript = load_transcript(store.location, attempt_id)
+    transcript = run.transcript(store.location, attempt_id)
     if transcript is not None:
         turns, source = from_transcript(transcript), "transcript"
     else:

@@ -22,6 +22,8 @@ from typing import Any, Literal
 import ormsgpack
 from pydantic import BaseModel, Field
 
+from autoenvscaling.viewer.regular_files import regular_or_absent
+
 THREAD = "flywheel"
 TaskState = Literal["running", "done", "failed", "waiting"]
 #: What a task's write on these channels says about it (any other write: it finished).
@@ -100,7 +102,8 @@ def _sends(tasks: Any) -> list[tuple[str, int | None]]:
 
 def read_progress(graph_db: Path) -> GraphProgress | None:
     """The newest checkpoint of the run's flywheel, or None when there is none (yet)."""
-    if not graph_db.is_file():
+    # A regular file only: SQLite would follow a link out of the run, and block on a FIFO.
+    if not graph_db.is_file() or not regular_or_absent(graph_db, "-wal", "-shm"):
         return None
     # No writer (no -wal file): `immutable` reads the file as it is and creates nothing (a plain
     # read-only open of a WAL database would create -wal and -shm in a finished run's folder).

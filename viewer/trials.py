@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.viewer.run_folder import FileText, RunFolder, read_json
+from autoenvscaling.viewer.run_folder import FileText, PathOutsideRun, RunFolder
 
 _MARKERS = ("result.json", "config.json", "trial.log")
 _DEPTH = 4
@@ -75,7 +75,7 @@ def _trial_folders(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def _reward(folder: Path, result: Any) -> float | None:
+def _reward(run: RunFolder, folder: Path, result: Any) -> float | None:
     rewards = (
         ((result or {}).get("verifier_result") or {}).get("rewards")
         if isinstance(result, dict)
@@ -83,14 +83,15 @@ def _reward(folder: Path, result: Any) -> float | None:
     )
     if isinstance(rewards, dict) and isinstance(rewards.get("reward"), int | float):
         return float(rewards["reward"])
+    text = run.read_bytes(folder / "verifier" / "reward.txt", 1024)
     try:
-        return float((folder / "verifier" / "reward.txt").read_text().strip())
-    except (OSError, ValueError):
+        return None if text is None else float(text.decode("utf-8").strip())
+    except ValueError:
         return None
 
 
 def _summary(run: RunFolder, folder: Path) -> TrialSummary:
-    result = read_json(folder / "result.json")
+    result = run.read_json(folder / "result.json")
     error = None
     if isinstance(result, dict) and isinstance(result.get("exception_info"), dict):
         info = result["exception_info"]
@@ -99,7 +100,7 @@ def _summary(run: RunFolder, folder: Path) -> TrialSummary:
         path=folder.relative_to(run.root).as_posix(),
         name=folder.name,
         finished=isinstance(result, dict),
-        reward=_reward(folder, result),
+        reward=_reward(run, folder, result),
         error=error,
     )
 
@@ -128,14 +129,16 @@ def trial_detail(run: RunFolder, relative: str, harbor_url: str | None) -> Trial
     rel = folder.relative_to(run.root)
 
     def texts(paths: list[Path], tail: bool = False) -> list[FileText]:
-        return [
-            run.read_text(p.relative_to(run.root), LOG_BYTES, tail=tail)
-            for p in paths
-            if p.is_file()
-        ]
+        shown = []
+        for path in paths:
+            try:
+                shown.append(run.read_text(path.relative_to(run.root), LOG_BYTES, tail=tail))
+            except (PathOutsideRun, OSError):  # a link out, a FIFO, gone: not shown
+                continue
+        return shown
 
     def under(name: str) -> list[Path]:
-        return sorted(p for p in (folder / name).rglob("*") if p.is_file())
+        return [folder / name / p for p in run.files_under(folder.relative_to(run.root) / name)]
 
     return TrialDetail(
         **_summary(run, folder).model_dump(),
