@@ -17,6 +17,7 @@ from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
+from autoenvscaling.mcp_servers.host_paths import scrubber
 from autoenvscaling.tools.files.models import (
     EditResult,
     FsLimits,
@@ -39,17 +40,17 @@ def build_filesystem_server(
     root: str | os.PathLike[str], limits: FsLimits | None = None, *, name: str = "filesystem"
 ) -> FastMCP:
     fs = RootedFs(root, limits)
-    hidden = sorted({str(os.fspath(root)), str(fs.safe.root)}, key=len, reverse=True)
+    scrub = scrubber({os.fspath(root): "<root>", str(fs.safe.root): "<root>"})
 
     async def run(fn: Callable[[], T]) -> T:
         try:
             return await anyio.to_thread.run_sync(fn)
         except PathRefusedError as exc:
-            raise ToolError(_scrub(str(exc), hidden)) from None
+            raise ToolError(scrub(str(exc))) from None
         except OSError as exc:  # str(exc) would name the file by its host path
             raise ToolError(f"[invalid] {exc.strerror or type(exc).__name__}") from None
         except Exception as exc:  # noqa: BLE001 - reported to the client without host paths
-            raise ToolError(f"[invalid] {type(exc).__name__}: {_scrub(str(exc), hidden)}") from None
+            raise ToolError(f"[invalid] {type(exc).__name__}: {scrub(str(exc))}") from None
 
     server = FastMCP(
         name,
@@ -109,9 +110,3 @@ def build_filesystem_server(
         )
 
     return server
-
-
-def _scrub(text: str, hidden: list[str]) -> str:
-    for prefix in hidden:
-        text = text.replace(prefix, "<root>")
-    return text

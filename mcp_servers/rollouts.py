@@ -2,7 +2,8 @@
 
 Summaries come first (counts, pass rates, failures with the tail of their last error); a
 trajectory is paged and its step outputs are excerpts. `rollout://{attempt_id}` serves the same
-first page as a resource.
+first page as a resource. An error names the database as `<store>` (and its folder as
+`<store folder>`), never by its path on this machine.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import Literal, TypeVar
 
 import anyio
 from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from autoenvscaling.mcp_servers.host_paths import scrubber
 from autoenvscaling.tools.rollouts.models import (
     Attempt,
     Failure,
@@ -109,6 +112,11 @@ def build_rollouts_server(
     """A reader over `store` (an open store, or a database path opened read-only on first use)."""
     opened: list[RolloutStore] = [store] if isinstance(store, RolloutStore) else []
     path = None if isinstance(store, RolloutStore) else store
+    where = store.location if isinstance(store, RolloutStore) else os.fspath(store)
+    places = {where: "<store>"}
+    if not isinstance(store, RolloutStore) or not store.postgres:
+        places[os.path.dirname(os.path.abspath(where))] = "<store folder>"
+    scrub = scrubber(places)
 
     def get_store() -> RolloutStore:
         if not opened:
@@ -120,7 +128,12 @@ def build_rollouts_server(
         return opened[0]
 
     async def call(fn: Callable[..., T], *args: object) -> T:
-        return await anyio.to_thread.run_sync(fn, *args)
+        try:
+            return await anyio.to_thread.run_sync(fn, *args)
+        except OSError as exc:  # str(exc) would name a file by its host path
+            raise ToolError(exc.strerror or type(exc).__name__) from None
+        except Exception as exc:  # noqa: BLE001 - reported to the client without host paths
+            raise ToolError(scrub(str(exc))) from None
 
     server = FastMCP(
         name,

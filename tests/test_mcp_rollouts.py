@@ -146,3 +146,32 @@ async def test_missing_store_is_a_clear_tool_error(tmp_path):
         result = await client.call_tool("rollout_summary", {})
         assert result.isError and "no rollout store" in result.content[0].text
         assert "no rollouts were recorded yet" in result.content[0].text
+
+
+@pytest.mark.parametrize("given", ["missing", "folder", "not sqlite", "opened store"])
+async def test_errors_name_no_host_path(tmp_path, given):
+    """Whatever the store is, an error says what is wrong with `<store>`, not where it lies."""
+    folder = tmp_path / "run-of-someone"
+    folder.mkdir()
+    (folder / "junk.db").write_text("not a database " * 100)
+    targets = {
+        "missing": (folder / "none.db", "no rollout store at <store>"),
+        "folder": (folder, "<store> is a folder"),
+        "not sqlite": (folder / "junk.db", "<store> is not a rollout store"),
+        "opened store": (RolloutStore(folder / "rollouts.db"), "no attempt 'missing'"),
+    }
+    target, expected = targets[given]
+    async with connect(build_rollouts_server(target)) as client:
+        tool = "get_trajectory" if given == "opened store" else "rollout_summary"
+        result = await client.call_tool(
+            tool, {"attempt_id": "missing"} if tool != "rollout_summary" else {}
+        )
+        shown = [result.content[0].text]
+        try:
+            await client.read_resource(AnyUrl("rollout://missing"))
+        except Exception as exc:  # noqa: BLE001 - the client raises the server's error
+            shown.append(str(exc))
+    assert result.isError and expected in shown[0], shown[0]
+    assert len(shown) == 2 and expected in shown[1], shown
+    for text in shown:
+        assert str(tmp_path) not in text and "run-of-someone" not in text, text
