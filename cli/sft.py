@@ -120,7 +120,12 @@ def sft_data(
 def cold_start(
     tasks: Annotated[
         Path | None,
-        typer.Option("--tasks", exists=True, help="Tasks to replay (default: the embedded pool)."),
+        typer.Option(
+            "--tasks",
+            exists=True,
+            help="Tasks to replay (default: the embedded preset's cold-start split, the one "
+            "`autoenvscaling run` replays: another folder is another fingerprint, built apart).",
+        ),
     ] = None,
     trl_config: Annotated[
         str | None,
@@ -131,7 +136,11 @@ def cold_start(
     """Build the embedded policy's cold start once per machine (what `autoenvscaling run` then
     serves to both roles); later calls find it and return at once. `make run` calls this first."""
     from autoenvscaling.cli.train import parse_trl_config
-    from autoenvscaling.graphs.cold_start import cold_start_checkpoint, settings_for
+    from autoenvscaling.graphs.cold_start import (
+        cold_start_checkpoint,
+        cold_start_splits,
+        settings_for,
+    )
     from autoenvscaling.graphs.config import RunConfig, preset
     from autoenvscaling.training.serving.embedded_setup import (
         embedded_cache_dir,
@@ -140,16 +149,25 @@ def cold_start(
     )
 
     config = RunConfig(**preset("embedded"), cold_start_trl_config=parse_trl_config(trl_config))
+    # The run's own split (cli/run.py), never the pool's seed: a build on any other folder is one
+    # `make run` cannot reuse, and it would build the cold start a second time.
+    try:
+        tasks_dir, splits = cold_start_splits(
+            tasks or config.cold_start_tasks, config.seed_dir, config.heldout_dir
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--tasks") from None
     base = ensure_hf_base_model(ensure_embedded_assets())
     started = time.monotonic()
     _checkpoint, card = asyncio.run(
         cold_start_checkpoint(
             embedded_cache_dir() / "cold-start",
             base_model=str(base),
-            tasks_dir=tasks or Path(config.seed_dir or ""),
+            tasks_dir=tasks_dir,
             settings=settings_for(config),
             backend=config.backend,
             progress=console.print,
+            splits=splits,
         )
     )
     if as_json:
