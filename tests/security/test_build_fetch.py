@@ -155,3 +155,17 @@ def test_a_base_images_env_does_not_hide_a_url_behind_an_arg(
     assert canary.hits == [], f"the build fetched from the host's loopback: {canary.hits}"
     assert not build.passed and "refused to build" in build.reason, build.reason
     assert "the base image may set it" in build.reason, build.reason
+
+
+def test_a_from_image_is_never_pulled_from_the_hosts_loopback(
+    engine_ready, tmp_path: Path, canary: Canary
+):
+    """The builder pulls a missing FROM image itself, on the host's network: a registry at
+    127.0.0.1 got the builder's TLS hello (three tries) before. Only public registries may be
+    pulled from; the canary sees nothing."""
+    image = f"127.0.0.1:{canary.port}/evil/base:latest"
+    task = _task(tmp_path, "fetch-from", f"FROM {image}\nRUN true\n")
+    build = _build_stage(task, GateConfig(backend=BACKEND))
+    assert canary.hits == [], f"the builder connected to the host's loopback: {canary.hits[:1]}"
+    assert not build.passed and "refused to build" in build.reason, build.reason
+    assert f"FROM {image}" in build.reason and "host's network" in build.reason, build.reason

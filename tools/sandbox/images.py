@@ -3,7 +3,9 @@
 `build_image` is the one way to an image a sandbox starts from. An unchanged task is never
 rebuilt: its tag (image_tags.py) covers the environment's files and its FROM images' ids, and
 builds of the same tag in parallel processes wait on one lock. Every build first refuses a
-Dockerfile with what the builder must never see (`refuse_hazards`), then runs on the engine
+Dockerfile with what the builder must never see (`refuse_hazards`: flags, directives, remote or
+unresolvable ADD/COPY sources) and a pull from a registry that is not a public one
+(`refuse_pulls`: the builder pulls on the host's network), then runs on the engine
 (builders.py) with no network, or, for a task the gate granted the internet, in a slirp4netns
 namespace (netns.py). Removal of the images we built is image_gc.py's; its names, and
 `image_tag`, are importable from here too.
@@ -85,6 +87,50 @@ def refuse_hazards(
         raise BuildError(f"refused to build {task_name}; the builder is never given these:\n{said}")
 
 
+#: Registries a FROM image missing from the engine may be pulled from. Any other registry host
+#: (localhost, an address, an internal name) is refused: the builder pulls on the host's
+#: network, so a task could make it connect to the host's loopback or internal services.
+PUBLIC_REGISTRIES = frozenset(
+    {
+        "docker.io",
+        "index.docker.io",
+        "registry-1.docker.io",
+        "quay.io",
+        "ghcr.io",
+        "gcr.io",
+        "registry.k8s.io",
+        "mcr.microsoft.com",
+        "public.ecr.aws",
+        "nvcr.io",
+    }
+)
+
+
+def registry_of(image: str) -> str | None:
+    """The registry host an image reference names; None for a short name (the engine's own
+    search registries, set on the host, resolve it)."""
+    first, slash, _ = image.partition("/")
+    if slash and ("." in first or ":" in first or first.lower() == "localhost"):
+        return first.lower()
+    return None
+
+
+def refuse_pulls(api: object, dockerfile: Path, task_name: str) -> None:
+    """Raise BuildError when a FROM image the engine lacks would be pulled from a registry
+    that is not a public one."""
+    for parent in _parent_images(dockerfile):
+        registry = registry_of(parent)
+        if registry is None or registry in PUBLIC_REGISTRIES or _image_id(api, parent):
+            continue
+        raise BuildError(
+            f"refused to build {task_name}; the builder is never given these:\nFROM {parent}: "
+            f"the engine does not have this image, and the builder would pull it from "
+            f"{registry} on the host's network (its loopback and internal services included). "
+            f"Use an image the engine has (e.g. debian:bookworm-slim) or one from "
+            f"{', '.join(sorted(PUBLIC_REGISTRIES - {'index.docker.io', 'registry-1.docker.io'}))}"
+        )
+
+
 def _inherited_names(api: object, dockerfile: Path) -> frozenset[str] | None:
     """The names the FROM images' ENV sets; None when one of them is not in the engine yet."""
     names: set[str] = set()
@@ -110,6 +156,7 @@ def _build_locked(
     api = client(backend).api
     dockerfile = environment_dir / "Dockerfile"
     refuse_hazards(dockerfile, task_name, _inherited_names(api, dockerfile))
+    refuse_pulls(api, dockerfile, task_name)
     if not force and (found := _image_id(api, tag)):
         return ContainerImage(tag=tag, id=found)
     with _lock(f"build-{tag.replace('/', '_').replace(':', '_')}"):  # same task built in parallel
@@ -155,6 +202,12 @@ async def build_image(
         if not docker_image:
             raise BuildError(f"{environment_dir}: no Dockerfile and no docker_image")
         found = await call(_image_id, api, docker_image)
+        registry = registry_of(docker_image)
+        if found is None and registry is not None and registry not in PUBLIC_REGISTRIES:
+            raise BuildError(
+                f"docker_image {docker_image}: not in the engine, and it is never pulled from "
+                f"{registry} (the pull runs on the host's network); use a public registry's image"
+            )
         if found is None:
             try:
                 say(f"pulling {docker_image}")
