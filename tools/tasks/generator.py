@@ -141,7 +141,7 @@ def write_split(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("out", type=Path, help="the split's folder (its tasks are replaced)")
     parser.add_argument("--split", choices=sorted(SPLIT_SEEDS), required=True)
     parser.add_argument("--per-family", type=int, default=2)

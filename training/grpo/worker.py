@@ -320,7 +320,8 @@ def run(job: TrainJob) -> WorkerResult:
     )
 
     behaviour = BehaviourRecorder(temperature=hyper.temperature)
-    trainer_type = measured(GRPOTrainer) if hyper.measure_behaviour else GRPOTrainer
+    # Any: the measured subclass takes `behaviour=` on top of GRPOTrainer's own arguments.
+    trainer_type: Any = measured(GRPOTrainer) if hyper.measure_behaviour else GRPOTrainer
     trainer = trainer_type(
         **({"behaviour": behaviour} if hyper.measure_behaviour else {}),
         model=model,
