@@ -23,6 +23,7 @@ from autoenvscaling.graphs.scripted_model import register, reply, tool_call
 from autoenvscaling.tools.agents.brief import build_brief
 from autoenvscaling.tools.gate import GateConfig
 from autoenvscaling.tools.rollouts.store import RolloutStore
+from autoenvscaling.training.proposer.update import plan_proposer_update
 
 from .conftest import SEED_DIR
 from .flywheel_policy import BROKEN, BUG, FIX, blocks
@@ -272,7 +273,20 @@ async def test_prose_before_any_file_is_set_aside_and_asked_again(engine_ready, 
     # After the files: the prose kept and answered with the reminder to go on.
     assert served[5][-2].content == prose and "You have not submitted" in served[5][-1].content
     with RolloutStore(tmp_path / "rollouts.db") as store:
-        assert store.get_attempt(result.attempt_id).metadata["set_aside"] == 3
+        metadata = store.get_attempt(result.attempt_id).metadata
+    assert metadata["set_aside"] == 3
+    # Each is kept with the prompt it answered (message 2: right after the brief) ...
+    recorded = [(r["at"], r["message"]["content"]) for r in metadata["set_aside_replies"]]
+    assert recorded == [(2, prose), (2, bad_call), (2, no_path)]
+    # ... and is in the proposer's training episode: a sample of the attempt's group at -1
+    # (training/proposer/update.py). The submitted task's reference solution is BROKEN (-1 too),
+    # so this group is flat and dropped, naming all four samples.
+    assert result.reward == -1.0
+    plan = plan_proposer_update(tmp_path / "rollouts.db")
+    asides = [f"{result.attempt_id}#set-aside-{n}" for n in (1, 2, 3)]
+    assert plan.set_aside_samples == 3 and plan.groups == []
+    [dropped] = plan.dropped
+    assert (dropped.attempts, dropped.rewards) == ([result.attempt_id, *asides], [-1.0] * 4)
 
 
 async def test_a_call_the_chat_format_cannot_read_is_explained(engine_ready, tmp_path, brief):

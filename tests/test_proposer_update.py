@@ -134,6 +134,38 @@ def test_groups_by_brief_exclude_infrastructure_errors_and_flat_groups(tmp_path:
     assert plan.reason is None
 
 
+def test_set_aside_replies_are_samples_of_their_attempts_group(tmp_path: Path) -> None:
+    """What was served is what is trained: a reply set aside before the first file (prose) is a
+    sample of its own in its brief's group, the conversation it answered then the reply, at the
+    fixed -1 of an attempt that ends without a task, whatever the attempt it was part of scored.
+    One attempt with a set-aside reply is a group by itself: prose against the reply that went on."""
+    from autoenvscaling.training.proposer.update import SET_ASIDE_REWARD
+
+    store = tmp_path / "rollouts.db"
+    prose = {"role": "assistant", "content": "I would be happy to write the task."}
+    later = {"role": "assistant", "content": "Here is my plan."}  # after a tool call
+    asides = [{"at": 2, "message": prose}, {"at": 4, "message": later}]
+    _record(store, [("a1", "brief A", 1.0, "solved")], metadata={"set_aside_replies": asides})
+    _record(store, [("a2", "brief A", 1.0, "solved")])
+    plan = plan_proposer_update(store, rounds=[1])
+    assert SET_ASIDE_REWARD == -1.0
+    [group] = plan.groups
+    assert [s.attempt_id for s in group.samples][:3] == ["a1", "a1#set-aside-1", "a1#set-aside-2"]
+    assert plan.set_aside_samples == 2 and plan.summary()["set_aside_samples"] == 2
+    first, second = group.samples[1], group.samples[2]
+    assert (first.reward, second.reward) == (-1.0, -1.0)
+    conversation = _conversation("brief A", "Task by a1: sum numbers.")
+    assert first.messages == [*conversation[:2], prose]  # the prompt it was served, then prose
+    assert second.messages == [*conversation[:4], later]  # after the write_file call's result
+    # A record that does not fit its transcript leaves the attempt out, with why.
+    _record(
+        store,
+        [("a3", "brief A", 1.0, "solved")],
+        metadata={"set_aside_replies": [{"at": 99, "message": prose}]},
+    )
+    assert "disagree" in plan_proposer_update(store, rounds=[1]).excluded["a3"]
+
+
 def test_only_the_starting_policys_own_samples_enter_a_group(tmp_path: Path) -> None:
     """On-policy: attempts an earlier checkpoint or another model sampled stay out, with why."""
     store = tmp_path / "rollouts.db"

@@ -28,7 +28,12 @@ from langgraph.types import Command
 from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.nesting import non_durable
 from autoenvscaling.graphs.proposer.prompts import revision_prompt
-from autoenvscaling.graphs.proposer.settings import GateRun, ProposalResult, ProposerSettings
+from autoenvscaling.graphs.proposer.settings import (
+    GateRun,
+    ProposalResult,
+    ProposerSettings,
+    SetAsideReply,
+)
 from autoenvscaling.graphs.validation import ValidationInput
 from autoenvscaling.graphs.validation import graph as validation_graph
 from autoenvscaling.prompts import load_prompt
@@ -36,6 +41,7 @@ from autoenvscaling.tools.files.rooted import RootedFs
 from autoenvscaling.tools.files.safe_paths import PathRefusedError
 from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict, sealed
 from autoenvscaling.tools.gate.gpu import scored_for_proposer
+from autoenvscaling.tools.rollouts.transcripts import chat_messages
 from autoenvscaling.tools.tasks.file_blocks import (
     ReplyFormatError,
     parse_file_blocks,
@@ -91,7 +97,7 @@ async def episode(
         "completion_tokens": 0,
     }
     seconds = dict(state.get("tool_seconds", {}))
-    set_aside = 0
+    set_aside: list[SetAsideReply] = []
     while True:
         # durability="exit": the loop keeps no checkpoints, and langgraph 1.2.24 fails a
         # checkpointer-less graph that inherits a parent's durability="sync" (the CLI's).
@@ -109,15 +115,17 @@ async def episode(
             # or block): set aside, and the model asked again from the same point, a fresh
             # sample. Answered instead, the embedded model copies its reply to the budget's end
             # (measured: 16 identical replies in 18 turns; a bad call 9 times after each
-            # explanation of it).
-            loop_state["messages"] = loop_state["messages"][:-1]
-            set_aside += 1
+            # explanation of it). The reply is kept aside for training, where it was served.
+            *kept, dropped = loop_state["messages"]
+            set_aside.append(SetAsideReply(at=len(kept), message=chat_messages([dropped])[0]))
+            loop_state["messages"] = kept
         loop_state["stop_reason"] = None
     result = state["result"].model_copy(deep=True)
     result.turns += loop_state.get("turns", 0)
     result.prompt_tokens += loop_state.get("prompt_tokens", 0)
     result.completion_tokens += loop_state.get("completion_tokens", 0)
-    result.set_aside += set_aside
+    result.set_aside += len(set_aside)
+    result.set_aside_replies.extend(set_aside)
     stop_reason = result.stop_reason = loop_state.get("stop_reason")
     error = loop_state.get("error")
     update: dict[str, Any] = {"messages": list(loop_state["messages"]), "tool_seconds": seconds}

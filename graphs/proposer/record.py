@@ -224,6 +224,8 @@ def _attempt_row(
             "submitted": result.submitted,
             "autosubmitted": result.autosubmitted,
             "set_aside": result.set_aside,
+            # Each dropped reply and the prompt index it answered: proposer training scores it.
+            "set_aside_replies": [r.model_dump() for r in result.set_aside_replies],
             "stop_reason": result.stop_reason,
             "admitted": result.admitted,
             "tool_calls": result.tool_calls,

@@ -93,6 +93,14 @@ class GateRun(BaseModel):
     proposer_reward: float | None
 
 
+class SetAsideReply(BaseModel):
+    """A reply dropped before the first file: what it said and where in the conversation it was
+    served, so proposer training sees it (training/proposer/update.py) as the policy wrote it."""
+
+    at: int = Field(ge=0, description="Its index in the attempt's messages: the prompt it saw.")
+    message: dict[str, Any] = Field(description="The reply as a chat-template message.")
+
+
 class ProposalResult(BaseModel):
     attempt_id: str
     candidate: str = Field(description="The candidate task folder.")
@@ -115,6 +123,9 @@ class ProposalResult(BaseModel):
         default=0,
         description="Replies that wrote nothing (no tool call ran, no file block was written) "
         "while the folder held no file: dropped and asked again (they count as turns).",
+    )
+    set_aside_replies: list[SetAsideReply] = Field(
+        default_factory=list, description="Those replies, for the proposer's training episode."
     )
     tool_calls: int = 0
     prompt_tokens: int = 0

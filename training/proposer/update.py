@@ -15,6 +15,10 @@ This module plans the update (no torch):
 - on-policy only: an attempt sampled by another policy version or another model than the one
   the update starts from (an earlier checkpoint, a `--proposer-model`) never enters a group, and
   every kept attempt was sampled at one temperature, the one the trainer scores logprobs at;
+- a reply the proposer set aside (it wrote nothing before the first file, and the prompt was
+  served again: graphs/proposer/episode.py) is a sample of its own in its attempt's group: the
+  conversation up to where it was served, then the reply, at `SET_ASIDE_REWARD`. What was served
+  is what is trained, so the prose the re-asking hides is penalised;
 - a group with fewer than 2 valid proposals, or whose rewards are all equal (zero advantage,
   no gradient), is dropped with the reason;
 - GRPO needs one group size per run: groups larger than the smallest kept one keep their first
@@ -33,6 +37,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.rollouts.transcripts import load_transcript, normalized
 from autoenvscaling.training.backend import TrainJob
@@ -40,6 +45,12 @@ from autoenvscaling.training.worker_backend import WorkerBackend
 
 #: The sampling temperature of an attempt recorded before attempts recorded it (ModelConfig's).
 DEFAULT_TEMPERATURE = 0.7
+
+#: A set-aside reply's reward: that of an attempt that ends without a task (-1), fixed. Had the
+#: reply been the last one served, the attempt would have ended there with nothing written and
+#: nothing submitted; the attempt's final reward belongs to the re-sampled reply that went on,
+#: and giving it to the prose too would reward prose whenever the retry succeeded.
+SET_ASIDE_REWARD = REWARD_VALIDATION_FAILED
 
 
 class ProposerSample(BaseModel):
@@ -79,6 +90,9 @@ class ProposerPlan(BaseModel):
         default_factory=dict, description="attempt id -> why it is in no group"
     )
     trimmed: int = Field(default=0, description="Valid proposals left out to keep one group size.")
+    set_aside_samples: int = Field(
+        default=0, description="Set-aside replies among the planned samples (before trimming)."
+    )
     temperature: float | None = Field(
         default=None, description="The kept proposals' sampling temperature (one per update)."
     )
@@ -100,6 +114,7 @@ class ProposerPlan(BaseModel):
             "groups_dropped": [f"{len(d.attempts)} proposals: {d.reason}" for d in self.dropped],
             "excluded": self.excluded,
             "trimmed": self.trimmed,
+            "set_aside_samples": self.set_aside_samples,
             "temperature": self.temperature,
         }
 
@@ -115,6 +130,24 @@ def _split_prompt(messages: list[dict[str, Any]]) -> int:
         if message["role"] == "assistant":
             return i
     return len(messages)
+
+
+def _set_aside(
+    metadata: dict[str, Any], messages: list[dict[str, Any]], cut: int
+) -> list[list[dict[str, Any]]]:
+    """Each set-aside reply as the conversation it answered: the served messages before it, then
+    the reply (graphs/proposer/record.py records where each was served)."""
+    out = []
+    for aside in metadata.get("set_aside_replies") or []:
+        at = int(aside["at"])
+        if not cut <= at <= len(messages):
+            raise ValueError(
+                f"a set-aside reply recorded at message {at} of a {len(messages)}-message "
+                f"transcript whose prompt ends at {cut}: the record and the transcript "
+                "disagree, left out"
+            )
+        out.append([*messages[:at], aside["message"]])
+    return out
 
 
 def plan_proposer_update(
@@ -179,6 +212,11 @@ def plan_proposer_update(
                     f"{plan.temperature:g}: one temperature per update, left out"
                 )
                 continue
+            try:
+                asides = _set_aside(attempt.metadata, transcript.messages, cut)
+            except ValueError as exc:
+                plan.excluded[attempt.id] = str(exc)
+                continue
             prompt = transcript.messages[:cut]
             key = prompt_key(prompt, transcript.tools)
             prompts.setdefault(key, (prompt, transcript.tools))
@@ -190,6 +228,16 @@ def plan_proposer_update(
                     messages=transcript.messages,
                 )
             )
+            for n, aside in enumerate(asides):
+                members[key].append(
+                    ProposerSample(
+                        attempt_id=f"{attempt.id}#set-aside-{n + 1}",
+                        reward=SET_ASIDE_REWARD,
+                        temperature=temperature,
+                        messages=aside,
+                    )
+                )
+                plan.set_aside_samples += 1
     candidates: list[ProposerGroup] = []
     for key, samples in members.items():
         rewards = [s.reward for s in samples]
