@@ -210,7 +210,7 @@ def test_a_missing_value_is_a_gap_in_the_plot_and_a_dash_in_the_table(tmp_path):
     assert rows == ["| 2 | 0 | 0 | - | 0 | - | - | 0 | ck-1 / ck-1 |"]
     # The loop's table: a round that measured nothing shows dashes, not zeros.
     rows = [r for r in turned.splitlines() if r.startswith("| 2 ")]
-    assert rows == ["| 2 | - / 0 | 0 | - | - / - | - / - | 0 / 0 | - | - |"], rows
+    assert rows == ["| 2 | - / - / 0 | 0 | - | - / - | - / - | 0 / 0 | - | - |"], rows
     round_3 = round_markdown(history[2])
     assert "- param_change_l2: n/a" in round_3 and "- reward_mean: 0.0" in round_3
 

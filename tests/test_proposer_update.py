@@ -166,6 +166,28 @@ def test_set_aside_replies_are_samples_of_their_attempts_group(tmp_path: Path) -
     assert "disagree" in plan_proposer_update(store, rounds=[1]).excluded["a3"]
 
 
+def test_an_autosubmitted_proposal_is_trained_below_the_same_verdict_by_submit(
+    tmp_path: Path,
+) -> None:
+    """`submit` is taught: an autosubmitted proposal earns the gate's reward less 0.25, floored
+    at -1 (writing a rejected task never scores below writing nothing)."""
+    from autoenvscaling.training.proposer.update import AUTOSUBMIT_PENALTY, trained_reward
+
+    assert AUTOSUBMIT_PENALTY == 0.25
+    assert [trained_reward(r, True) for r in (1.0, -0.25, -1.0)] == [0.75, -0.5, -1.0]
+    assert [trained_reward(r, False) for r in (1.0, -0.25, -1.0)] == [1.0, -0.25, -1.0]
+    store = tmp_path / "rollouts.db"
+    _record(store, [("s1", "brief A", 1.0, "solved")], metadata={"autosubmitted": False})
+    _record(store, [("u1", "brief A", 1.0, "solved")], metadata={"autosubmitted": True})
+    plan = plan_proposer_update(store, rounds=[1])
+    [group] = plan.groups  # both admitted: a gradient only because one never called submit
+    assert [(s.attempt_id, s.reward, s.autosubmitted) for s in group.samples] == [
+        ("s1", 1.0, False),
+        ("u1", 0.75, True),
+    ]
+    assert plan.summary()["autosubmitted"] == 1
+
+
 def test_only_the_starting_policys_own_samples_enter_a_group(tmp_path: Path) -> None:
     """On-policy: attempts an earlier checkpoint or another model sampled stay out, with why."""
     store = tmp_path / "rollouts.db"

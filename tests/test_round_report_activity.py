@@ -165,9 +165,8 @@ def test_a_proposer_that_never_calls_a_tool_is_named_in_metrics_and_report(tmp_p
         "| candidates |"
     )
     assert "## Agent behaviour" in report
-    assert "| proposer | 2 | 8 | 0 (0%) | 0 (0%) | 0 | 8000 / 20 | max_tokens: 2 | 0 / 0 |" in (
-        report
-    )
+    row = "| proposer | 2 | 8 | 0 (0%) | 0 (0%) | 0 | 8000 / 20 | max_tokens: 2 | 0 / 0 / 0 |"
+    assert row in report
     assert (
         "| solver (refresh) | 2 | 3 | 2 (67%) | 1 (50%) | 1 | 0 / 0 | done: 1, max_turns: 1 | - |"
         in report
@@ -336,6 +335,8 @@ def test_an_autosubmitted_proposal_is_said_to_be_one(tmp_path):
     assert any("it wrote files only as <file> blocks" in w for w in m.warnings), m.warnings
     assert any("1 of 2 proposal(s) reached the gate by autosubmission" in w for w in m.warnings)
     assert p.set_aside == 2
+    # The behaviour table keeps them apart: by `submit` / autosubmitted / admitted.
+    assert "| 0 / 1 / 0 |" in round_markdown(m).split("## Agent behaviour")[1]
     assert any("2 of 6 turn(s) wrote nothing before the first file" in w for w in m.warnings), (
         m.warnings
     )

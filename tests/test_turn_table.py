@@ -1,6 +1,6 @@
 """The run report's "Did the loop turn?" table, from a real store and pool: round N's brief cites
 round N-1's failed rollouts (or says it does not), GRPO groups with reward variance per role, the
-weight change per role and the proposers' submissions."""
+weight change per role and the proposers' submissions (by `submit` apart from autosubmitted)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,9 @@ def test_round_two_brief_cites_round_one_and_the_table_says_so(tmp_path: Path) -
             reject_reasons={"nop": 1},
             pool_active=9,
             pool_retired=1,
-            agent_activity=[RoleActivity(role="proposer", attempts=2, submitted=2, admitted=1)],
+            agent_activity=[
+                RoleActivity(role="proposer", attempts=2, submitted=2, autosubmitted=1, admitted=1)
+            ],
             grpo_groups=[
                 GrpoGroups(role="proposer", groups=1, without_reward_variance=0),
                 GrpoGroups(role="solver", groups=2, without_reward_variance=1),
@@ -56,6 +58,6 @@ def test_round_two_brief_cites_round_one_and_the_table_says_so(tmp_path: Path) -
     table = write_run_report(tmp_path).read_text().split("## Did the loop turn?")[1]
     row = next(r for r in table.splitlines() if r.startswith("| 2 "))
     assert row == (
-        "| 2 | 2 / 2 | 1 | nop: 1 | 1 of 1 / 1 of 2 | 0.5 / 0.0123 | 9 / 1 "
+        "| 2 | 1 / 1 / 2 | 1 | nop: 1 | 1 of 1 / 1 of 2 | 0.5 / 0.0123 | 9 / 1 "
         "| yes (2 failures from rounds [0, 1]) | 555 |"
     )

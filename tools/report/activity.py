@@ -252,6 +252,14 @@ def _per_turn(a: RoleActivity) -> str:
     return f"{a.prompt_tokens / a.turns:.0f} / {a.completion_tokens / a.turns:.0f}"
 
 
+def _submissions(a: RoleActivity) -> str:
+    """By `submit` / autosubmitted / admitted: an autosubmission is no `submit` (and is trained
+    at a lower reward, training/proposer/update.py), so the two are never one number."""
+    if a.submitted is None:
+        return "-"
+    return f"{a.submitted - a.autosubmitted} / {a.autosubmitted} / {a.admitted}"
+
+
 def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
@@ -263,7 +271,7 @@ def activity_markdown(activity: list[RoleActivity], grpo: list[GrpoGroups]) -> s
         lines += [
             "| role | attempts | turns | turns with a tool call | attempts with a tool call "
             "| tool calls per attempt | tokens in / out per turn | stop reasons "
-            "| submitted / admitted |",
+            "| submitted by `submit` / autosubmitted / admitted |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for a in activity:
@@ -275,7 +283,7 @@ def activity_markdown(activity: list[RoleActivity], grpo: list[GrpoGroups]) -> s
                 f"| {'-' if a.mean_tool_calls is None else f'{a.mean_tool_calls:.2g}'} "
                 f"| {_per_turn(a)} "
                 f"| {_counts(a.stop_reasons)} "
-                f"| {'-' if a.submitted is None else f'{a.submitted} / {a.admitted}'} |"
+                f"| {_submissions(a)} |"
             )
     else:
         lines.append("No finished attempt was recorded this round.")

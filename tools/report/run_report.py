@@ -240,14 +240,18 @@ def turn_table(history: list[RoundMetrics]) -> list[str]:
     lines = [
         "## Did the loop turn?",
         "",
-        "| round | submitted / proposals | admitted | rejected at | GRPO groups with reward "
+        "| round | submitted by `submit` / autosubmitted / proposals | admitted | rejected at | GRPO groups with reward "
         "variance (proposer / solver) | weight change, L2 (proposer / solver) | pool active / "
         "retired | brief cites round N-1 | round (s) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for m in history:
         proposer = next((a for a in m.agent_activity if a.role == "proposer"), None)
-        submitted = "-" if proposer is None or proposer.submitted is None else proposer.submitted
+        submitted = (
+            "- / -"
+            if proposer is None or proposer.submitted is None
+            else f"{proposer.submitted - proposer.autosubmitted} / {proposer.autosubmitted}"
+        )
         rejected = ", ".join(f"{k}: {v}" for k, v in sorted(m.reject_reasons.items())) or "-"
         groups = {
             g.role: f"{g.groups - g.without_reward_variance} of {g.groups}" for g in m.grpo_groups

@@ -5,7 +5,8 @@ a whole multi-turn episode with tools and revisions), so the update feeds them t
 GRPOTrainer through `rollout_func` (training/proposer/worker.py): for each brief the trainer asks
 for `num_generations` completions and gets the recorded ones, with the tool results and revision
 prompts masked out (`env_mask`), and the reward function returns each attempt's recorded gate
-reward (+1 admitted, -0.25 failed calibration, -1 failed validation). TRL computes the group
+reward (+1 admitted, -0.25 failed calibration, -1 failed validation; an autosubmitted or
+set-aside reply's as below). TRL computes the group
 advantages, the clipped policy loss and the optimizer step; nothing here is a hand-written loop.
 
 This module plans the update (no torch):
@@ -19,6 +20,9 @@ This module plans the update (no torch):
   served again: graphs/proposer/episode.py) is a sample of its own in its attempt's group: the
   conversation up to where it was served, then the reply, at `SET_ASIDE_REWARD`. What was served
   is what is trained, so the prose the re-asking hides is penalised;
+- an autosubmitted proposal (the budget ended with files in the folder; the model never called
+  `submit`) is trained at `trained_reward`: the gate's reward less `AUTOSUBMIT_PENALTY`, never
+  below -1, so calling `submit` is learnt and not left to the budget;
 - a group with fewer than 2 valid proposals, or whose rewards are all equal (zero advantage,
   no gradient), is dropped with the reason;
 - GRPO needs one group size per run: groups larger than the smallest kept one keep their first
@@ -52,10 +56,27 @@ DEFAULT_TEMPERATURE = 0.7
 #: and giving it to the prose too would reward prose whenever the retry succeeded.
 SET_ASIDE_REWARD = REWARD_VALIDATION_FAILED
 
+#: What an autosubmitted proposal loses against the same verdict reached by `submit`. 0.25 is
+#: the gate's own smallest step (-0.25 failed calibration, -1 failed validation, +1 admitted), so
+#: the verdict still dominates: an admitted autosubmission (0.75) beats every rejection.
+AUTOSUBMIT_PENALTY = 0.25
+
+
+def trained_reward(gate_reward: float, autosubmitted: bool) -> float:
+    """The reward a proposal is trained on. An autosubmitted one gets the gate's reward less
+    AUTOSUBMIT_PENALTY, floored at -1: below it, writing files the gate rejects would score under
+    writing nothing at all (-1, never submitted), and the model would learn to write nothing."""
+    if not autosubmitted:
+        return gate_reward
+    return max(REWARD_VALIDATION_FAILED, gate_reward - AUTOSUBMIT_PENALTY)
+
 
 class ProposerSample(BaseModel):
     attempt_id: str
-    reward: float
+    reward: float = Field(description="What it is trained on (`trained_reward`).")
+    autosubmitted: bool = Field(
+        default=False, description="Submitted by the budget's end, not by `submit`."
+    )
     temperature: float = Field(default=DEFAULT_TEMPERATURE, description="It was sampled at.")
     messages: list[dict[str, Any]] = Field(description="The whole conversation, prompt first.")
 
@@ -93,6 +114,11 @@ class ProposerPlan(BaseModel):
     set_aside_samples: int = Field(
         default=0, description="Set-aside replies among the planned samples (before trimming)."
     )
+    autosubmitted: int = Field(
+        default=0,
+        description="Autosubmitted proposals among the planned samples, trained at the gate's "
+        "reward less AUTOSUBMIT_PENALTY (before trimming).",
+    )
     temperature: float | None = Field(
         default=None, description="The kept proposals' sampling temperature (one per update)."
     )
@@ -115,6 +141,7 @@ class ProposerPlan(BaseModel):
             "excluded": self.excluded,
             "trimmed": self.trimmed,
             "set_aside_samples": self.set_aside_samples,
+            "autosubmitted": self.autosubmitted,
             "temperature": self.temperature,
         }
 
@@ -217,17 +244,20 @@ def plan_proposer_update(
             except ValueError as exc:
                 plan.excluded[attempt.id] = str(exc)
                 continue
+            autosubmitted = bool(attempt.metadata.get("autosubmitted"))
             prompt = transcript.messages[:cut]
             key = prompt_key(prompt, transcript.tools)
             prompts.setdefault(key, (prompt, transcript.tools))
             members[key].append(
                 ProposerSample(
                     attempt_id=attempt.id,
-                    reward=float(attempt.reward),
+                    reward=trained_reward(float(attempt.reward), autosubmitted),
+                    autosubmitted=autosubmitted,
                     temperature=temperature,
                     messages=transcript.messages,
                 )
             )
+            plan.autosubmitted += autosubmitted
             for n, aside in enumerate(asides):
                 members[key].append(
                     ProposerSample(
