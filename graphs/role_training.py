@@ -299,4 +299,6 @@ def _proposer_report(result: TrainResult) -> dict[str, Any]:
         "seconds": round(result.duration_sec, 1),
         "param_change_l2": result.metrics.get("param_change_l2"),
         "schedule": result.metrics.get("schedule"),
+        # Episodes cut to the trainer's completion length (training/proposer/worker.py).
+        "truncation": result.metrics.get("truncation"),
     }

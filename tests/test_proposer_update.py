@@ -138,7 +138,8 @@ def test_set_aside_replies_are_samples_of_their_attempts_group(tmp_path: Path) -
     """What was served is what is trained: a reply set aside before the first file (prose) is a
     sample of its own in its brief's group, the conversation it answered then the reply, at the
     fixed -1 of an attempt that ends without a task, whatever the attempt it was part of scored.
-    One attempt with a set-aside reply is a group by itself: prose against the reply that went on."""
+    One attempt with a set-aside reply is a group by itself: prose against the reply that went
+    on."""
     from autoenvscaling.training.proposer.update import SET_ASIDE_REWARD
 
     store = tmp_path / "rollouts.db"
@@ -303,6 +304,32 @@ def test_env_mask_covers_only_the_models_own_tokens(tiny_model: Path) -> None:
 
 
 @needs_train
+def test_an_episode_past_the_completion_length_is_counted_with_what_was_cut(
+    tiny_model: Path,
+) -> None:
+    """The trainer cuts a conversation to `max_completion_tokens`: the count says which episodes
+    and how many of the model's own tokens were left untrained (tool results do not count)."""
+    from transformers import AutoTokenizer
+
+    from autoenvscaling.tools.report.truncation import CompletionTruncation, EpisodeCut
+    from autoenvscaling.training.proposer.worker import tokenize_conversation
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    _, completion, mask = tokenize_conversation(
+        tokenizer, _conversation("brief A", "MODEL-WROTE-THIS"), TOOLS, 2
+    )
+    first_tool = mask.index(0)  # the cut falls in the tool result, after the first reply
+    fits, cut = EpisodeCut.of(mask, len(mask)), EpisodeCut.of(mask, first_tool + 1)
+    assert not fits.truncated and fits.model_tokens_cut == 0
+    assert cut.truncated and cut.model_tokens == sum(mask) == fits.model_tokens
+    second_reply = sum(mask[first_tool:])  # the submit call: the model's, past the cut
+    assert cut.model_tokens_cut == second_reply > 0
+    total = CompletionTruncation.of([fits, cut], first_tool + 1)
+    assert (total.episodes, total.truncated, total.model_tokens_cut) == (2, 1, second_reply)
+    assert total.shown().startswith(f"1 of 2 episode(s) cut to {first_tool + 1} completion tokens")
+
+
+@needs_train
 @pytest.mark.train
 @pytest.mark.timeout(300)
 def test_varying_rewards_change_the_weights(tiny_model: Path, tmp_path: Path) -> None:
@@ -350,6 +377,10 @@ def test_varying_rewards_change_the_weights(tiny_model: Path, tmp_path: Path) ->
         "num_iterations": 2,
     }
     assert worker["metrics"]["temperature"] == 0.7
+    # Every episode fits the completion length: counted, none cut (each once, not per pass).
+    cut = worker["metrics"]["truncation"]
+    assert (cut["episodes"], cut["truncated"], cut["model_tokens_cut"]) == (4, 0, 0)
+    assert cut["max_completion_tokens"] == 1024 and cut["model_tokens"] > 0
 
 
 def test_a_real_proposer_attempt_leaves_its_transcript(tmp_path: Path) -> None:

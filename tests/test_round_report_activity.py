@@ -340,3 +340,40 @@ def test_an_autosubmitted_proposal_is_said_to_be_one(tmp_path):
     assert any("2 of 6 turn(s) wrote nothing before the first file" in w for w in m.warnings), (
         m.warnings
     )
+
+
+def test_proposer_episodes_cut_by_the_update_are_counted_in_the_round_report(tmp_path):
+    """The proposer update's completion length cuts long episodes: the round's metrics hold the
+    count, the report shows it in its training section, and a warning heads it when any was cut."""
+    RolloutStore(tmp_path / "rollouts.db").close()
+    cut = {
+        "max_completion_tokens": 1024,
+        "episodes": 4,
+        "truncated": 3,
+        "model_tokens": 2000,
+        "model_tokens_cut": 500,
+    }
+    training = {"proposer": {"groups": 2, "truncation": cut}}
+    m = round_metrics(
+        1, [], tmp_path / "rollouts.db", Pool(tmp_path / "pool"), RUN, training=training
+    )
+    assert m.proposer_truncation is not None and m.proposer_truncation.truncated == 3
+    shown = (
+        "3 of 4 episode(s) cut to 1024 completion tokens; "
+        "500 of the model's 2000 tokens (25%) untrained"
+    )
+    assert any(w.startswith(f"proposer GRPO: {shown}") for w in m.warnings), m.warnings
+    report = round_markdown(m)
+    assert f"Proposer update, episodes cut: {shown}" in report.split("## Training")[1]
+    # Nothing cut: counted, no warning; no proposer update: nothing shown.
+    m = round_metrics(
+        1,
+        [],
+        tmp_path / "rollouts.db",
+        Pool(tmp_path / "pool"),
+        RUN,
+        training={"proposer": {"truncation": {**cut, "truncated": 0, "model_tokens_cut": 0}}},
+    )
+    assert m.proposer_truncation is not None and not any("cut to" in w for w in m.warnings)
+    m = round_metrics(1, [], tmp_path / "rollouts.db", Pool(tmp_path / "pool"), RUN)
+    assert m.proposer_truncation is None and "episodes cut" not in round_markdown(m)

@@ -23,6 +23,7 @@ from autoenvscaling.tools.report.activity import (
 )
 from autoenvscaling.tools.report.domains import DomainCounts, domain_counts
 from autoenvscaling.tools.report.heldout import HeldoutEval, heldout_eval
+from autoenvscaling.tools.report.truncation import CompletionTruncation
 from autoenvscaling.tools.rollouts.models import Attempt
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.tasks.domains import DEFAULT_DOMAIN, Domain, folder_domain
@@ -149,6 +150,11 @@ class RoundMetrics(BaseModel):
     )
     grpo_groups: list[GrpoGroups] = Field(
         default_factory=list, description="Each update's GRPO groups; empty when none was planned."
+    )
+    proposer_truncation: CompletionTruncation | None = Field(
+        default=None,
+        description="The proposer update's episodes cut to its completion length (None: no "
+        "update ran, or one recorded before it was counted).",
     )
     warnings: list[str] = Field(
         default_factory=list,
@@ -278,5 +284,13 @@ def round_metrics(
         policy=policy,
         agent_activity=activity,
         grpo_groups=groups,
-        warnings=activity_warnings(activity, groups),
+        proposer_truncation=(cut := CompletionTruncation.from_training(training or {})),
+        warnings=activity_warnings(activity, groups) + truncation_warnings(cut),
     )
+
+
+def truncation_warnings(cut: CompletionTruncation | None) -> list[str]:
+    """A line when the proposer update left any of the model's writing untrained."""
+    if cut is None or not cut.truncated:
+        return []
+    return [f"proposer GRPO: {cut.shown()}: the update never saw how those episodes ended"]

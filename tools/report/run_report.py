@@ -109,6 +109,8 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
         "## Training",
         "",
     ]
+    if m.proposer_truncation is not None:
+        lines += [f"Proposer update, episodes cut: {m.proposer_truncation.shown()}", ""]
     if m.training:
         steps = m.training.get("step_tasks") or []
         lines += [
@@ -240,9 +242,10 @@ def turn_table(history: list[RoundMetrics]) -> list[str]:
     lines = [
         "## Did the loop turn?",
         "",
-        "| round | submitted by `submit` / autosubmitted / proposals | admitted | rejected at | GRPO groups with reward "
-        "variance (proposer / solver) | weight change, L2 (proposer / solver) | pool active / "
-        "retired | brief cites round N-1 | round (s) |",
+        "| round | submitted by `submit` / autosubmitted / proposals | admitted | rejected at "
+        "| GRPO groups with reward variance (proposer / solver) "
+        "| weight change, L2 (proposer / solver) | pool active / retired "
+        "| brief cites round N-1 | round (s) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for m in history:

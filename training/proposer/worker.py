@@ -22,6 +22,7 @@ import sys
 import time
 from typing import Any
 
+from autoenvscaling.tools.report.truncation import CompletionTruncation, EpisodeCut
 from autoenvscaling.training.policy_loading import load_policy
 from autoenvscaling.training.proposer.update import ProposerJob, prompt_key
 from autoenvscaling.training.trl_adapter import score_labelled_positions_only
@@ -102,10 +103,9 @@ def run(job: ProposerJob) -> WorkerResult:
     groups = {g.key: g for g in job.groups}
     cursors: dict[str, int] = {key: 0 for key in groups}
     used: list[dict[str, Any]] = []
-    truncated = 0
+    cuts: dict[str, EpisodeCut] = {}  # per episode: a generation served again counts once
 
     def recorded_rollouts(prompts: list[list[dict[str, Any]]], trainer: Any) -> dict[str, Any]:
-        nonlocal truncated
         out: dict[str, list[Any]] = {
             "prompt_ids": [],
             "completion_ids": [],
@@ -120,8 +120,8 @@ def run(job: ProposerJob) -> WorkerResult:
             p_ids, c_ids, mask = tokenize_conversation(
                 tokenizer, sample.messages, group.tools, len(group.prompt)
             )
-            if len(c_ids) > job.max_completion_tokens:
-                truncated += 1
+            cuts[sample.attempt_id] = cut = EpisodeCut.of(mask, job.max_completion_tokens)
+            if cut.truncated:
                 c_ids, mask = c_ids[: job.max_completion_tokens], mask[: job.max_completion_tokens]
             out["prompt_ids"].append(p_ids)
             out["completion_ids"].append(c_ids)
@@ -181,7 +181,9 @@ def run(job: ProposerJob) -> WorkerResult:
             "role": "proposer",
             "groups": len(job.groups),
             "group_size": job.group_size,
-            "truncated_conversations": truncated,
+            "truncation": CompletionTruncation.of(
+                cuts.values(), job.max_completion_tokens
+            ).model_dump(),
             "temperature": job.temperature,
             "schedule": schedule.model_dump(),
             "device": device,
