@@ -1,13 +1,17 @@
 """What a cold start teaches, measured on the policy it serves (issue 38, item 6).
 
-    python benchmarks/bench_cold_start.py LABEL [--cache DIR] [--samples K] [--out FILE]
+    python benchmarks/bench_cold_start.py LABEL [--cache DIR [--build SETTINGS_JSON]]
+        [--samples K] [--proposer-samples K] [--out FILE]
 
-Serves the embedded model (the base weights, or the current checkpoint of a cold-start cache
-folder, as `autoenvscaling run` serves it) and measures, with 95% Wilson intervals
+`--build` first builds a cold start into DIR (never the machine's cache) with the embedded
+preset's settings and SETTINGS_JSON's fields over them, e.g. '{"epochs": {"solver": 4,
+"proposer": 1}}' ('{}': the default); copy another folder's cold-start.jsonl and card.json into
+DIR first and only the SFT runs. Then it serves the embedded model (the base weights, or DIR's
+current checkpoint, as `autoenvscaling run` serves it) and measures, with 95% Wilson intervals
 (tools/stats.py):
 - **held-out**: the solver on tasks/generated/heldout (12 tasks the cold start never replayed),
   K samples each at the run's concurrency, the run's solver settings (graphs/flywheel.py
-  `evaluate_heldout` does the same in a run);
+  `evaluate_heldout` does the same in a run): success, and how many attempts call a tool;
 - **proposer's first reply**: the served proposer's reply to the first prompt of each authoring
   episode in the cold start's dataset (the compact system prompt and the round-1 brief), K
   samples each: does it write files (`<file>` blocks the episode would accept, or a write_file
@@ -142,17 +146,43 @@ async def heldout(
     return list(await asyncio.gather(*(one(t, s) for t in tasks for s in range(samples))))
 
 
+async def build(cache: Path, config: RunConfig, overrides: dict[str, Any]) -> Any:
+    """A cold start in `cache` with the preset's settings and `overrides` over them."""
+    from autoenvscaling.graphs.cold_start import (
+        ColdStartSettings,
+        cold_start_checkpoint,
+        settings_for,
+    )
+    from autoenvscaling.training.serving.embedded_setup import ensure_hf_base_model
+
+    _checkpoint, card = await cold_start_checkpoint(
+        cache,
+        base_model=str(ensure_hf_base_model(ensure_embedded_assets())),
+        tasks_dir=Path(config.cold_start_tasks or ""),
+        settings=ColdStartSettings.model_validate(settings_for(config).model_dump() | overrides),
+        backend=config.backend,
+        progress=lambda line: print(line, flush=True),
+    )
+    return card
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("label")
     parser.add_argument("--cache", type=Path, help="A cold-start cache folder (none: base weights)")
     parser.add_argument("--dataset", type=Path, help="Proposer prompts (default: CACHE's dataset)")
+    parser.add_argument("--build", help="Build into --cache first, with these settings (JSON)")
     parser.add_argument("--samples", type=int, default=1)
     parser.add_argument("--proposer-samples", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("/tmp/bench_cold_start.json"))
     args = parser.parse_args()
     config = RunConfig(**preset("embedded"))
     started = time.monotonic()
+    if args.build is not None:
+        if args.cache is None:
+            sys.exit("--build needs --cache DIR")
+        card = await build(args.cache, config, json.loads(args.build))
+        print(card.model_dump_json(indent=2, exclude={"settings", "splits"}), flush=True)
     server = EmbeddedLlamaServer(model_path=ensure_embedded_assets().model_path)
     ref = server.start()
     try:
@@ -182,6 +212,8 @@ async def main() -> int:
         "checkpoint": ref.checkpoint_id,
         "heldout": rate([r or 0.0 for r in scored]).model_dump(),
         "heldout_faults": sum(1 for r in solved if r["fault"] is not None),
+        # The solver's format, before success: does an attempt call its terminal at all.
+        "heldout_calls_a_tool": rate([float(r["steps"] > 0) for r in solved]).model_dump(),
         "proposer_writes": rate([float(r["writes"]) for r in proposer]).model_dump(),
         "proposer_toml_parses": rate([float(r["toml_parses"]) for r in proposer]).model_dump(),
         "seconds": {
