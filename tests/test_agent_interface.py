@@ -15,7 +15,9 @@ from autoenvscaling.graphs.scripted_model import ScriptedChatModel, register, re
 from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
 from autoenvscaling.tools.agents.solver_interface import (
+    RUN_TIMEOUT_SEC,
     TOOLS,
+    clamp_timeout,
     first_messages,
     openai_tools,
     render_mcp_result,
@@ -61,6 +63,27 @@ async def test_mcp_terminal_tools_come_from_the_interface() -> None:
         assert tool.description == spec.description
         for param in spec.params:
             assert tool.inputSchema["properties"][param.name]["description"] == param.description
+
+
+def test_run_waits_as_long_in_a_grpo_episode_as_on_the_served_terminal() -> None:
+    """The served terminal clamps `run`'s timeout_sec to [0, 600] (default 60); a GRPO episode,
+    from the job's own settings (TrainHyperParams -> EpisodeConfig, as the worker builds it),
+    lets the same call wait exactly as long (it capped every call at 60 s before)."""
+    from autoenvscaling.training.backend import TrainHyperParams
+
+    hyper = TrainHyperParams()
+    config = EpisodeConfig(
+        command_timeout_sec=hyper.command_timeout_sec, tool_output_chars=hyper.tool_output_chars
+    )
+    loop = EventLoop()
+    try:
+        episode = TaskEpisode(loop, lambda _task: None, config)  # pyright: ignore[reportArgumentType]
+        asked = [None, -5.0, 1.0, 60.0, 61.0, 300.0, 600.0, 601.0, 10_000.0]
+        served = [clamp_timeout(t, RUN_TIMEOUT_SEC) for t in asked]
+        assert served == [60.0, 0.0, 1.0, 60.0, 61.0, 300.0, 600.0, 600.0, 600.0]
+        assert [episode._run_timeout(t) for t in asked] == served
+    finally:
+        loop.stop()
 
 
 def test_result_text_is_one_format() -> None:

@@ -14,7 +14,11 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, model_validator
 
-from autoenvscaling.tools.agents.solver_interface import OUTPUT_CHARS, SOLVER_MAX_TURNS
+from autoenvscaling.tools.agents.solver_interface import (
+    MAX_TIMEOUT_SEC,
+    OUTPUT_CHARS,
+    SOLVER_MAX_TURNS,
+)
 from autoenvscaling.tools.sandbox.harbor_backends import (
     HarborBackendError,
     check_stages,
@@ -94,7 +98,10 @@ class TrainHyperParams(BaseModel):
         "many sequences' activations. None = all in one pass (faster on a GPU with room).",
     )
     command_timeout_sec: float = Field(
-        default=60.0, gt=0, description="Per bash tool call in an episode."
+        default=MAX_TIMEOUT_SEC,
+        gt=0,
+        description="The longest a `run` call may wait in an episode: the served terminal's "
+        "(600 s) unless a test lowers it; the model's own timeout_sec (default 60) applies below.",
     )
     tool_output_chars: int = Field(
         default=OUTPUT_CHARS, ge=1, description="Cap on one tool result shown to the model."

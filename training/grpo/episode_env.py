@@ -35,6 +35,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.agents.solver_interface import (
+    MAX_TIMEOUT_SEC,
     READ_TIMEOUT_SEC,
     RUN_TIMEOUT_SEC,
     SHELL_BUSY,
@@ -124,7 +125,9 @@ class EventLoop:
 
 
 class EpisodeConfig(BaseModel):
-    command_timeout_sec: float = 60.0
+    # The served terminal's ceiling (mcp_servers/terminal.py clamps to it): a lower one is for
+    # tests only, or a GRPO episode lets a command run less long than serving does.
+    command_timeout_sec: float = MAX_TIMEOUT_SEC
     tool_output_chars: int = 2000
     start_timeout_sec: float = 900.0  # includes a first, uncached image build
     verify_timeout_sec: float = 900.0
@@ -198,8 +201,7 @@ class TaskEpisode:
     def run(self, command: str, timeout_sec: float = RUN_TIMEOUT_SEC):  # noqa: ANN201
         if self._failure is None and self._shell is not None:
             self._commands.append(command)
-        timeout_sec = clamp_timeout(timeout_sec, RUN_TIMEOUT_SEC)
-        timeout_sec = min(timeout_sec, self._config.command_timeout_sec)
+        timeout_sec = self._run_timeout(timeout_sec)
         return self._tool(lambda shell: shell.run(command, timeout_sec=timeout_sec))
 
     def read_output(self, timeout_sec: float = READ_TIMEOUT_SEC):  # noqa: ANN201
@@ -211,6 +213,10 @@ class TaskEpisode:
         return self._tool(lambda shell: shell.interrupt())
 
     # -- ours: private, because TRL exposes every public method as a tool -----------------------
+    def _run_timeout(self, timeout_sec: float | None) -> float:
+        """What `run` waits: the served terminal's clamp, then the episode's ceiling."""
+        return min(clamp_timeout(timeout_sec, RUN_TIMEOUT_SEC), self._config.command_timeout_sec)
+
     def _tool(self, call: Callable[[PersistentShell], Coroutine[Any, Any, ShellResult]]) -> str:
         """One terminal tool call's answer, as the served solver's text (the shell says busy or
         idle)."""
