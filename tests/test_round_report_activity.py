@@ -340,6 +340,7 @@ def test_an_autosubmitted_proposal_is_said_to_be_one(tmp_path):
     assert any("2 of 6 turn(s) wrote nothing before the first file" in w for w in m.warnings), (
         m.warnings
     )
+    assert any(w.endswith("the proposer update trains each at -1") for w in m.warnings)
 
 
 def test_proposer_episodes_cut_by_the_update_are_counted_in_the_round_report(tmp_path):

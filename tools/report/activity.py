@@ -226,7 +226,8 @@ def activity_warnings(activity: Iterable[RoleActivity], grpo: Iterable[GrpoGroup
         if a.set_aside:
             lines.append(
                 f"{a.label}: {a.set_aside} of {a.turns} turn(s) wrote nothing before the first "
-                "file (prose, a malformed call or block): set aside and asked again"
+                "file (prose, a malformed call or block): set aside and asked again; the "
+                "proposer update trains each at -1"
             )
         if a.autosubmitted:
             lines.append(
