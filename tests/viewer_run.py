@@ -59,7 +59,16 @@ async def start_flywheel(root: Path, seed: Path) -> None:
 
     root.mkdir(parents=True, exist_ok=True)
     ctx = FlywheelContext(
-        run_dir=str(root), rounds=2, proposals=2, train=False, seed_dir=str(seed), baseline_tasks=0
+        run_dir=str(root),
+        rounds=2,
+        proposals=2,
+        train=False,
+        seed_dir=str(seed),
+        baseline_tasks=0,
+        # Set, so the embedded preset's held-out split stays out: these pages show the trials
+        # and decontam settings the test wrote (tests/test_flywheel_heldout.py shows held-out).
+        heldout_dir=None,
+        heldout_samples=0,
     )
     async with aiosqlite.connect(root / "graph.sqlite") as conn:
         graph = build_flywheel(checkpointer=AsyncSqliteSaver(conn, serde=checkpoint_serde()))
