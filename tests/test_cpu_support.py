@@ -80,3 +80,20 @@ def test_the_check_refuses_a_native_build_at_start(monkeypatch):
     # Refused on any machine: for AMX_INT8 this CPU lacks, or as a build for one host's CPU.
     with pytest.raises(UnsupportedCpuError, match="llama.cpp was built for .*make setup"):
         cpu_support.check_cpu_support()
+
+
+def test_the_server_process_refuses_to_start_on_a_build_it_cannot_trust(monkeypatch, tmp_path):
+    """The check runs in the server process before any model loads: its exit message is what
+    the parent shows as the reason the server never became ready."""
+    llama_cpp = pytest.importorskip("llama_cpp", reason="the embedded extra is not installed")
+    from autoenvscaling.training.serving import embedded_serve
+
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: NATIVE.encode())
+    monkeypatch.delenv(ALLOW_NATIVE_ENV, raising=False)
+    config = tmp_path / "serve.json"
+    config.write_text(
+        embedded_serve.ServeConfig(model_path=tmp_path / "none.gguf").model_dump_json()
+    )
+    with pytest.raises(SystemExit) as stopped:
+        embedded_serve.main([str(config)])
+    assert str(stopped.value.code).startswith("embedded server: llama.cpp was built for")

@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from autoenvscaling.training.orphan import watch_parent
+from autoenvscaling.training.serving.cpu_support import UnsupportedCpuError, check_cpu_support
 
 GGUF_MAGIC = b"GGUF"
 
@@ -403,7 +404,15 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         sys.exit("usage: python -m autoenvscaling.training.serving.embedded_serve CONFIG.json")
-    serve(ServeConfig.model_validate_json(Path(args[0]).read_text(encoding="utf-8")))
+    config = ServeConfig.model_validate_json(Path(args[0]).read_text(encoding="utf-8"))
+    # Before any model is loaded: a build this CPU cannot run (or one host's native build) would
+    # segfault in decode on the first request; refused here, its reason is the log's last line,
+    # which the parent's "exited before it was ready" error shows.
+    try:
+        check_cpu_support()
+    except UnsupportedCpuError as exc:
+        sys.exit(f"embedded server: {exc}")
+    serve(config)
 
 
 if __name__ == "__main__":
