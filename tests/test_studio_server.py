@@ -160,7 +160,12 @@ async def test_served_flywheel_starts_and_stops_the_embedded_policy_itself(
 
     client = get_client(url=server)
     run_dir = tmp_path / "run"
-    context = {"run_dir": str(run_dir), "train": False, "rounds": 2}
+    # One held-out task instead of the preset's 12 (two passes of 12 would add ~10 min here):
+    # the served run evaluates it before and after its round, as `autoenvscaling run` does.
+    heldout = tmp_path / "heldout"
+    first = sorted(p for p in (REPO / "tasks" / "generated" / "heldout").iterdir() if p.is_dir())
+    shutil.copytree(first[0], heldout / first[0].name)
+    context = {"run_dir": str(run_dir), "train": False, "rounds": 2, "heldout_dir": str(heldout)}
     thread = await client.threads.create()
     state = await client.runs.wait(
         thread["thread_id"], "flywheel", input={"rounds": 1}, context=context
@@ -174,7 +179,7 @@ async def test_served_flywheel_starts_and_stops_the_embedded_policy_itself(
     assert base_url and base_url.startswith("http://127.0.0.1:")
     # Resolved as `autoenvscaling run` resolves it: the preset under what the context sets.
     for key, value in preset("embedded").items():
-        assert config[key] == value, key
+        assert config[key] == context.get(key, value), key
     assert config["train"] is False and config["context_window"]
 
     # The served policy answered the round's attempts.
@@ -183,6 +188,11 @@ async def test_served_flywheel_starts_and_stops_the_embedded_policy_itself(
     assert {a.role for a in attempts} >= {"solver", "proposer"}
     assert all(a.metadata.get("model") in (None, config["policy_model"]) for a in attempts)
     assert any(a.completion_tokens > 0 for a in attempts), [a.metadata for a in attempts]
+    # The held-out task was evaluated before the round and after it, never trained on.
+    heldout_runs = [a for a in attempts if a.metadata.get("purpose") == "heldout"]
+    assert len(heldout_runs) == 2 and {a.task_id for a in heldout_runs} == {first[0].name}, [
+        (a.task_id, a.metadata) for a in heldout_runs
+    ]
 
     # ... and is gone once the run ended.
     with pytest.raises(httpx.ConnectError):
