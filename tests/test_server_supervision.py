@@ -183,6 +183,31 @@ async def test_a_second_crash_takes_the_server_down_and_stops_the_run(model_path
             servers.raise_if_down()
 
 
+@pytest.mark.timeout(300)
+async def test_a_restart_that_dies_before_it_is_ready_is_the_second_crash(model_path):
+    """The restarted process killed the moment it exists, before the supervisor saw it answer:
+    that is crash 2 with its own signal, not 'could not be started again' on crash 1 (seen in
+    the slow tier under load, where a client was served before the supervisor's poll)."""
+    async with PolicyServers() as servers:
+        await servers.start_embedded(model_path)
+        server = servers.embedded
+        assert server is not None and server.pid is not None
+        first_pid = server.pid
+        os.kill(first_pid, signal.SIGSEGV)
+        deadline = time.monotonic() + 60
+        while server.pid in (None, first_pid):
+            assert time.monotonic() < deadline, "no restart was spawned"
+            await asyncio.sleep(0.01)
+        os.kill(server.pid, signal.SIGSEGV)
+        deadline = time.monotonic() + 120
+        while server.down is None:
+            assert time.monotonic() < deadline, "the server never went down"
+            await asyncio.sleep(0.05)
+        message = server.down.describe()
+        assert "crash 2" in message and "killed by SIGSEGV" in message, message
+        assert [c.crash_number for c in server.crashes] == [1, 2]
+
+
 def test_doctor_holds_a_chat_with_tools_on_the_embedded_server():
     from autoenvscaling.training.serving.server_check import check_embedded_server
 

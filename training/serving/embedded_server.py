@@ -297,6 +297,12 @@ class EmbeddedLlamaServer:
             try:
                 self._wait_ready(new)
             except (EmbeddedServerError, OSError) as exc:
+                if new.poll() is not None:
+                    # The restarted process died (it may have answered already: a client can be
+                    # served before this poll sees it ready): that is a crash of its own, counted
+                    # as the next one, with its own signal and log lines.
+                    self._supervise(new)
+                    return
                 self._note(f"it could not be started again: {exc}")
                 crash = crash.model_copy(
                     update={"restarting": False, "log_tail": log_tail(self.log_path)}
