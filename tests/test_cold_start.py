@@ -96,6 +96,8 @@ async def test_cold_start_trains_both_roles_and_serves_round_one(
     proposer = next(r for r in rows if r["role"] == "proposer")
     names = [c["function"]["name"] for m in proposer["messages"] for c in m.get("tool_calls", [])]
     assert names == ["check", "run", "submit"]  # each file was a <file> block, not a call
+    # ... the channel the system prompt it is trained on describes, beside `write_file`.
+    assert "as `write_file` writes it" in proposer["messages"][0]["content"]
     blocks = [m for m in proposer["messages"] if '<file path="' in (m.get("content") or "")]
     assert [m["role"] for m in blocks].count("assistant") == 5
     # The episode loop's real answer to each block: the file is in the folder.

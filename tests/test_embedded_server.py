@@ -506,3 +506,4 @@ async def test_the_compact_proposers_first_prompt_is_what_the_server_tokenizes(
         first_line = schema["function"]["description"].splitlines()[0]
         assert first_line in text, first_line
     assert "<file path=" in text  # the brief's example task reached the model
+    assert "as `write_file` writes it" in text  # ... and the block form is described to it

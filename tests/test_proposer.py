@@ -315,6 +315,10 @@ async def test_a_call_the_chat_format_cannot_read_is_explained(engine_ready, tmp
         answer
     )
     assert '<file path="RELATIVE/PATH">CONTENT</file>' in answer and "You have not" not in answer
+    # The block form it is pointed to is the one the served system prompt describes (issue 39:
+    # one channel, described the same way wherever the proposer is served or trained).
+    system = transcript["messages"][0]
+    assert system["role"] == "system" and "as `write_file` writes it" in system["content"], system
 
 
 @pytest.mark.parametrize("arm", ["terminal", "prompt_only"])
