@@ -66,6 +66,8 @@ def file_digest(path: Path) -> str:
 
 
 _TEST_SCRIPT = re.compile(r"test\.sh|test_.*\.py|.*_test\.py|conftest\.py")
+# Named like a grader, outside environment/tests/: rejected by name alone before (issue 41).
+_VISIBLE_TEST = re.compile(r"test\.sh|test_.*\.py")
 _GRADER_NAME = re.compile(
     r"test\.sh|test_.*\.py|.*_test\.py|conftest\.py|(expected|answer|golden).*", re.IGNORECASE
 )
@@ -86,6 +88,37 @@ def _hidden_files(task: TaskView) -> dict[str, tuple[str, bool]]:
                 answer = folder == task.solution_dir or bool(_GRADER_NAME.fullmatch(path.name))
                 out.setdefault(file_digest(path), (path.relative_to(task.root).as_posix(), answer))
     return out
+
+
+#: A test-named file of environment/ is a near copy of a grader or the solution when this share
+#: of its lines (stripped, longer than a bracket or a keyword) appears in one of them.
+NEAR_COPY_SHARE = 0.5
+_NEAR_COPY_BYTES = 512 * 1024
+
+
+def _lines(path: Path) -> set[str]:
+    try:
+        if path.stat().st_size > _NEAR_COPY_BYTES:
+            return set()
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return {s for line in text.splitlines() if len(s := line.strip()) > 12}
+
+
+def near_copy(task: TaskView, path: Path) -> str | None:
+    """The tests/ or solution/ file (task-relative) that holds most of `path`'s lines: an edited
+    copy of a grader leaks as much as the grader itself."""
+    own = _lines(path)
+    if not own:
+        return None
+    for folder in (task.tests_dir, task.solution_dir):
+        if folder is None or not folder.is_dir():
+            continue
+        for other in sorted(p for p in folder.rglob("*") if p.is_file()):
+            if len(own & _lines(other)) >= NEAR_COPY_SHARE * len(own):
+                return other.relative_to(task.root).as_posix()
+    return None
 
 
 def shared_inputs(task: TaskView) -> set[Path]:
@@ -262,12 +295,9 @@ def _check_copy_source(
     # environment/tests/ is the author's build input (real tasks keep a simulator's sources
     # there); it leaks only when it holds a test script, or a copy of one (checked below).
     graders = [f for f in covered if _TEST_SCRIPT.fullmatch(PurePosixPath(f).name)]
-    if (
-        first == "solution"
-        or (first == "tests" and (not covered or graders))
-        or name in ("test.sh", "solve.sh")
-        or re.fullmatch(r"test_.*\.py", name)
-    ):
+    # A test-named file elsewhere in environment/ is judged by what it holds (below): real tasks
+    # give the agent a harness the instruction names (`/app/test_isolation.py`).
+    if first == "solution" or (first == "tests" and (not covered or graders)) or name == "solve.sh":
         ctx.add(
             "image-test-leak",
             "error",
@@ -301,7 +331,22 @@ def _check_copy_source(
                 "no expected output or check",
                 ins.line,
             )
-        elif leaked or base in ("test.sh", "solve.sh") or rel.split("/")[0] == "solution":
+            continue
+        if _VISIBLE_TEST.fullmatch(base) and not leaked and rel.split("/")[0] != "solution":
+            if near := near_copy(task, task.environment_dir / rel):
+                leaked = f"{near} (most of its lines)"
+            else:
+                ctx.add(
+                    "image-visible-test",
+                    "warning",
+                    dockerfile,
+                    f"{ins.name} {source}: environment/{rel} is named like a test and the agent "
+                    "can read and edit it. Fine for a harness the instruction gives the agent; "
+                    "the grader must stay in tests/, and must not run this copy as root",
+                    ins.line,
+                )
+                continue
+        if leaked or base == "solve.sh" or rel.split("/")[0] == "solution":
             what = f"a copy of {leaked}" if leaked else "a test or solution file"
             ctx.add(
                 "image-test-leak",

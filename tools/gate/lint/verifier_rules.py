@@ -4,6 +4,7 @@ named in instruction.md, pinned requirements files.
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 from pathlib import Path, PurePosixPath
@@ -55,6 +56,20 @@ _MEANT_ABSENT = re.compile(
     r"non[-_]?exist|does[-_]?not[-_]?exist|not[-_]?exist|no[-_]?such[-_]", re.I
 )
 _QUOTED = re.compile(r"""(["'])((?:(?!\1)[^\\\n]|\\.)*)\1""")
+# A folder a named tool makes: a test may check it (`/app/node_modules/sharp`) where the
+# instruction only says to run the tool (`npm install`). Folder -> the words that name its maker.
+_TOOL_MADE = {
+    "node_modules": ("npm", "yarn", "pnpm"),
+    "__pycache__": ("python", "python3", "compile", "import"),
+    ".venv": ("venv", "virtualenv", "uv"),
+    "site-packages": ("pip", "install"),
+    "target": ("cargo",),
+    ".gradle": ("gradle",),
+}
+# Text that fills a placeholder of an f-string or str.format: `f"/data/region_{r}.csv"` names
+# /data/region_*.csv, not a file /data/region_.
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+_TEMPLATE_TAIL = re.compile(r"(?:\{[^{}\s'\"]*\}|[A-Za-z0-9_.\-/])*")
 
 
 def verifier_sources(task: TaskView) -> list[tuple[Path, str]]:
@@ -106,6 +121,60 @@ def _is_system(path: str) -> bool:
     return any(path == p or path.startswith(p + "/") for p in _SYSTEM_PREFIXES)
 
 
+def _template(line: str, match: re.Match[str]) -> str:
+    """The path a match names; one a placeholder continues (`{`) is a template, its fillings
+    written `*` (`/data/region_*.csv`)."""
+    found = match.group(1)
+    if not line.startswith("{", match.end()):
+        return found.rstrip(".")
+    tail = _TEMPLATE_TAIL.match(line, match.end())
+    rest = tail.group(0) if tail else ""
+    return (found + _PLACEHOLDER.sub("*", rest)).rstrip(".")
+
+
+def _template_named(name: str, names: set[str], instruction: str) -> bool:
+    """A template's file name (`region_*.csv`) matches a shipped file or a name the instruction
+    writes out (`region_north.csv`, `region_<name>.csv`)."""
+    if any(fnmatch.fnmatchcase(n, name) for n in names):
+        return True
+    parts = [re.escape(p) for p in name.split("*")]
+    pattern = r"\S{0,40}?".join(parts)
+    return re.search(rf"(?<![\w.-]){pattern}", instruction) is not None
+
+
+#: The most of environment/ read for paths its inputs hold (files over the first cap skipped).
+_INPUT_FILE_BYTES = 1024 * 1024
+_INPUT_TOTAL_BYTES = 16 * 1024 * 1024
+
+
+def _input_text(task: TaskView) -> str:
+    """The text of environment/'s files (its Dockerfile aside), bounded: a path written in an
+    input (a ZooKeeper node in an event log, a URL path in a config) is data the agent reads."""
+    out: list[str] = []
+    total = 0
+    for path in sorted(p for p in task.environment_dir.rglob("*") if p.is_file()):
+        if path.name == "Dockerfile":
+            continue
+        size = path.stat().st_size
+        if size > _INPUT_FILE_BYTES or total + size > _INPUT_TOTAL_BYTES:
+            continue
+        total += size
+        try:
+            out.append(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, OSError):
+            continue
+    return "\n".join(out)
+
+
+def _tool_made(full: str, instruction: str) -> bool:
+    """Under a folder a tool the instruction names makes (`node_modules` and npm)."""
+    for part in PurePosixPath(full).parts:
+        makers = _TOOL_MADE.get(part)
+        if makers and any(re.search(rf"\b{re.escape(m)}\b", instruction, re.I) for m in makers):
+            return True
+    return False
+
+
 def _path_candidates(path: Path, text: str) -> list[tuple[int, str]]:
     """(line, absolute path) for the paths a test script refers to.
 
@@ -124,7 +193,7 @@ def _path_candidates(path: Path, text: str) -> list[tuple[int, str]]:
             continue  # a one-line docstring
         if in_docstring or line.lstrip().startswith("#"):  # prose and comments do not check
             continue
-        absolute = [m.group(1).rstrip(".") for m in _ABS_PATH.finditer(line)]
+        absolute = [_template(line, m) for m in _ABS_PATH.finditer(line)]
         anchors = [p for p in absolute if not _is_system(p) and "." not in PurePosixPath(p).name]
         joined: list[str] = []
         if path.suffix == ".py" and anchors:
@@ -146,8 +215,11 @@ def check_outputs_named(ctx: LintContext, task: TaskView, sources: list[tuple[Pa
     shipped in environment/ (inputs, not outputs), tests/ files that are copies of those (shared
     generators), files the tests write, build, move or delete themselves (written_paths.py),
     names that say the file must not exist (`/app/does-not-exist.txt`, an error-path probe), git
-    internals, bare top-level folders, and any path whose full form, workdir-relative form or
-    file name appears in the instruction. An error, not a warning: an output the instruction
+    internals, bare top-level folders, what a tool the instruction names makes (`node_modules`
+    after `npm install`), an f-string template whose names (`region_*.csv`) a shipped file or
+    the instruction fits, a path an input file of environment/ writes out (a ZooKeeper node
+    in an event log: data, not a file), and any path whose full form, workdir-relative form or file name
+    appears in the instruction. An error, not a warning: an output the instruction
     never names leaves the task unusable (no agent can know to write it).
     """
     instruction = task.instruction
@@ -158,6 +230,7 @@ def check_outputs_named(ctx: LintContext, task: TaskView, sources: list[tuple[Pa
     if task.tests_dir.is_dir():  # the tests' own files, wherever a path says they lie
         shipped |= {p.name for p in task.tests_dir.rglob("*") if p.is_file()}
     reported: set[str] = set()
+    inputs: str | None = None  # read once, and only when a path is not named otherwise
     shared = shared_inputs(task)
     written = written_by_verifier(sources)
     for path, text in sources:
@@ -180,8 +253,12 @@ def check_outputs_named(ctx: LintContext, task: TaskView, sources: list[tuple[Pa
                 or name in _TASK_FILE_NAMES
                 or is_written(full, written, workdir)  # the tests make or clear it themselves
                 or _MEANT_ABSENT.search(name)  # named to be absent: an error-handling probe
+                or _tool_made(full, instruction)  # node_modules after `npm install`
             ):
                 continue
+            if "*" in name:  # a template: named when a shipped or instructed name fits it
+                if _template_named(name, shipped, instruction):
+                    continue
             relative = posixpath.relpath(full, workdir) if workdir != "/" else full.lstrip("/")
             if (
                 full in instruction
@@ -189,6 +266,10 @@ def check_outputs_named(ctx: LintContext, task: TaskView, sources: list[tuple[Pa
                 or _mentioned(name, instruction)
             ):
                 continue
+            if "*" not in full and task.environment_dir.is_dir():
+                inputs = _input_text(task) if inputs is None else inputs
+                if _mentioned(full, inputs):  # data of an input, not a file to write
+                    continue
             reported.add(full)
             ctx.add(
                 "output-not-in-instruction",

@@ -9,7 +9,8 @@ mkdir, touch, unlink, shutil copies and removals, also through a name bound to t
 (`OUT = Path("/app/out.txt")` ... `OUT.write_text(...)`), and paths in an exclude/skip list.
 Python's string literals are also read as the commands they usually are: a subprocess argument
 list (`["gcc", "x.c", "-o", "/app/new.o"]`, over several lines too), a shell string
-(`"curl -o /app/page.html ..."`, `"... | tee /app/run.log"`) or keystrokes sent to a terminal.
+(`"curl -o /app/page.html ..."`, `"... | tee /app/run.log"`) or keystrokes sent to a terminal,
+and an output flag followed by a name bound to a path (`"-o", str(binary)`).
 """
 
 from __future__ import annotations
@@ -150,6 +151,17 @@ def _commands_in_literals(text: str) -> set[str]:
     return out
 
 
+_FLAG_THEN_NAME = re.compile(
+    r"""["'](-o|-d|--output|--out|-O|--outdir|--output-dir)["']\s*,\s*(?:str\(\s*)?([A-Za-z_]\w*)"""
+)
+
+
+def _flag_names(text: str, names: dict[str, str]) -> set[str]:
+    """An argument list's output flag followed by a name bound to a path
+    (`["mpicc", "-o", str(binary), src]` after `binary = Path("/workspace/x")`)."""
+    return {names[m.group(2)] for m in _FLAG_THEN_NAME.finditer(text) if m.group(2) in names}
+
+
 def written_by_verifier(sources: list[tuple[Path, str]]) -> set[str]:
     """Normalised absolute paths the scripts under tests/ write, move, build, delete or filter.
     A folder among them covers what is under it (`cp helper.sh /app/tools/`); `mkdir` alone
@@ -172,6 +184,8 @@ def written_by_verifier(sources: list[tuple[Path, str]]) -> set[str]:
                 written |= _shell_written(line)
             if _FILTER_WORDS.search(line):
                 written |= set(_PATH_IN_TEXT.findall(line))
+        if python:
+            written |= _flag_names(text, names)
     return {posixpath.normpath(p.rstrip("/")) for p in written if "*" not in p}
 
 
