@@ -346,8 +346,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         # has nothing to compare with and trains nothing), at no extra proposing time. A flat
         # group (both rejected alike, the usual outcome at this size) trains nothing and costs
         # nothing; one with reward variance adds a proposer GRPO step over 2 x (~5.6k prompt +
-        # <=1k completion) tokens: measured 661 s wall on 2 cores shared with other jobs, 8.8 GB
-        # peak RSS (a SmolLM2-135M-shaped model; --no-proposer-training skips it).
+        # the whole episode, at most the window's rest) tokens: measured 661 s wall with the
+        # completion cut to 1k, on 2 cores shared with other jobs, 8.8 GB peak RSS (a
+        # SmolLM2-135M-shaped model; --no-proposer-training skips it).
         "proposals": 2,
         "proposer_group_size": 2,
         # Below PROPOSER_MAX_TURNS (the one default elsewhere): a starter task's authoring is

@@ -377,10 +377,21 @@ def test_varying_rewards_change_the_weights(tiny_model: Path, tmp_path: Path) ->
         "num_iterations": 2,
     }
     assert worker["metrics"]["temperature"] == 0.7
-    # Every episode fits the completion length: counted, none cut (each once, not per pass).
+    # The completion length is the longest episode (issue 39: the tail, `submit`, is trained):
+    # counted, none cut (each once, not per pass).
+    from transformers import AutoTokenizer
+
+    from autoenvscaling.training.proposer.worker import tokenize_conversation
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    longest = max(
+        len(tokenize_conversation(tokenizer, s.messages, g.tools, len(g.prompt))[2])
+        for g in plan.groups
+        for s in g.samples
+    )
     cut = worker["metrics"]["truncation"]
     assert (cut["episodes"], cut["truncated"], cut["model_tokens_cut"]) == (4, 0, 0)
-    assert cut["max_completion_tokens"] == 1024 and cut["model_tokens"] > 0
+    assert cut["max_completion_tokens"] == longest and cut["model_tokens"] > 0
 
 
 def test_a_real_proposer_attempt_leaves_its_transcript(tmp_path: Path) -> None:

@@ -331,8 +331,12 @@ class ProposerJob(TrainJob):
     groups_per_step: int = Field(
         default=2, ge=1, description="Groups in one optimizer step's batch."
     )
-    max_completion_tokens: int = Field(
-        default=1024, ge=16, description="A longer conversation is cut (its tail is not trained)."
+    max_completion_tokens: int | None = Field(
+        default=None,
+        ge=16,
+        description="A longer conversation is cut (its tail, often the `submit` call, is not "
+        "trained). None: the longest recorded episode, so none is cut (each was served inside "
+        "the policy's window; the ~5.6k-token brief costs more than the completion).",
     )
     temperature: float = Field(
         default=DEFAULT_TEMPERATURE,

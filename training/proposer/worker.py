@@ -105,6 +105,15 @@ def run(job: ProposerJob) -> WorkerResult:
     used: list[dict[str, Any]] = []
     cuts: dict[str, EpisodeCut] = {}  # per episode: a generation served again counts once
 
+    # Every episode tokenized once, up front: the completion length is known before TRL's
+    # config is (by default the longest episode, so the trainer sees whole episodes).
+    encoded = {
+        sample.attempt_id: tokenize_conversation(tokenizer, sample.messages, g.tools, len(g.prompt))
+        for g in job.groups
+        for sample in g.samples
+    }
+    limit = job.max_completion_tokens or max(len(mask) for _, _, mask in encoded.values())
+
     def recorded_rollouts(prompts: list[list[dict[str, Any]]], trainer: Any) -> dict[str, Any]:
         out: dict[str, list[Any]] = {
             "prompt_ids": [],
@@ -117,12 +126,10 @@ def run(job: ProposerJob) -> WorkerResult:
             group = next(g for g in groups.values() if prompt_key(prompt, g.tools) == g.key)
             sample = group.samples[cursors[group.key] % len(group.samples)]
             cursors[group.key] += 1
-            p_ids, c_ids, mask = tokenize_conversation(
-                tokenizer, sample.messages, group.tools, len(group.prompt)
-            )
-            cuts[sample.attempt_id] = cut = EpisodeCut.of(mask, job.max_completion_tokens)
+            p_ids, c_ids, mask = encoded[sample.attempt_id]
+            cuts[sample.attempt_id] = cut = EpisodeCut.of(mask, limit)
             if cut.truncated:
-                c_ids, mask = c_ids[: job.max_completion_tokens], mask[: job.max_completion_tokens]
+                c_ids, mask = c_ids[:limit], mask[:limit]
             out["prompt_ids"].append(p_ids)
             out["completion_ids"].append(c_ids)
             out["env_mask"].append(mask)
@@ -153,7 +160,7 @@ def run(job: ProposerJob) -> WorkerResult:
         num_iterations=schedule.num_iterations,
         num_generations=job.group_size,
         temperature=job.temperature,  # the sampler's: logprobs under the sampling distribution
-        max_completion_length=job.max_completion_tokens,
+        max_completion_length=limit,
         scale_rewards="batch",  # per-role normalisation: this batch holds proposer groups only
         # A recorded episode ends on a tool result, not on EOS: that is not a truncation.
         mask_truncated_completions=False,
@@ -181,9 +188,7 @@ def run(job: ProposerJob) -> WorkerResult:
             "role": "proposer",
             "groups": len(job.groups),
             "group_size": job.group_size,
-            "truncation": CompletionTruncation.of(
-                cuts.values(), job.max_completion_tokens
-            ).model_dump(),
+            "truncation": CompletionTruncation.of(cuts.values(), limit).model_dump(),
             "temperature": job.temperature,
             "schedule": schedule.model_dump(),
             "device": device,
