@@ -11,14 +11,22 @@
   A run that stopped because its policy server crashed again after its one restart is 3 too
   (the message names the signal and the server log's last lines; `--resume` continues it).
 
+- 4 `CANNOT_RUN_HERE` (validate, import): a task was not judged because this machine lacks what
+  it needs (a base image no registry serves, the internet, GPUs, compose); the verdict's
+  `missing` says what and how to provide it. Not 1: the task may be right. Not 3: rerunning on
+  the same machine gives the same answer; providing what is missing changes it.
+
 When both 1 and 3 apply, 3 wins: some results are missing, and the ones present are not the whole
-answer. The reasons themselves are in each command's output (`--json`: `error`, `fault`).
+answer. Likewise 4 wins over 1 (a task not judged is a missing result), and 3 over 4 (a rerun may
+answer for the tasks the machinery failed). The reasons themselves are in each command's output
+(`--json`: `error`, `fault`, `kind`, `missing`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import IntEnum
+from typing import Literal
 
 from autoenvscaling.tools.trials.faults import Fault
 
@@ -28,6 +36,7 @@ class ExitCode(IntEnum):
     FAILED = 1
     USAGE = 2
     INFRASTRUCTURE = 3
+    CANNOT_RUN_HERE = 4
 
 
 def exit_code_for(faults: Iterable[Fault | None]) -> ExitCode:
@@ -37,3 +46,18 @@ def exit_code_for(faults: Iterable[Fault | None]) -> ExitCode:
     if "infrastructure" in seen:
         return ExitCode.INFRASTRUCTURE
     return ExitCode.FAILED if seen else ExitCode.OK
+
+
+def exit_code_for_kinds(
+    kinds: Iterable[Literal["task_wrong", "cannot_run_here", "infrastructure"] | None],
+) -> ExitCode:
+    """The status for verdicts, given each one's kind of "no" (None: admitted): 3 over 4 over 1."""
+    seen = set(kinds)
+    for kind, code in (
+        ("infrastructure", ExitCode.INFRASTRUCTURE),
+        ("cannot_run_here", ExitCode.CANNOT_RUN_HERE),
+        ("task_wrong", ExitCode.FAILED),
+    ):
+        if kind in seen:
+            return code
+    return ExitCode.OK

@@ -44,6 +44,7 @@ def _mount_subapps() -> None:
         ("autoenvscaling.cli.train", "train_app", None),
         ("autoenvscaling.cli.sft", "sft_app", None),
         ("autoenvscaling.cli.validate", "validate_app", None),
+        ("autoenvscaling.cli.import_tasks", "import_app", None),
         ("autoenvscaling.cli.propose", "propose_app", None),
         ("autoenvscaling.cli.view", "view_app", None),
     ):

@@ -1,8 +1,9 @@
 """`autoenvscaling validate TASK...`: run the admission gate on task folders.
 
 Mounted into the main app by cli/main.py (`_mount_subapps`). Exit status (cli/exit_codes.py): 0
-when every task is admitted, 1 when one is rejected, 3 when the gate itself could not judge one
-(infrastructure), 2 for a usage error.
+when every task is admitted, 1 when one is rejected (task_wrong), 4 when one could not be judged on
+this machine (cannot_run_here: a base image, the internet, GPUs, compose; see `missing`), 3 when
+the gate itself could not judge one (infrastructure), 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from autoenvscaling.cli.exit_codes import ExitCode
+from autoenvscaling.cli.exit_codes import ExitCode, exit_code_for_kinds
 from autoenvscaling.cli.options import BackendOpt, HarborEnvOpt
 from autoenvscaling.cli.progress import TaskProgress
 
@@ -219,10 +220,14 @@ def validate(
                 f"{v.duration_sec:.1f}",
             )
         Console().print(table)
-    if any(v.infrastructure_error for v in verdicts):
-        raise typer.Exit(ExitCode.INFRASTRUCTURE)
-    if not all(v.admitted for v in verdicts):
-        raise typer.Exit(ExitCode.FAILED)
+    code = exit_code_for_kinds(
+        None
+        if v.admitted
+        else v.kind or ("infrastructure" if v.infrastructure_error else "task_wrong")
+        for v in verdicts
+    )
+    if code != ExitCode.OK:
+        raise typer.Exit(code)
 
 
 def _probes(verdict: Any) -> dict[str, dict[str, Any]]:

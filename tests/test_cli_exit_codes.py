@@ -27,7 +27,7 @@ NO_TRIALS = [
 
 
 def test_codes_have_one_meaning_and_infrastructure_wins():
-    assert [int(c) for c in ExitCode] == [0, 1, 2, 3]
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4]  # 4: cannot run here (validate)
     assert exit_code_for([]) is ExitCode.OK
     assert exit_code_for(["task"]) is ExitCode.FAILED
     assert exit_code_for([None]) is ExitCode.FAILED  # an error nobody classified is still one

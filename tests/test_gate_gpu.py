@@ -70,11 +70,12 @@ async def test_a_broken_gpu_task_is_rejected_for_what_is_wrong_with_it(tmp_path:
 
 
 @pytest.mark.timeout(120)
-def test_validate_cli_says_needs_a_gpu_and_exits_3(monkeypatch):
+def test_validate_cli_says_needs_a_gpu_and_exits_4(monkeypatch):
     monkeypatch.delenv("AUTOENVSCALING_TASK_MAX_GPUS", raising=False)
     result = CliRunner().invoke(app, ["validate", str(GPU_TASK), "--json"])
-    assert result.exit_code == ExitCode.INFRASTRUCTURE, result.output
+    assert result.exit_code == ExitCode.CANNOT_RUN_HERE, result.output
     (row,) = json.loads(result.stdout)
+    assert row["kind"] == "cannot_run_here" and row["missing"][0]["need"] == "gpus"
     assert row["needs_gpus"] == 1 and row["proposer_reward"] is None
     assert row["reason"].startswith("needs a GPU")
 
@@ -102,7 +103,9 @@ async def test_more_gpus_than_a_machine_holds_is_a_limit_not_a_need(tmp_path: Pa
 
 
 @pytest.mark.timeout(300)
-async def test_asking_for_a_gpu_does_not_spare_a_proposer_its_rejection(tmp_path: Path, monkeypatch):
+async def test_asking_for_a_gpu_does_not_spare_a_proposer_its_rejection(
+    tmp_path: Path, monkeypatch
+):
     """Attack: a proposer adds `gpus = 1` to a task whose oracle fails. Not judged would give
     it no reward where the honest task gets -1, so a policy would learn to ask for GPUs. Driven
     through the real proposer (its MCP tools, workspace sandbox and gate; scripted replies)."""

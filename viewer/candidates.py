@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from autoenvscaling.tools.gate.kinds import Kind, Missing
 from autoenvscaling.tools.gate.results import StageResult, Verdict
 from autoenvscaling.tools.report.links import calibration_attempts, trial_dirs, verdict_files
 from autoenvscaling.viewer.run_folder import PathOutsideRun, RunFolder
@@ -58,6 +59,26 @@ class CandidateSummary(BaseModel):
     reason: str = ""
     proposer_reward: float | None = None
     infrastructure_error: bool = False
+    kind: Kind | None = Field(
+        default=None, description="Whose 'no': task_wrong, cannot_run_here, infrastructure."
+    )
+    missing: list[Missing] = Field(
+        default_factory=list, description="For cannot_run_here: what this machine lacks."
+    )
+
+    @property
+    def verdict_label(self) -> str:
+        """The verdict in words, one per kind of "no": "rejected" is task_wrong (the task is
+        broken), a task this machine cannot run is not a rejected one."""
+        if not self.judged:
+            return "being judged"
+        if self.admitted:
+            return "admitted"
+        if self.kind == "cannot_run_here":
+            return "cannot run here"
+        if self.kind == "infrastructure" or (self.kind is None and self.infrastructure_error):
+            return "not judged (infrastructure)"
+        return "rejected"
 
 
 class CandidateDetail(CandidateSummary):
@@ -111,6 +132,8 @@ def _summary(run: RunFolder, round_: int, folder: Path) -> CandidateSummary:
         reason=verdict.reason,
         proposer_reward=verdict.proposer_reward,
         infrastructure_error=verdict.infrastructure_error,
+        kind=verdict.kind,
+        missing=verdict.missing,
         **common,
     )
 

@@ -119,11 +119,11 @@ async def missing_for(
             missing_network, task, allow_internet, "verifier", "solution"
         )
     if stage == "lint":
-        return _lint_missing(details)
+        return lint_missing(details)
     return []
 
 
-def _lint_missing(details: dict[str, object]) -> list[Missing]:
+def lint_missing(details: dict[str, object]) -> list[Missing]:
     """Lint failed only on what the backend cannot honour (compose, GPUs): unrunnable here."""
     findings = details.get("findings")
     if not isinstance(findings, list):
