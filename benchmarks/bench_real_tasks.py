@@ -2,7 +2,9 @@
 how many pass lint, each rule's hits (errors and warnings, by task), what the tasks fetch from
 the internet (by phase), what our backends cannot honour. Run it after changing a rule to see
 what the change costs on tasks people really write. It also counts the tasks whose verifier an
-RL policy could forge (tools/gate/forgeability.py), by route.
+RL policy could forge (tools/gate/forgeability.py), by route, and each task's static kind of
+"no" as `autoenvscaling import` gives it (tools/gate/importer.py: task_wrong, or cannot_run_here
+by what is missing; base images asked of the engine).
 
     .venv/bin/python benchmarks/bench_real_tasks.py CORPUS [--backend podman] [--json OUT]
         [--git-cost]
@@ -31,6 +33,7 @@ os.environ.setdefault("HARBOR_TELEMETRY", "0")
 
 from autoenvscaling.tools.gate.anti_cheat.leaks import git_objects  # noqa: E402
 from autoenvscaling.tools.gate.forgeability import forgeability  # noqa: E402
+from autoenvscaling.tools.gate.importer import BaseImages, kind_of  # noqa: E402
 from autoenvscaling.tools.gate.lint import lint_task  # noqa: E402
 from autoenvscaling.tools.gate.network import network_need  # noqa: E402
 
@@ -49,6 +52,9 @@ def measure(corpus: Path, backend: str | None) -> dict:
     kinds: collections.Counter[str] = collections.Counter()
     per_task: dict[str, dict] = {}
     passed = needs = declared = 0
+    verdicts: collections.Counter[str] = collections.Counter()
+    lacking: collections.Counter[str] = collections.Counter()
+    bases = BaseImages(backend or "podman", ask_engine=backend is not None)
     started = time.monotonic()
     for task in tasks:
         report = lint_task(task, backend=backend)
@@ -67,12 +73,17 @@ def measure(corpus: Path, backend: str | None) -> dict:
         forgeable += forge.forgeable
         forgeable_if_separate += forge.forgeable_if_separate
         routes.update({r.route for r in forge.routes})
+        kind, missing = kind_of(report, task, bases, allow_internet=False)
+        verdicts[kind or "ready"] += 1
+        lacking.update({m.need for m in missing})
         per_task[str(task.relative_to(corpus))] = {
             "ok": report.ok,
             "errors": [str(f) for f in report.errors],
             "warnings": warning_rules,
             "network": [str(u) for u in need.uses],
             "forgeable": [f"{r.file}:{r.line or ''} {r.route}: {r.what}" for r in forge.routes],
+            "kind": kind,
+            "missing": [m.what for m in missing],
         }
     return {
         "corpus": str(corpus),
@@ -87,6 +98,9 @@ def measure(corpus: Path, backend: str | None) -> dict:
         "forgeable": forgeable,
         "forgeable_if_separate": forgeable_if_separate,
         "forgeable_by_route": dict(routes.most_common()),
+        "kinds": dict(verdicts.most_common()),
+        "missing_by_need": dict(lacking.most_common()),
+        "engine_asked": bases.engine_asked,
         "seconds": round(time.monotonic() - started, 2),
         "per_task": per_task,
     }
@@ -167,6 +181,10 @@ def main() -> None:
         f"forgeable (the verifier runs the agent's code where it can write the reward): "
         f"{result['forgeable']}; still forgeable on the separate verifier: "
         f"{result['forgeable_if_separate']}; tasks per route {result['forgeable_by_route']}"
+    )
+    print(
+        f"kind of no (static, offline): {result['kinds']}; tasks missing, by need: "
+        f"{result['missing_by_need']} (engine asked: {result['engine_asked']})"
     )
     print("errors, tasks per rule:")
     for rule, hits in result["errors_by_rule"].items():
