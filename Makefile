@@ -23,7 +23,7 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXA
 LLAMA_VERSION = $(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
 WHEELHOUSE = $(HOME)/.cache/autoenvscaling/wheels/llama-cpp-python-$(LLAMA_VERSION)-$(shell printf '%s' '$(CMAKE_ARGS)' | sha256sum | cut -c1-12)
 
-.PHONY: setup system bases test test-slow typecheck architecture run bench coldstart
+.PHONY: setup system bases test test-slow typecheck architecture run bench coldstart learn
 
 # The engine (podman, rootful, with runc and catatonit for --init), debootstrap for the offline
 # base image, Chromium and a font for the viewer's browser tests, and slirp4netns for a task granted the
@@ -96,6 +96,20 @@ coldstart: setup
 ROUNDS ?= 1
 run: setup coldstart
 	$(VENV)/bin/autoenvscaling run --rounds $(ROUNDS)
+
+# `make learn`: the learning demonstration (README "Learning on held-out variants"): the `learn`
+# preset (32 training and 32 held-out count-lines variants, no proposers, K = 4 GRPO steps a
+# round, a held-out point before round 1 and after each), then the curve (reports/curve.json,
+# curve.png). `make learn LEARN_ROUNDS=1 LEARN_ARGS="--heldout-samples 2 --train-steps 8"`.
+LEARN_ROUNDS ?= 3
+LEARN_ARGS ?=
+ifndef LEARN_DIR
+LEARN_DIR := runs/learn-$(shell date +%Y%m%d-%H%M%S)
+endif
+learn: setup coldstart
+	$(VENV)/bin/autoenvscaling run --preset learn --rounds $(LEARN_ROUNDS) --run-dir $(LEARN_DIR) \
+		$(LEARN_ARGS); status=$$?; \
+	$(VENV)/bin/python -m autoenvscaling.tools.report.curve $(LEARN_DIR); exit $$status
 
 bench: setup
 	$(VENV)/bin/python benchmarks/run_all.py

@@ -202,6 +202,14 @@ def run(
         bool, typer.Option("--yes", "-y", help="Keep all admissions without asking")
     ] = False,
     as_json: JsonOpt = False,
+    preset_name: Annotated[
+        str | None,
+        typer.Option(
+            "--preset",
+            help="Start from a preset's settings (graphs/config.py PRESETS; e.g. learn: the "
+            "learning demonstration); options given on the command line win",
+        ),
+    ] = None,
     *,
     config_values: dict[str, Any],
 ) -> None:
@@ -212,6 +220,13 @@ def run(
     from autoenvscaling.graphs.flywheel import build_flywheel
 
     values = dict(config_values)  # the settings given (None: not given), by field name
+    if preset_name:
+        from autoenvscaling.graphs.config import given_over_preset
+
+        try:
+            values = given_over_preset(values, preset_name)
+        except KeyError as exc:
+            raise typer.BadParameter(str(exc.args[0]), param_hint="--preset") from None
     rounds: int = values["rounds"]
     run_dir: Path | None = values["run_dir"]
     human_review: bool = values["human_review"]

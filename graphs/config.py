@@ -175,7 +175,7 @@ class RunConfig(BaseModel):
         default=SOLVER_MAX_TURNS, description="Solver model calls"
     )
     refresh_attempts: Annotated[int, Cli()] = Field(
-        default=2, description="Solver attempts per task"
+        default=2, ge=0, description="Solver attempts per task (0: no refresh)"
     )
     refresh_limit: Annotated[int, Cli(help="Pool tasks re-measured per round")] = Field(
         default=0, description="Pool tasks re-measured (0=all)"
@@ -379,12 +379,46 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
+#: "learn": the learning demonstration (`make learn`, `run --preset learn`; README "Learning on
+#: held-out variants"): the embedded preset, turned into "K GRPO steps, then a held-out point".
+#: One skill, many variants: the pool starts from 32 generated count-lines variants and the
+#: served solver is evaluated on 32 others (seed ranges apart, 0 shared by the split check;
+#: tasks/generated/README.md). No proposers and no proposer update (the pool stays the training
+#: variants), no baseline and no refresh (the held-out point is the measurement; the GRPO
+#: rewards are the training-set one). The cold start is the embedded one (tasks/starter).
+PRESETS["learn"] = {
+    **PRESETS["embedded"],
+    "seed_dir": str(REPO_TASKS / "generated" / "learn-train"),
+    "heldout_dir": str(REPO_TASKS / "generated" / "learn-heldout"),
+    "proposals": 0,
+    "proposer_group_size": 1,
+    "proposer_training": False,
+    "baseline_tasks": 0,
+    "refresh_attempts": 0,
+    # K: the GRPO steps between two held-out points (each step 1 task x 4 generations).
+    "train_steps": 4,
+    # One sample on each of the 32 held-out tasks a point (--heldout-samples K for more).
+    "heldout_samples": 1,
+}
+
 
 def preset(name: str) -> dict[str, Any]:
     """The values of preset `name`, checked against the configuration (a typo fails here)."""
     values = PRESETS[name]
     RunConfig(**values)  # every name is a setting and every value has its type
     return dict(values)
+
+
+def given_over_preset(values: dict[str, Any], name: str) -> dict[str, Any]:
+    """`values` (the settings given; None: not given) with preset `name` filling in what was not
+    given: the command line wins over a preset. An unknown name fails with the presets' names."""
+    if name not in PRESETS:
+        raise KeyError(f"unknown preset {name!r}; presets: {', '.join(sorted(PRESETS))}")
+    merged = dict(values)
+    for key, value in preset(name).items():
+        if merged.get(key) is None:
+            merged[key] = value
+    return merged
 
 
 def cli_marker(name: str) -> Cli | None:

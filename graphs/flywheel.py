@@ -536,7 +536,13 @@ async def refresh(
     pool = Pool(run.pool)
     policy = state["policy"]
     round_ = state["round"]
-    entries = refresh_window(pool.entries("active"), round_, ctx.refresh_limit)
+    # refresh_attempts 0: the pool is not re-measured (the `learn` preset: its measure is the
+    # held-out evaluation below), so nothing is recorded or retired.
+    entries = (
+        refresh_window(pool.entries("active"), round_, ctx.refresh_limit)
+        if ctx.refresh_attempts > 0
+        else []
+    )
     attempt = _attempter(ctx, run, state["run_id"], round_, policy, solver_graph)
     unmeasured: list[str] = []
     undecided: dict[str, BandDecision] = {}  # out of the band by the mean alone: kept

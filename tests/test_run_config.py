@@ -29,7 +29,7 @@ from autoenvscaling.graphs.solver_graph import SolverContext
 from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
 
 # The command's own options: how to run, not what the run is.
-OWN = {"resume", "yes", "as_json", "help"}
+OWN = {"resume", "yes", "as_json", "preset_name", "help"}
 
 
 def _options() -> dict[str, Any]:

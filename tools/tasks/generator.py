@@ -26,8 +26,15 @@ from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.tasks.families import FAMILIES, TaskParts, printf_text
 
-#: The seed ranges of the shipped splits: disjoint, so no instance is drawn twice.
-SPLIT_SEEDS: dict[str, range] = {"pool": range(0, 10_000), "heldout": range(10_000, 20_000)}
+#: The seed ranges of the shipped splits: disjoint, so no instance is drawn twice. `pool` and
+#: `heldout` are the embedded preset's; `learn-train` and `learn-heldout` the learning
+#: demonstration's (the `learn` preset: one skill, many variants; tasks/generated/README.md).
+SPLIT_SEEDS: dict[str, range] = {
+    "pool": range(0, 10_000),
+    "heldout": range(10_000, 20_000),
+    "learn-train": range(20_000, 30_000),
+    "learn-heldout": range(30_000, 40_000),
+}
 
 _TOML = """schema_version = "1.4"
 artifacts = ["/app"]

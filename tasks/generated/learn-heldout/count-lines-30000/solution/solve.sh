@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx copper /app/queue.log > /app/value.txt

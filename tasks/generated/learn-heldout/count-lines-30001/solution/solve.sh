@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx violet /app/entries.txt > /app/final.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx violet /app/scores.log > /app/total.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx glacier /app/data.log > /app/total.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx pixel /app/records.lst > /app/summary.txt

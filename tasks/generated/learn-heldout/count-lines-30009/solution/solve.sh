@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx maple /app/notes.lst > /app/output.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/stock.dat > /app/total.txt

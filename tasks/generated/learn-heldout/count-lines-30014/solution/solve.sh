@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx ember /app/values.lst > /app/figure.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx river /app/items.log > /app/count.txt

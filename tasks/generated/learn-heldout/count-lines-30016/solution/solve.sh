@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx canyon /app/values.dat > /app/result.txt

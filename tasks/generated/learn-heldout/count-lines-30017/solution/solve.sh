@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx island /app/notes.log > /app/result.txt

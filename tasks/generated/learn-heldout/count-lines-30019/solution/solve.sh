@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx meadow /app/notes.dat > /app/summary.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx candle /app/metrics.dat > /app/tally.txt

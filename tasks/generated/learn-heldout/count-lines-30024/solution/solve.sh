@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/data.log > /app/value.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx falcon /app/entries.log > /app/result.txt

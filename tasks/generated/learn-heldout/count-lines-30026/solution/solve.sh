@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx meadow /app/catalog.dat > /app/answer.txt

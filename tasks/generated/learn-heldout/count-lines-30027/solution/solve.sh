@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/entries.lst > /app/output.txt

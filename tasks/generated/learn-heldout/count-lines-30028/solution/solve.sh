@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx thunder /app/stock.dat > /app/figure.txt

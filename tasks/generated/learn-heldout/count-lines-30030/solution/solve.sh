@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/catalog.dat > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx thunder /app/report.txt > /app/total.txt

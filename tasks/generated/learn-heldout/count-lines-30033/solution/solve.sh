@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx garden /app/readings.dat > /app/tally.txt

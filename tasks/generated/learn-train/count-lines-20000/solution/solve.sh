@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx orbit /app/notes.lst > /app/answer.txt

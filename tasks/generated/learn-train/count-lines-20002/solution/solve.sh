@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx lantern /app/events.txt > /app/output.txt

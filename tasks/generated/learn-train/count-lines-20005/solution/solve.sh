@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx rocket /app/records.dat > /app/figure.txt

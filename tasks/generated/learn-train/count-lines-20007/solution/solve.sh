@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx candle /app/notes.lst > /app/answer.txt

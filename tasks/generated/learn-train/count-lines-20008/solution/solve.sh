@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx forest /app/orders.dat > /app/tally.txt

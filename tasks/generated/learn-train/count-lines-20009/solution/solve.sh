@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx lantern /app/stock.txt > /app/tally.txt

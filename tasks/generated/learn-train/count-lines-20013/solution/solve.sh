@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx pixel /app/scores.lst > /app/output.txt

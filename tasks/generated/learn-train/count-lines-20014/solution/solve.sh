@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/samples.txt > /app/summary.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx island /app/report.lst > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx lantern /app/events.dat > /app/summary.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx copper /app/readings.log > /app/summary.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx willow /app/catalog.dat > /app/total.txt

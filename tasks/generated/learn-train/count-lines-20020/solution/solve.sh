@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx falcon /app/inventory.dat > /app/total.txt

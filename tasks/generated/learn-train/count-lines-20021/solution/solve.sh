@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx thunder /app/metrics.log > /app/value.txt

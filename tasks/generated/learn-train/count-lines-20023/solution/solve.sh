@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx orbit /app/ledger.dat > /app/count.txt

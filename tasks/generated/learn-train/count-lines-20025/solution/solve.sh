@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx anchor /app/samples.lst > /app/value.txt

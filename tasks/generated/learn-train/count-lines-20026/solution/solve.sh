@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx silver /app/entries.log > /app/count.txt

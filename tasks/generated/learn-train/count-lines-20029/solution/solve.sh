@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx copper /app/stock.txt > /app/final.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx glacier /app/inventory.dat > /app/total.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx cloud /app/visits.log > /app/result.txt

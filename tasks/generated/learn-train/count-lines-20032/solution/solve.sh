@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx maple /app/report.log > /app/total.txt

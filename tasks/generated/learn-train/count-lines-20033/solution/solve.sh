@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx maple /app/readings.txt > /app/summary.txt
