@@ -161,3 +161,24 @@ def test_the_engine_is_asked_which_bases_it_holds(engine_ready, dataset: Path):
     assert "not in the podman engine" in base.what
     assert rows["ready"].kind is None  # python:3.12-slim-bookworm: `make bases` made it
     assert BaseImages("podman").held("python:3.12-slim-bookworm")
+
+
+def test_gate_adds_the_real_gates_verdict(tmp_path: Path):
+    """--gate runs the admission gate itself; both tasks stop at lint, so nothing builds."""
+    root = tmp_path / "tb2"
+    compose = _task(root, "compose")
+    (compose / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main:\n    build: .\n"
+    )
+    wrong = _task(root, "no-reward")
+    (wrong / "tests" / "test.sh").write_text("#!/bin/bash\npython3 /tests/test_outputs.py\n")
+    result = _invoke(str(root), "--json", "--no-engine", "--gate")
+    assert result.exit_code == ExitCode.CANNOT_RUN_HERE, result.output
+    rows = {row["task"]: row for row in json.loads(result.stdout)["tasks"]}
+    gate = rows["compose"]["gate"]
+    assert (gate["kind"], gate["stage"], gate["missing"][0]["need"]) == (
+        "cannot_run_here",
+        "lint",
+        "compose",
+    )
+    assert rows["no-reward"]["gate"]["kind"] == "task_wrong"
