@@ -87,3 +87,15 @@ def test_the_learn_preset_is_the_flywheel_without_proposers_on_these_splits():
     assert (values["train_steps"], values["heldout_samples"]) == (8, 1)
     with pytest.raises(KeyError, match="unknown preset 'lern'; presets: embedded, gpu, learn"):
         given_over_preset({}, "lern")
+
+
+def test_an_unknown_preset_is_a_usage_error(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from autoenvscaling.cli.main import app
+
+    argv = ["run", "--preset", "lern", "--run-dir", str(tmp_path / "r")]
+    result = CliRunner().invoke(app, argv, env={"COLUMNS": "200"})
+    assert result.exit_code == 2, result.output
+    assert "unknown preset 'lern'; presets: embedded, gpu, learn" in result.output
+    assert not (tmp_path / "r").exists()  # refused before the run folder exists
