@@ -34,6 +34,7 @@ from autoenvscaling.tools.agents.solver_interface import (
     openai_tools,
     render_mcp_result,
 )
+from autoenvscaling.tools.rollouts.kept import kept_store
 from autoenvscaling.tools.rollouts.models import new_attempt_id
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.tasks.domains import needs_desktop
@@ -97,12 +98,13 @@ class SolverAgent(PlainAgent):
             # Known here for every attempt, the gate's calibration trials included (their rows
             # are finished elsewhere): the round report counts them.
             turns = {"stop_reason": state.get("stop_reason"), "model_turns": state.get("turns", 0)}
-            with RolloutStore(store_path) as store:
-                attempt_id = record_start(store, s, {**s.tags, **turns})
-                for step in steps:
-                    store.add_step(
-                        attempt_id, step.index, **step.model_dump(exclude={"attempt_id", "index"})
-                    )
+            meta = {**s.tags, **turns}
+
+            def record(store: RolloutStore, s: SolverSettings = s) -> None:
+                store.add_steps(record_start(store, s, meta), steps)
+
+            # The process's kept store, off the event loop (tools/rollouts/kept.py).
+            await kept_store(store_path).call(record)
         context.n_input_tokens = state.get("prompt_tokens", 0)
         context.n_output_tokens = state.get("completion_tokens", 0)
         context.metadata = {

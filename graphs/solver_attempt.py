@@ -6,6 +6,7 @@ rows in the rollout store.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from autoenvscaling.graphs.agent_loop import LoopBudget
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.tools.agents.solver_interface import OUTPUT_CHARS, SOLVER_MAX_TURNS
 from autoenvscaling.tools.gate.config import SOLVER_AGENT
+from autoenvscaling.tools.rollouts.kept import kept_store
 from autoenvscaling.tools.rollouts.models import Outcome, stable_attempt_id
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.trials.faults import Fault, trial_failure
@@ -102,6 +104,33 @@ def outcome_of(trial: TrialOutcome) -> Outcome:
     return "solved" if (trial.reward or 0.0) >= 1.0 else "failed"
 
 
+def task_facts(task_dir: Path) -> tuple[str, bool]:
+    """A task folder's category ("" when the folder is not a valid task) and whether its solver
+    gets the desktop tools; remembered while task.toml and the folder's listing are unchanged
+    (every attempt of a task would otherwise parse and check the folder again, ~4 ms on the
+    event loop)."""
+    stamps = []
+    for path in (task_dir, task_dir / "task.toml"):
+        try:
+            info = path.stat()
+            stamps += [info.st_ino, info.st_mtime_ns, info.st_size]
+        except OSError:
+            stamps += [0, 0, 0]
+    return _task_facts(task_dir, tuple(stamps))
+
+
+@functools.lru_cache(maxsize=4096)
+def _task_facts(task_dir: Path, _stamps: tuple[int, ...]) -> tuple[str, bool]:
+    from autoenvscaling.tools.tasks.domains import needs_desktop
+    from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
+
+    try:
+        category = load_task(task_dir).category or ""
+    except TaskFormatError:
+        category = ""
+    return category, needs_desktop(task_dir)
+
+
 async def solve_task(
     task_dir: Path,
     settings: SolverSettings,
@@ -111,19 +140,19 @@ async def solve_task(
     trials_dir: Path | None = None,
 ) -> SolverAttempt:
     """One solver attempt in a real Harbor trial; recorded and rewarded in the store."""
-    from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
-
     task_dir = Path(task_dir).resolve()
-    try:
-        category = load_task(task_dir).category or ""
-    except TaskFormatError:
-        category = ""
+    category, desktop = task_facts(task_dir)
     attempt_id = settings.attempt_id or stable_attempt_id(
         settings.run_id, settings.round, "solver", task_dir.name, settings.policy_version, sample
     )
-    settings = settings.model_copy(
-        update={"attempt_id": attempt_id, "task_id": task_dir.name, "category": category}
-    )
+    update: dict[str, Any] = {
+        "attempt_id": attempt_id,
+        "task_id": task_dir.name,
+        "category": category,
+    }
+    if settings.desktop_tools is None:
+        update["desktop_tools"] = desktop  # what the agent would read again from task.toml
+    settings = settings.model_copy(update=update)
     trial = await run_trial(
         task_dir,
         agent=SOLVER_AGENT,
@@ -140,7 +169,8 @@ async def solve_task(
     # its own limit (agent time, the writable-layer cap) with no reward scores 0.
     reward = None if fault else (trial.reward or 0.0)
     if settings.store_path:
-        with RolloutStore(settings.store_path) as store:
+
+        def finish(store: RolloutStore) -> None:
             record_start(store, settings)  # the agent may have died before recording it
             store.finish_attempt(
                 attempt_id,
@@ -163,6 +193,9 @@ async def solve_task(
                     "verifier_output": trial.verifier_output[-1500:],
                 },
             )
+
+        # The process's kept store, off the event loop (tools/rollouts/kept.py).
+        await kept_store(settings.store_path).call(finish)
     return SolverAttempt(
         task=str(task_dir),
         reward=reward,

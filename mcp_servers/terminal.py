@@ -10,12 +10,14 @@ of its own for each session.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Annotated, Any
 
 import anyio
 from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
@@ -165,7 +167,28 @@ def build_terminal_server(
             "A command that outlives timeout_sec keeps running: call read_output to wait for "
             "more, or interrupt to stop it."
         ),
+        # Built once per output cap: a tool's schema is ~7 ms of pydantic work, per server.
+        tools=list(_terminal_tools(output_cap)),
     )
+
+    if desktop:
+
+        async def sandbox_of(ctx: Context) -> Execs:
+            # Our sandbox where the shell is attached to one; else the exec shell's environment.
+            shell = await shell_of(ctx)
+            host = shell.sandbox if shell.sandbox is not None else getattr(shell, "execs", None)
+            if host is None:
+                raise DesktopError(NO_SANDBOX)
+            return host
+
+        add_desktop_tools(server, sandbox_of)
+    return server
+
+
+@functools.lru_cache(maxsize=16)
+def _terminal_tools(output_cap: int) -> tuple[Tool, ...]:
+    """run, read_output and interrupt, for any terminal server with this output cap: they hold
+    no server state (each call finds its session's shell through the request's context)."""
 
     def present(result: ShellResult) -> TerminalResult:
         capped = cap_text(result.output, output_cap)
@@ -211,18 +234,9 @@ def build_terminal_server(
             isError=True,
         )
 
-    async def shell_of(ctx: Context) -> Shell:
-        session: _Session = ctx.request_context.lifespan_context
-        return await session.shell()
-
     # Names, descriptions and the busy / idle wording come from the one solver interface
     # (tools/agents/solver_interface.py), which the served solver binds and the GRPO episode
     # mirrors; whether the shell is busy or idle, the shell itself says.
-    @server.tool(
-        name="run",
-        description=TOOLS["run"].description,
-        annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False),
-    )
     async def run(
         command: Annotated[str, Field(description=_param("run", "command"))],
         ctx: Context,
@@ -238,11 +252,6 @@ def build_terminal_server(
             # TerminalResult: that is the tool's output schema).
             return busy()  # pyright: ignore[reportReturnType]
 
-    @server.tool(
-        name="read_output",
-        description=TOOLS["read_output"].description,
-        annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=False),
-    )
     async def read_output(
         ctx: Context,
         timeout_sec: Annotated[
@@ -252,26 +261,33 @@ def build_terminal_server(
         shell = await shell_of(ctx)
         return present(await shell.read(clamp_timeout(timeout_sec, READ_TIMEOUT_SEC)))
 
-    @server.tool(
-        name="interrupt",
-        description=TOOLS["interrupt"].description,
-        annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False),
-    )
     async def interrupt(ctx: Context) -> TerminalResult:
         return present(await (await shell_of(ctx)).interrupt())
 
-    if desktop:
+    destructive = ToolAnnotations(destructiveHint=True, openWorldHint=False)
+    return (
+        Tool.from_function(
+            run, name="run", description=TOOLS["run"].description, annotations=destructive
+        ),
+        Tool.from_function(
+            read_output,
+            name="read_output",
+            description=TOOLS["read_output"].description,
+            annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=False),
+        ),
+        Tool.from_function(
+            interrupt,
+            name="interrupt",
+            description=TOOLS["interrupt"].description,
+            annotations=destructive,
+        ),
+    )
 
-        async def sandbox_of(ctx: Context) -> Execs:
-            # Our sandbox where the shell is attached to one; else the exec shell's environment.
-            shell = await shell_of(ctx)
-            host = shell.sandbox if shell.sandbox is not None else getattr(shell, "execs", None)
-            if host is None:
-                raise DesktopError(NO_SANDBOX)
-            return host
 
-        add_desktop_tools(server, sandbox_of)
-    return server
+async def shell_of(ctx: Context) -> Shell:
+    """The calling MCP session's shell (opened on first use)."""
+    session: _Session = ctx.request_context.lifespan_context
+    return await session.shell()
 
 
 def _param(tool: str, name: str) -> str:

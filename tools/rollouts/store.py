@@ -99,6 +99,14 @@ class RolloutStore(StoreQueries):
             self._require_attempt(conn, attempt_id, lock=True)
             return self._insert_steps(conn, attempt_id, [step])[0]
 
+    def add_steps(self, attempt_id: str, steps: Sequence[Step]) -> list[Step]:
+        """Record many steps of one attempt in one transaction (each as `add_step` would: the
+        same (attempt_id, index) again replaces it; `attempt_id` on the steps is ignored).
+        Returns what was stored."""
+        with self._write() as conn:
+            self._require_attempt(conn, attempt_id, lock=True)
+            return self._insert_steps(conn, attempt_id, steps)
+
     def finish_attempt(
         self,
         attempt_id: str,
