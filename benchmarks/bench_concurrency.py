@@ -3,6 +3,7 @@
 .venv/bin/python benchmarks/bench_concurrency.py                       # K = 1, 4, 16, 64
 .venv/bin/python benchmarks/bench_concurrency.py --quick               # one wave per K
 .venv/bin/python benchmarks/bench_concurrency.py --k 4 --episodes 8 --exec-ms 50 --json out.json
+.venv/bin/python benchmarks/bench_concurrency.py --k 64 --processes 2 --store postgresql://...
 
 What runs is the flywheel's own attempter (graphs/flywheel.py `_attempter`: the path the
 baseline and the refresh take), with `concurrency` = K: the solver graph, `solve_task`, a real
@@ -16,6 +17,11 @@ after one warm-up episode, under a wall-time bound. Measured: episodes/s and too
 event loop's lag (a probe sleeping 10 ms, its overshoot), process CPU per episode, peak RSS and
 RSS per episode in flight, threads and open files at peak, and every episode's outcome and tool
 results read back from the store.
+
+`--processes N --store URL`: N coordinator processes per K on one PostgreSQL store, each taking
+every episode of the same round with K in flight; the store's advisory locks
+(tools/rollouts/claims.py) run each episode once. The row sums their CPU and counts the episodes
+once, over the slowest process's wall time.
 """
 
 from __future__ import annotations
@@ -126,7 +132,7 @@ async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     fake_remote.configure(latency)
     model = register(MODEL, responder(args.calls))
     tasks = write_tasks(root / "tasks", min(args.episodes, 16))
-    run = RunDir(root / "run")
+    run = RunDir(root / "run", store=args.store)
     for folder in (run.root, run.trials):
         folder.mkdir(parents=True, exist_ok=True)
     RolloutStore(run.store).close()
@@ -138,10 +144,16 @@ async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         concurrency=k,
         solver_max_turns=args.calls + 2,
     )
-    attempt = _attempter(ctx, run, RUN_ID, 1, Policy.serving(model, None, None, None), solver_graph)
+    attempt = _attempter(
+        ctx, run, args.run_id, 1, Policy.serving(model, None, None, None), solver_graph
+    )
 
-    # Warm-up: imports, Harbor's first trial, schema caches; not measured.
-    await attempt(tasks[0], 10_000, {"purpose": "warmup"})
+    # Warm-up: imports, Harbor's first trial, schema caches; not measured (each process its own).
+    await attempt(tasks[0], 10_000 + args.process, {"purpose": "warmup"})
+    if args.processes > 1:  # the coordinators start the round together
+        (root / f"ready-{args.process}").touch()
+        while len(list(root.glob("ready-*"))) < args.processes:
+            await asyncio.sleep(0.01)
     gc.collect()
     base_rss = rss_mb()
     fake_remote.configure(latency)  # counts from here
@@ -176,6 +188,7 @@ async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     return {
         "k": k,
+        "process": args.process,
         "episodes": args.episodes,
         "timed_out": timed_out,
         "wall_sec": round(wall, 2),
@@ -191,7 +204,7 @@ async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "crashed": crashed[:5],
         "crash_count": len(crashed),
         **probe.lag(),
-        **read_back(run.store, args.episodes, wall, cpu),
+        **read_back(run.store, args.run_id, wall, cpu),
         "fake": fake_remote.stats(),
         **({"stalls": stalls} if stalls else {}),
     }
@@ -208,14 +221,14 @@ def loop_thread_sched() -> tuple[float, float]:
         return 0.0, 0.0
 
 
-def read_back(store_path: str, episodes: int, wall: float, cpu: float) -> dict[str, Any]:
+def read_back(store_path: str, run_id: str, wall: float, cpu: float) -> dict[str, Any]:
     """Every bench episode's row and steps, from the store: outcomes, rewards, tool results."""
     from autoenvscaling.tools.rollouts.store import RolloutStore
 
     with RolloutStore(store_path) as store:
         rows = [
             a
-            for a in store.list_attempts(run_id=RUN_ID, role="solver", limit=100_000)
+            for a in store.list_attempts(run_id=run_id, role="solver", limit=100_000)
             if a.metadata.get("purpose") == "bench"
         ]
         tool_calls = 0
@@ -295,6 +308,12 @@ def child_argv(k: int, args: argparse.Namespace, out: Path, root: Path) -> list[
         "--keep",
         str(root),
         *(["--stalls"] if args.stalls else []),
+        *(["--store", args.store] if args.store else []),
+        # A run of its own per K and sweep: a shared store's finished episodes are never rerun.
+        "--run-id",
+        f"{RUN_ID}-{args.started}-k{k}" if args.store else RUN_ID,
+        "--processes",
+        str(args.processes),
     ]
 
 
@@ -339,24 +358,51 @@ def each_k(args: argparse.Namespace, keep: Path) -> list[dict[str, Any]]:
     for k in args.k:
         root = keep / f"k{k}"
         root.mkdir(parents=True, exist_ok=True)
-        out = root / "result.json"
         started = time.monotonic()
-        try:
-            done = subprocess.run(
-                child_argv(k, args, out, root),
-                capture_output=True,
+        outs = [root / f"result-{i}.json" for i in range(args.processes)]
+        children = [
+            subprocess.Popen(
+                [*child_argv(k, args, out, root), "--process", str(i)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
                 text=True,
-                timeout=args.timeout_per_k + 120,
-                check=False,
             )
-            if done.returncode != 0 or not out.exists():
-                results.append({"k": k, "error": f"exit {done.returncode}: {done.stderr[-1500:]}"})
+            for i, out in enumerate(outs)
+        ]
+        try:
+            errors = [c.communicate(timeout=args.timeout_per_k + 120)[1] for c in children]
+            if any(
+                c.returncode != 0 or not o.exists() for c, o in zip(children, outs, strict=True)
+            ):
+                codes = [c.returncode for c in children]
+                results.append({"k": k, "error": f"exit {codes}: {errors[-1][-1500:]}"})
             else:
-                results.append(json.loads(out.read_text()))
+                results.append(combined([json.loads(o.read_text()) for o in outs]))
         except subprocess.TimeoutExpired:
+            for c in children:
+                c.kill()
             results.append({"k": k, "error": f"child past {args.timeout_per_k + 120} s"})
         print(f"K={k}: {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     return results
+
+
+def combined(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row for N coordinator processes: episodes counted once (each read back every row),
+    CPU summed, wall and lag the worst process's, RSS per episode over all K·N in flight."""
+    if len(parts) == 1:
+        return parts[0]
+    worst = max(parts, key=lambda r: r["wall_sec"])
+    cpu = sum(r["cpu_sec"] for r in parts)
+    row = {**worst, "processes": len(parts), "cpu_sec": round(cpu, 2)}
+    row["cpu_ms_per_episode"] = round(1000 * cpu / max(1, worst["recorded"]), 1)
+    for key in ("loop_on_cpu_sec", "loop_waiting_for_cpu_sec", "peak_rss_mb"):
+        row[key] = round(sum(r[key] for r in parts), 2)
+    for key in ("lag_p50_ms", "lag_p99_ms", "lag_max_ms", "peak_threads", "peak_fds"):
+        row[key] = max(r[key] for r in parts)
+    row["rss_per_episode_mb"] = round(sum(r["rss_per_episode_mb"] for r in parts) / len(parts), 2)
+    row["crash_count"] = sum(r["crash_count"] for r in parts)
+    row["per_process"] = parts
+    return row
 
 
 def main() -> None:
@@ -379,15 +425,24 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write the results here")
     ap.add_argument("--keep", help="leave each K's tasks, run folder and store here")
     ap.add_argument("--stalls", action="store_true", help="sample where the loop stalls (JSON)")
+    ap.add_argument("--store", help="a PostgreSQL URL for the run's store (default: SQLite)")
+    ap.add_argument(
+        "--processes", type=int, default=1, help="coordinator processes per K (needs --store)"
+    )
+    ap.add_argument("--process", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--run-id", default=RUN_ID, help=argparse.SUPPRESS)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
+    if args.processes > 1 and not args.store:
+        ap.error("--processes above 1 share one PostgreSQL store: give --store postgresql://...")
     if args.child:
         quiet_logs()
         result = asyncio.run(run_k(args, Path(args.keep)))
         args.json.write_text(json.dumps(result, indent=1))
         return
     load = os.getloadavg()[0]
+    args.started = int(time.time())
     results = parent(args)
     summary = {
         "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, "

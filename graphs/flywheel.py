@@ -44,13 +44,15 @@ from autoenvscaling.graphs.flywheel_state import (
 from autoenvscaling.graphs.models import ModelConfig, Policy
 from autoenvscaling.graphs.nesting import non_durable
 from autoenvscaling.graphs.proposer import attempt_graph as proposer_graph
-from autoenvscaling.graphs.solver_attempt import SolverAttempt, SolverSettings
+from autoenvscaling.graphs.solver_attempt import SolverAttempt, SolverSettings, attempt_id_for
 from autoenvscaling.graphs.solver_graph import SolverContext, SolveRun
 from autoenvscaling.graphs.solver_graph import graph as solver_graph
 from autoenvscaling.graphs.validation import graph as validation_graph
 from autoenvscaling.tools.report.links import candidate_links, links_markdown
 from autoenvscaling.tools.report.metrics import CandidateRecord, PriceTable, round_metrics
 from autoenvscaling.tools.report.run_report import load_history, round_markdown, save_history
+from autoenvscaling.tools.rollouts.claims import run_once
+from autoenvscaling.tools.rollouts.models import Attempt
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.run_dir import RunDir
 from autoenvscaling.tools.sandbox.harbor_backends import check_stages
@@ -202,14 +204,28 @@ def _attempter(
             settings=settings.model_copy(update={"tags": tags}).model_dump(mode="json"),
             trials_dir=str(run.trials),
         )
-        async with gate:
+
+        async def solve() -> float | None:
             out = await non_durable(solver).ainvoke(
                 one, context=SolverContext(backend=ctx.backend), durability="exit"
             )
-        result = SolverAttempt.model_validate(out["results"][0])
-        return None if result.fault is not None else (result.reward or 0.0)
+            result = SolverAttempt.model_validate(out["results"][0])
+            return None if result.fault is not None else (result.reward or 0.0)
+
+        async with gate:
+            if not run.on_postgres:
+                return await solve()
+            # Coordinators sharing the store run each attempt once (tools/rollouts/claims.py):
+            # the id is the one solve_task records the attempt under.
+            attempt_id = attempt_id_for(settings, path, sample)
+            return await run_once(run.store, attempt_id, solve, stored_reward)
 
     return attempt
+
+
+def stored_reward(attempt: Attempt) -> float | None:
+    """What `attempt` returns for an attempt another coordinator ran: None for a fault."""
+    return None if attempt.metadata.get("fault") else (attempt.reward or 0.0)
 
 
 async def measure_baseline(

@@ -104,6 +104,19 @@ def outcome_of(trial: TrialOutcome) -> Outcome:
     return "solved" if (trial.reward or 0.0) >= 1.0 else "failed"
 
 
+def attempt_id_for(settings: SolverSettings, task_dir: Path, sample: int) -> str:
+    """The id `solve_task` records an attempt under: the settings' own, else one derived from
+    the run, round, task, policy version and sample (a resumed run computes it again)."""
+    return settings.attempt_id or stable_attempt_id(
+        settings.run_id,
+        settings.round,
+        "solver",
+        Path(task_dir).resolve().name,
+        settings.policy_version,
+        sample,
+    )
+
+
 def task_facts(task_dir: Path) -> tuple[str, bool]:
     """A task folder's category ("" when the folder is not a valid task) and whether its solver
     gets the desktop tools; remembered while task.toml and the folder's listing are unchanged
@@ -142,9 +155,7 @@ async def solve_task(
     """One solver attempt in a real Harbor trial; recorded and rewarded in the store."""
     task_dir = Path(task_dir).resolve()
     category, desktop = task_facts(task_dir)
-    attempt_id = settings.attempt_id or stable_attempt_id(
-        settings.run_id, settings.round, "solver", task_dir.name, settings.policy_version, sample
-    )
+    attempt_id = attempt_id_for(settings, task_dir, sample)
     update: dict[str, Any] = {
         "attempt_id": attempt_id,
         "task_id": task_dir.name,
