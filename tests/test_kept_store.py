@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -118,3 +119,26 @@ def test_a_killed_process_keeps_every_committed_row(location):
     proc.wait()
     with RolloutStore(location) as store:
         assert {a.id for a in store.list_attempts(limit=100)} == set(printed)
+
+
+def test_a_process_keeps_only_a_few_stores_open(tmp_path):
+    from autoenvscaling.tools.rollouts.kept import MAX_KEPT
+
+    first = kept_store(tmp_path / "0.db")
+    first.run(lambda s: s.start_attempt(id="a", task_id="t"))
+    others = [kept_store(tmp_path / f"{i}.db") for i in range(1, MAX_KEPT + 1)]
+    for kept in others:
+        kept.run(lambda s: s.start_attempt(id="a", task_id="t"))
+    with pytest.raises(RuntimeError, match="shutdown"):
+        first.run(lambda s: s.get_attempt("a"))  # evicted: its thread and connection are gone
+    assert kept_store(tmp_path / "0.db") is not first  # asked again: a fresh one, same rows
+    assert kept_store(tmp_path / "0.db").run(lambda s: s.get_attempt("a").task_id) == "t"
+    # The evicted stores' threads end (each once its queued calls are done).
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _store_threads() > MAX_KEPT:
+        time.sleep(0.05)
+    assert _store_threads() <= MAX_KEPT
+
+
+def _store_threads() -> int:
+    return sum(t.name.startswith("rollout-store") for t in threading.enumerate())

@@ -81,8 +81,8 @@ async def run_once[T](
     dies first). `run` must finish the attempt's row in the store before it returns."""
     if not is_postgres_url(location):
         return await run()
-    kept = kept_store(location)
     while True:
+        kept = kept_store(location)  # lock and release on the same kept connection
         state = await kept.call(lambda store: _take(store, attempt_id))
         if isinstance(state, Attempt):
             return stored(state)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -62,16 +63,35 @@ class KeptStore:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: fn(self._open()))
 
+    def close(self) -> None:
+        """Close the kept connection once the calls already queued are done; a later call
+        fails. (Connections close anyway when the process ends; this is for evicted stores.)"""
 
-_kept: dict[tuple[str, int], KeptStore] = {}
+        def close() -> None:
+            if self._store is not None:
+                self._store.close()
+
+        self._executor.submit(close)
+        self._executor.shutdown(wait=False)
+
+
+#: Most locations one process keeps open: a coordinator writes one store; a test session or a
+#: tool that touches many stores must not keep a thread and a connection for each.
+MAX_KEPT = 8
+
+_kept: OrderedDict[tuple[str, int], KeptStore] = OrderedDict()
 _lock = threading.Lock()
 
 
 def kept_store(location: str | os.PathLike[str]) -> KeptStore:
-    """This process's `KeptStore` for `location` (a forked child gets its own)."""
+    """This process's `KeptStore` for `location` (a forked child gets its own); the least
+    recently asked for of more than MAX_KEPT is closed."""
     key = (str(location), os.getpid())
     with _lock:
         kept = _kept.get(key)
         if kept is None:
             kept = _kept[key] = KeptStore(str(location))
+            while len(_kept) > MAX_KEPT:
+                _kept.popitem(last=False)[1].close()
+        _kept.move_to_end(key)
         return kept
