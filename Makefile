@@ -28,13 +28,14 @@ WHEELHOUSE = $(HOME)/.cache/autoenvscaling/wheels/llama-cpp-python-$(LLAMA_VERSI
 # The engine (podman, rootful, with runc and catatonit for --init), debootstrap for the offline
 # base image, Chromium and a font for the viewer's browser tests, and slirp4netns for a task granted the
 # internet (a user-mode network without the host's loopback), PostgreSQL's server for the store and
-# checkpointer tests on PostgreSQL (tests/postgres_server.py). Each package is checked by the file
+# checkpointer tests on PostgreSQL (tests/postgres_server.py), and runsc (gVisor: a user-space kernel,
+# the sandboxes' second runtime, tools/sandbox/runtimes.py). Each package is checked by the file
 # it provides, so a set-up machine starts at once.
 SYSTEM_PACKAGES = /usr/bin/podman:podman /usr/sbin/runc:runc /usr/bin/newuidmap:uidmap \
 	/usr/bin/catatonit:catatonit /usr/sbin/debootstrap:debootstrap /usr/bin/chromium:chromium \
 	/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core \
 	/usr/bin/slirp4netns:slirp4netns /usr/lib/postgresql/15/bin/initdb:postgresql \
-	/usr/sbin/mkfs.ext4:e2fsprogs /usr/bin/mount:mount
+	/usr/sbin/mkfs.ext4:e2fsprogs /usr/bin/mount:mount /usr/bin/runsc:runsc
 
 system:
 	@missing=""; for pair in $(SYSTEM_PACKAGES); do \

@@ -9,6 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from autoenvscaling.tools.sandbox.base import Backend
+from autoenvscaling.tools.sandbox.runtimes import RuntimeSetting
 
 
 class Settings(BaseSettings):
@@ -30,6 +31,12 @@ class Settings(BaseSettings):
     engine: Backend = Field(
         default="podman",
         description="Container engine when none is named: podman (ours) or docker.",
+    )
+    sandbox_runtime: RuntimeSetting = Field(
+        default="runc",
+        description="OCI runtime of podman sandboxes: runc (the host's kernel), runsc (gVisor's "
+        "user-space kernel; fails at start if its self-check does) or auto (runsc where it passes "
+        "the self-check, else runc). tools/sandbox/runtimes.py says what differs.",
     )
     max_memory_mb: int = Field(default=8192, description="No sandbox gets more memory than this.")
     max_pids: int = Field(default=4096, description="No sandbox runs more processes at once.")

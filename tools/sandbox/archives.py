@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 import docker.errors
 
+from autoenvscaling.tools.sandbox.runtimes import RUNTIMES
 from autoenvscaling.tools.sandbox.base import SandboxError
 from autoenvscaling.tools.sandbox.cleanup import scratch_dir
 from autoenvscaling.tools.sandbox.engine import call
@@ -91,7 +92,7 @@ async def upload(box: ContainerSandbox, source: Path, target: str) -> None:
         for attempt in (1, 2):
             buffer.seek(0)
             try:
-                await call(box._api.put_archive, box.container_id, dest, buffer)
+                await call(_archive_api(box).put_archive, box.container_id, dest, buffer)
                 return
             except docker.errors.NotFound:
                 if attempt == 2:
@@ -116,7 +117,7 @@ async def download(box: ContainerSandbox, source: str, target: Path) -> list[str
     try:
         try:
             name, is_dir, skipped = await call(
-                _fetch_archive, box._api, box.container_id, path, tmp, cap
+                _fetch_archive, _archive_api(box), box.container_id, path, tmp, cap
             )
         except Exception as exc:
             raise SandboxError(f"download of {source} failed: {exc}") from exc
@@ -134,6 +135,15 @@ async def download(box: ContainerSandbox, source: str, target: Path) -> list[str
         return skipped
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _archive_api(box: ContainerSandbox) -> Any:
+    """The engine's archive API, or `exec tar` where the runtime's root is out of its reach."""
+    if RUNTIMES[box.ref.handle.get("runtime", "runc")].engine_copies:
+        return box._api
+    from autoenvscaling.tools.sandbox.exec_archive import ExecArchive
+
+    return ExecArchive(box.ref.backend)
 
 
 def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:

@@ -20,7 +20,7 @@ from typing import Any
 
 import docker.errors
 
-from autoenvscaling.tools.sandbox import archives, layerfs, profile, streams
+from autoenvscaling.tools.sandbox import archives, layerfs, profile, runtimes, streams
 from autoenvscaling.tools.sandbox.base import (
     Backend,
     ExecOutput,
@@ -144,13 +144,17 @@ class ContainerSandbox(Sandbox):
             if not Path(host).is_dir():
                 raise SandboxError(f"bind: {host} is not a folder on the host")
         limits = profile.clamp(limits or SandboxLimits())
-        api = (await call(client, backend)).api
+        # runc: the engine's default service; runsc: one started with its flags (runtimes.py).
+        runtime = await call(runtimes.for_sandbox, backend, bound=bool(binds))
+        api = (await call(client, backend, runtime.service_flags(network))).api
         await call(sweep_once, backend)
         try:
             config = (await call(inspect_image, api, image)).get("Config") or {}
         except Exception as exc:
             raise SandboxError(f"image {image} is not available in the engine: {exc}") from exc
         host_config = await call(profile.host_config, api, backend, limits, binds=binds)
+        if not runtime.host_processes:
+            host_config["PidsLimit"] = runtime.host_pids(limits.pids)
         if network:
             host_config["NetworkMode"] = SANDBOX_NETWORK
         name = f"aes-{uuid.uuid4().hex[:12]}"
@@ -189,7 +193,8 @@ class ContainerSandbox(Sandbox):
             await call(layerfs.release, container_id)
         _workdir_to_root(inspected, config.get("WorkingDir") or "")
         pidns = None
-        if state.get("Pid"):
+        # runsc: the container's processes live in gVisor's kernel, not in our /proc.
+        if state.get("Pid") and runtime.host_processes:
             try:
                 pidns = os.readlink(f"/proc/{state['Pid']}/ns/pid")
             except OSError:
@@ -208,6 +213,7 @@ class ContainerSandbox(Sandbox):
                 "pidns": pidns,
                 "docker_host": engine_url("docker") if backend == "docker" else None,
                 "layer_cap": layer_cap,
+                **({} if runtime.name == "runc" else {"runtime": runtime.name}),
             },
         )
         sandbox = cls(ref, owner=True, tie=tie)

@@ -169,6 +169,19 @@ def check_layer_cap(backend: Backend = "podman") -> BackendStatus:
         return BackendStatus(name=f"layer-cap ({backend})", ok=False, detail=str(exc))
 
 
+def check_runtime() -> BackendStatus:
+    """Which OCI runtime podman sandboxes run under, and why (runtimes.py's self-check)."""
+    from autoenvscaling.tools.sandbox.runtimes import choice
+
+    try:
+        chosen = choice("podman")
+    except Exception as exc:  # noqa: BLE001 - the reason is the report
+        return BackendStatus(name="sandbox runtime", ok=False, detail=str(exc))
+    return BackendStatus(
+        name="sandbox runtime", ok=True, detail=f"{chosen.runtime}: {chosen.reason}"
+    )
+
+
 def clean_docker() -> list[str]:
     """Remove stale containers and scratch of crashed runs (`doctor --clean`); says what."""
     from autoenvscaling.tools.sandbox.cleanup import cleanup_stale
@@ -205,4 +218,5 @@ async def diagnose(start: bool = True) -> list[BackendStatus]:
         await check_docker(start),
         await asyncio.to_thread(check_harbor_docker),
         await asyncio.to_thread(check_layer_cap),
+        await asyncio.to_thread(check_runtime),
     ]

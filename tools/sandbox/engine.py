@@ -215,9 +215,11 @@ def _die_with_parent() -> None:
 
 
 class _Service:
-    """This process's own `podman system service`, started on first use, stopped at exit."""
+    """This process's own `podman system service`, started on first use, stopped at exit.
+    `flags`: podman's global flags for it (a sandbox runtime's, runtimes.py; none for runc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, flags: tuple[str, ...] = ()) -> None:
+        self.flags = flags
         self.lock = threading.Lock()
         self.proc: subprocess.Popen[bytes] | None = None
         self.folder: Path | None = None
@@ -247,7 +249,7 @@ class _Service:
             # exactly as long as the service (waiting on it), so only our death ends it.
             try:
                 proc = subprocess.Popen(
-                    [PODMAN, "system", "service", "--time=0", f"unix://{sock}"],
+                    [PODMAN, *self.flags, "system", "service", "--time=0", f"unix://{sock}"],
                     env=podman_env(),
                     # conmon, started by the service, writes a file named `oom` into its working
                     # folder when a container is OOM-killed: ours, never the caller's checkout.
@@ -320,21 +322,36 @@ class _Service:
 
 _SERVICE = _Service()
 atexit.register(_SERVICE.stop)
+#: One service per set of global flags (a sandbox runtime's); () is `_SERVICE`, runc's.
+_SERVICES: dict[tuple[str, ...], _Service] = {(): _SERVICE}
+_SERVICES_LOCK = threading.Lock()
+
+
+def _service(flags: tuple[str, ...]) -> _Service:
+    with _SERVICES_LOCK:
+        if flags not in _SERVICES:
+            _SERVICES[flags] = _Service(flags)
+            atexit.register(_SERVICES[flags].stop)
+        return _SERVICES[flags]
 
 
 def stop_service() -> None:
     """Stop this process's podman service and forget its clients; the next call starts a fresh
     one (what a process's exit does, without exiting: the soak benchmark churns services)."""
-    _SERVICE.stop()
+    with _SERVICES_LOCK:
+        services = list(_SERVICES.values())
+    for service in services:
+        service.stop()
     with _CLIENTS_LOCK:
         for key in [k for k in _CLIENTS if k[0] == "podman"]:
             _CLIENTS.pop(key).close()
 
 
-def engine_url(backend: Backend) -> str | None:
-    """The API socket for `backend` (podman: ours, started now if needed; docker: DOCKER_HOST)."""
+def engine_url(backend: Backend, flags: tuple[str, ...] = ()) -> str | None:
+    """The API socket for `backend` (podman: ours, started now if needed, with the global
+    `flags` of a sandbox runtime; docker: DOCKER_HOST)."""
     if backend == "podman":
-        return _SERVICE.ensure()
+        return _service(flags).ensure()
     if backend == "docker":
         return os.environ.get("DOCKER_HOST")
     raise SandboxError(f"unknown engine {backend!r}: podman or docker")
@@ -344,9 +361,10 @@ _CLIENTS: dict[tuple[str, str | None], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def client(backend: Backend = "podman") -> Any:
-    """A cached `docker.DockerClient` for the engine (podman's service is started if needed)."""
-    url = engine_url(backend)
+def client(backend: Backend = "podman", flags: tuple[str, ...] = ()) -> Any:
+    """A cached `docker.DockerClient` for the engine (podman's service is started if needed;
+    `flags`: the service of a sandbox runtime, runtimes.py)."""
+    url = engine_url(backend, flags)
     key = (backend, url)
     with _CLIENTS_LOCK:
         if key not in _CLIENTS:

@@ -263,11 +263,16 @@ class EngineEnvironment(SandboxEnvironment):
         from autoenvscaling.tools.sandbox.quiesce import kill_container_processes
 
         handle = self.sandbox.ref.handle
-        api = client(self.engine).api
-        state = (await call(api.inspect_container, handle["container_id"]))["State"]
-        killed = await asyncio.to_thread(
-            kill_container_processes, handle.get("pidns"), int(state.get("Pid") or 0)
-        )
+        if handle.get("runtime") == "runsc":  # not host processes: runsc ends them (gvisor_procs)
+            from autoenvscaling.tools.sandbox.gvisor_procs import kill_agent_processes
+
+            killed = await asyncio.to_thread(kill_agent_processes, handle["container_id"])
+        else:
+            api = client(self.engine).api
+            state = (await call(api.inspect_container, handle["container_id"]))["State"]
+            killed = await asyncio.to_thread(
+                kill_container_processes, handle.get("pidns"), int(state.get("Pid") or 0)
+            )
         if killed:
             self.logger.info(f"killed {killed} agent processes before the verifier")
         if get_settings().control_channel:

@@ -1,0 +1,39 @@
+"""A seed task's trials under gVisor (runsc): the oracle earns 1.0 and the nop agent 0.0, as
+under runc (tests/test_gate_seed.py holds the pool on the default runtime)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from autoenvscaling.tools.sandbox import runtimes
+from autoenvscaling.tools.settings import get_settings
+from autoenvscaling.tools.trials.trial import run_trial
+
+SEED = Path(__file__).resolve().parents[1] / "tasks" / "seed"
+#: Seed tasks whose scripts call no `ls` / `stat` (runsc 0.0~20221219 breaks both: runtimes.py).
+TASKS = ("access-log-report",)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(
+        not os.access(runtimes.RUNSC, os.X_OK),
+        reason=f"{runtimes.RUNSC} is not installed (`make system` installs runsc)",
+    ),
+]
+
+
+@pytest.mark.parametrize("task", TASKS)
+async def test_seed_task_under_gvisor_oracle_passes_nop_fails(engine_ready, monkeypatch, task):
+    monkeypatch.setenv("AUTOENVSCALING_SANDBOX_RUNTIME", "runsc")
+    get_settings.cache_clear()
+    try:
+        oracle = await run_trial(SEED / task, agent="oracle")
+        nop = await run_trial(SEED / task, agent="nop")
+    finally:
+        get_settings.cache_clear()
+    assert oracle.reward == 1.0, (oracle.error, oracle.verifier_output[-800:])
+    assert nop.reward == 0.0, (nop.error, nop.verifier_output[-800:])
