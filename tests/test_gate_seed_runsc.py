@@ -12,6 +12,8 @@ from autoenvscaling.tools.sandbox import runtimes
 from autoenvscaling.tools.settings import get_settings
 from autoenvscaling.tools.trials.trial import run_trial
 
+from .test_sandbox_runtimes import runsc_or_skip
+
 SEED = Path(__file__).resolve().parents[1] / "tasks" / "seed"
 #: Seed tasks whose scripts call no `ls` / `stat` (runsc 0.0~20221219 breaks both: runtimes.py).
 TASKS = ("access-log-report",)
@@ -28,6 +30,7 @@ pytestmark = [
 
 @pytest.mark.parametrize("task", TASKS)
 async def test_seed_task_under_gvisor_oracle_passes_nop_fails(engine_ready, monkeypatch, task):
+    runsc_or_skip()
     monkeypatch.setenv("AUTOENVSCALING_SANDBOX_RUNTIME", "runsc")
     get_settings.cache_clear()
     try:

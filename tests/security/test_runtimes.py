@@ -28,6 +28,7 @@ from autoenvscaling.tools.sandbox.container import start_workspace
 from autoenvscaling.tools.settings import get_settings
 
 from ..test_sandbox_network import PROBE
+from ..test_sandbox_runtimes import runsc_or_skip
 from . import test_bound_folder as bound
 from . import test_caps as caps
 
@@ -48,6 +49,8 @@ pytestmark = [pytest.mark.timeout(240)]
 )
 def runtime(request, monkeypatch) -> str:
     """Each runtime in turn, as this process's sandbox runtime (settings are cached)."""
+    if request.param == "runsc":
+        runsc_or_skip()
     monkeypatch.setenv("AUTOENVSCALING_SANDBOX_RUNTIME", request.param)
     get_settings.cache_clear()
     request.addfinalizer(get_settings.cache_clear)
