@@ -144,7 +144,11 @@ async def test_an_engine_call_that_does_not_answer_is_infrastructure_with_the_st
     assert "incomplete layers: " in message and "hidden mounts: " in message, message
     assert str(os.getpid()) in message.split("to recover (as root): kill ")[1].split(" && ")[0]
     assert classify(type(caught.value).__name__, message).fault == "infrastructure"
-    assert await engine.call(api.images) is not None  # answers again
+    # It answers again, within the real bound: the queued listing finishes after the release,
+    # and on a loaded machine with many images that alone has taken over 3 s (a CI failure).
+    monkeypatch.setattr(engine, "ENGINE_CALL_SEC", 60.0)
+    monkeypatch.setattr(engine, "_CLIENTS", {})
+    assert await engine.call(engine.client("podman").api.images) is not None
 
 
 @pytest.mark.slow

@@ -162,7 +162,7 @@ async def test_kill_9_of_a_sandbox_holder_leaves_nothing_after_the_next_start(
         "import asyncio, os, sys\n"
         "from autoenvscaling.tools.sandbox.container import ContainerSandbox, start_workspace\n"
         "from autoenvscaling.tools.sandbox.cleanup import scratch_dir\n"
-        "from autoenvscaling.tools.sandbox.engine import _SERVICE\n"
+        "from autoenvscaling.tools.sandbox.podman_service import _SERVICE\n"
         "async def main():\n"
         "    tied = await start_workspace(backend=sys.argv[1])\n"
         "    await tied.exec('sleep 1000 &')\n"

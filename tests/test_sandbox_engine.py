@@ -146,7 +146,7 @@ async def test_memory_limit_kills_a_hog(eworkspace):
     if eworkspace.backend == "podman":
         # conmon records the kill as a file named `oom` in its working folder: the service's own
         # folder, never the folder the caller runs in (it was the checkout's root).
-        from autoenvscaling.tools.sandbox.engine import _SERVICE
+        from autoenvscaling.tools.sandbox.podman_service import _SERVICE
 
         assert _SERVICE.folder is not None and (_SERVICE.folder / "oom").exists()
 

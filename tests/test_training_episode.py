@@ -164,7 +164,7 @@ class _LateNoticedKill:
     def __init__(self) -> None:
         self.asked = 0
 
-    async def open_shell(self) -> "_LateNoticedKill":
+    async def open_shell(self) -> _LateNoticedKill:
         return self
 
     async def close(self) -> None:

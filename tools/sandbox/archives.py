@@ -22,10 +22,10 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 import docker.errors
 
-from autoenvscaling.tools.sandbox.runtimes import RUNTIMES
 from autoenvscaling.tools.sandbox.base import SandboxError
 from autoenvscaling.tools.sandbox.cleanup import scratch_dir
 from autoenvscaling.tools.sandbox.engine import call
+from autoenvscaling.tools.sandbox.runtimes import RUNTIMES
 from autoenvscaling.tools.settings import get_settings
 
 if TYPE_CHECKING:

@@ -24,6 +24,15 @@ class SandboxError(RuntimeError):
     """A sandbox could not be built, started, reached or cleaned up."""
 
 
+class EngineUnavailableError(SandboxError):
+    """The engine cannot be started or reached. The message says why and what to install."""
+
+
+class EngineWedgedError(EngineUnavailableError):
+    """The engine did not answer within its bound: an infrastructure failure, with the state of
+    its storage and the commands that recover it in the message."""
+
+
 class BuildError(SandboxError):
     """The task's environment definition could not be built. The message says which line and why."""
 
