@@ -128,6 +128,7 @@ def test_run_folders_are_harvested_and_deduplicated(replayed: Path, tmp_path: Pa
     """A run folder's solved solver attempts (rebuilt from its store, tasks from its pool) and
     admitted proposer attempts (from transcripts); the same conversations twice count once."""
     import shutil
+    import sqlite3
 
     from autoenvscaling.tools.rollouts.models import Attempt
     from autoenvscaling.tools.rollouts.store import RolloutStore
@@ -135,7 +136,11 @@ def test_run_folders_are_harvested_and_deduplicated(replayed: Path, tmp_path: Pa
 
     run = tmp_path / "run"
     shutil.copytree(replayed / "trials", run / "trials")
-    shutil.copy(replayed / "rollouts.db", run / "rollouts.db")
+    # SQLite's own copy of a live store: this process may still hold it open (the kept store,
+    # tools/rollouts/kept.py), its last commits in the WAL beside the file, not in it.
+    source, copy = sqlite3.connect(replayed / "rollouts.db"), sqlite3.connect(run / "rollouts.db")
+    source.backup(copy)
+    copy.close(), source.close()
     for name in REPLAYED:
         shutil.copytree(SEED_DIR / name, run / "pool" / name)
     conversation = [
