@@ -254,7 +254,9 @@ def main() -> None:
                 )
                 .fetchone()[0]
             )
-            rows.append(("database size (tables, indexes, TOAST)", f"{float(size) / 1e6:.0f} MB", note))
+            rows.append(
+                ("database size (tables, indexes, TOAST)", f"{float(size) / 1e6:.0f} MB", note)
+            )
         else:
             wal = Path(f"{path}-wal")
             wal_mb = wal.stat().st_size / 1e6 if wal.exists() else 0
