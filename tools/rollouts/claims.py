@@ -49,10 +49,7 @@ def _take(store: RolloutStore, attempt_id: str) -> Attempt | Literal["taken", "b
     with _held_lock:
         if key in _held:
             return "busy"
-        row = store._conn().execute(
-            "SELECT pg_try_advisory_lock(hashtextextended(?, 0))", (attempt_id,)
-        )
-        if not row.fetchone()[0]:
+        if not store.try_session_lock(attempt_id):
             return "busy"
         _held.add(key)
     # Finished by another session between the first read and the lock: nothing left to run.
@@ -64,7 +61,7 @@ def _take(store: RolloutStore, attempt_id: str) -> Attempt | Literal["taken", "b
 
 def _release(store: RolloutStore, attempt_id: str) -> None:
     with _held_lock:
-        store._conn().execute("SELECT pg_advisory_unlock(hashtextextended(?, 0))", (attempt_id,))
+        store.release_session_lock(attempt_id)
         _held.discard((store.location, attempt_id))
 
 

@@ -135,6 +135,22 @@ class StoreConnection:
             return pg_schema.schema_version(conn) or 0
         return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
+    # -- session locks (PostgreSQL) ----------------------------------------------------------
+
+    def try_session_lock(self, key: str) -> bool:
+        """PostgreSQL's session-level advisory lock on `key`, taken on this thread's connection
+        if free: held until `release_session_lock` or the connection ends (tools/rollouts/
+        claims.py: the coordinators' claim on an attempt)."""
+        if not self.postgres:
+            raise RolloutStoreError("session locks need a PostgreSQL store (SQLite: one process)")
+        sql = "SELECT pg_try_advisory_lock(hashtextextended(?, 0))"
+        return bool(self._conn().execute(sql, (key,)).fetchone()[0])
+
+    def release_session_lock(self, key: str) -> None:
+        if not self.postgres:
+            raise RolloutStoreError("session locks need a PostgreSQL store (SQLite: one process)")
+        self._conn().execute("SELECT pg_advisory_unlock(hashtextextended(?, 0))", (key,))
+
     # -- connections -------------------------------------------------------------------------
 
     def _conn(self) -> Any:
