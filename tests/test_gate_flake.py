@@ -3,9 +3,10 @@
 The flaky fixture's tests pass the correct output half the time (a coin from /dev/urandom, real
 randomness). With the gate's defaults a gate run sees 11 verifier runs on correct work (the
 oracle trial, 2 full reruns, 8 verifier-only reruns on the oracle's saved work in one of those
-trials' containers), so one gate run admits it with probability 2**-11, and 20 gate runs all
-reject it with probability (1 - 2**-11)**20 > 0.99: this test fails by chance about once in a
-hundred runs, and every time if the reruns stop reaching the verifier.
+trials' containers), so one gate run admits it with probability 2**-11. Of 20 gate runs the test
+lets at most one admit it (two or more: probability below 5e-5 with all 11 runs made; CI once saw
+one of 20, the 1% the bound allows), and fails every time the reruns stop reaching the verifier:
+each verdict that got past the oracle must show all 8 verifier-only reruns.
 """
 
 from __future__ import annotations
@@ -62,18 +63,30 @@ async def test_a_deterministic_verifier_passes_with_its_bound_stated(engine_read
 @pytest.mark.slow
 async def test_a_half_flaky_verifier_is_rejected_in_20_gate_runs_of_20(engine_ready):
     config = GateConfig(trial_concurrency=4, skip=list(LATER))
-    verdicts = await asyncio.gather(*(validate_task(FLAKY, config, skip=()) for _ in range(20)))
+    # Five gate runs at a time: twenty at once on two cores can stretch the reruns past their
+    # time budget, and a cut rerun is a weaker check than the one this test states.
+    at_once = asyncio.Semaphore(5)
+
+    async def one_gate_run():
+        async with at_once:
+            return await validate_task(FLAKY, config, skip=())
+
+    verdicts = await asyncio.gather(*(one_gate_run() for _ in range(20)))
     stages = [v.stage for v in verdicts]
-    assert all(not v.admitted for v in verdicts), [v.summary() for v in verdicts]
-    assert set(stages) <= {"oracle", "repeat"}, stages
-    for verdict in verdicts:
+    admitted = [v for v in verdicts if v.admitted]
+    assert len(admitted) <= 1, [v.summary() for v in admitted]
+    rejected = [v for v in verdicts if not v.admitted]
+    assert {v.stage for v in rejected} <= {"oracle", "repeat"}, stages
+    for verdict in rejected:
         assert "flaky verifier" in verdict.reason or "scored 0" in verdict.reason, verdict.reason
         assert verdict.proposer_reward == -1.0
-    repeats = [v for v in verdicts if v.stage == "repeat"]
-    # The oracle stage passes on a lucky first coin (about half the runs); repeat then sees it.
-    for verdict in repeats:
+    # The oracle stage passes on a lucky first coin (about half the runs); repeat then sees it,
+    # with every verifier-only rerun made (a rerun cut short would loosen the stated bound).
+    past_oracle = [v for v in verdicts if v.stage == "repeat" or v.admitted]
+    for verdict in past_oracle:
         details = next(r for r in verdict.stages if r.stage == "repeat").details
         assert len(details["verifier_only_rewards"]) == 8, details
+        assert details["verifier_runs"] == 11, details
 
 
 @pytest.mark.slow
