@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from autoenvscaling.graphs.models import ModelConfig
 from autoenvscaling.tools.report.metrics import CandidateRecord
 from autoenvscaling.tools.run_dir import RunDir
+from autoenvscaling.tools.sandbox.harbor_backends import our_engine
 from autoenvscaling.tools.tasks.domains import DEFAULT_DOMAIN, folder_domain
 
 if TYPE_CHECKING:
@@ -179,8 +180,8 @@ async def run_gate(
                 else ("solved" if verdict.admitted else "failed"),
                 metadata={"admission": verdict.summary()},
             )
-    if not record.admitted and ctx.backend in ("podman", "docker"):
-        await _drop_candidate_image(candidate, ctx.backend)
+    if not record.admitted and (engine := our_engine(ctx.backend)):
+        await _drop_candidate_image(candidate, engine)
     if verdict is not None:
         (candidate.parent / f"{candidate.name}.verdict.json").write_text(
             verdict.model_dump_json(indent=2)

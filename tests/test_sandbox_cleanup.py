@@ -19,7 +19,7 @@ import requests
 
 from autoenvscaling.tools.sandbox.bases import base_image_tag
 from autoenvscaling.tools.sandbox.cleanup import LABEL, OWNER_LABEL, cleanup_stale
-from autoenvscaling.tools.sandbox.layercap import upper_dir
+from autoenvscaling.tools.sandbox.layerfs import upper_dir
 
 from .conftest import FIXTURES, mounted_on
 
@@ -130,7 +130,7 @@ async def test_cleanup_removes_only_stale_labelled_containers(engine, engine_cli
     # (This process's first start may already sweep the orphan: that is the point.)
     live = await ContainerSandbox.start(base_image_tag(), backend=engine)
     try:
-        report = cleanup_stale(engine)
+        report = cleanup_stale(api)
         assert live.ref.id not in report.containers
         assert api.containers(all=True, filters={"id": orphan}) == []
         assert api.inspect_container(foreign)["State"]["Running"]

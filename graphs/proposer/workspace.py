@@ -18,6 +18,7 @@ from autoenvscaling.mcp_servers.terminal import ShellOpener, build_terminal_serv
 from autoenvscaling.tools.rollouts.postgres import is_postgres_url
 from autoenvscaling.tools.sandbox import PersistentShell, SandboxLimits
 from autoenvscaling.tools.sandbox.base import Shell
+from autoenvscaling.tools.sandbox.harbor_backends import our_engine
 from autoenvscaling.tools.tasks.privileges import strip_privileges
 
 #: The tools the compact system prompt names (prompts/proposer_terminal_compact.md): a small
@@ -43,7 +44,7 @@ def workspace_with_task(
     `backend`: the gate's (harbor-docker's workspace runs on our default engine)."""
     if backend not in BIND_BACKENDS:
         return harbor_workspace_with_task(candidate, limits, str(backend), options)
-    engine = backend if backend in ("podman", "docker") else None
+    engine = our_engine(backend or "")  # None or harbor-docker: the default engine
 
     @asynccontextmanager
     async def open_shell() -> AsyncIterator[PersistentShell]:

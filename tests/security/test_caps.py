@@ -96,7 +96,7 @@ async def test_layer_bytes_and_files_stop_at_the_cap_with_no_window(engine_ready
     (A measured cap lets a second of writes through: 64 MB in 16 MB, then kills the sandbox.)"""
     from autoenvscaling.tools.sandbox.engine import client
     from autoenvscaling.tools.sandbox.engine_health import cap_loop_devices, cap_mounts
-    from autoenvscaling.tools.sandbox.layercap import upper_dir
+    from autoenvscaling.tools.sandbox.layerfs import upper_dir
 
     box = await start_workspace(limits=SandboxLimits(memory_mb=512, pids=64, disk_mb=16))
     try:

@@ -30,10 +30,10 @@ from autoenvscaling.tools.files.models import (
     WriteResult,
 )
 from autoenvscaling.tools.files.safe_paths import (
-    _DIR_FLAGS,
+    DIR_FLAGS,
     PathRefusedError,
     SafeRoot,
-    _os_refusal,
+    os_refusal,
 )
 
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -64,7 +64,7 @@ class RootedFs:
         try:
             fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
         except OSError as exc:
-            raise _os_refusal(path, exc) from None
+            raise os_refusal(path, exc) from None
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
@@ -272,7 +272,7 @@ class RootedFs:
                             if depth + 1 > self.limits.max_depth:
                                 raise _Budget
                             try:
-                                sub = os.open(item.name, _DIR_FLAGS, dir_fd=dir_fd)
+                                sub = os.open(item.name, DIR_FLAGS, dir_fd=dir_fd)
                             except OSError:
                                 continue  # swapped for a link or removed: not entered
                             children.append((sub, child, depth + 1))

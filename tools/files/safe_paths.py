@@ -41,7 +41,7 @@ RefusalReason = Literal[
 
 #: Most symlinks one resolution walks through (Linux's own limit is 40).
 MAX_LINKS = 40
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 class PathRefusedError(ValueError):
@@ -109,7 +109,7 @@ class SafeRoot:
         todo = deque(self.parts(path))
         with ExitStack() as fds:
             stack: list[tuple[str, int]] = []  # (name, fd) of each folder below the root
-            root_fd = os.open(self.root, _DIR_FLAGS)
+            root_fd = os.open(self.root, DIR_FLAGS)
             fds.callback(os.close, root_fd)
             links = 0
 
@@ -144,7 +144,7 @@ class SafeRoot:
                     os.mkdir(part, 0o755, dir_fd=current())
                     st = os.stat(part, dir_fd=current(), follow_symlinks=False)
                 except OSError as exc:
-                    raise _os_refusal(path, exc) from None
+                    raise os_refusal(path, exc) from None
                 if stat.S_ISLNK(st.st_mode) and (follow_last or not last):
                     links += 1
                     if links > MAX_LINKS:
@@ -168,9 +168,9 @@ class SafeRoot:
                         path, "not_a_directory", "a parent in the path is not a folder"
                     )
                 try:
-                    fd = os.open(part, _DIR_FLAGS, dir_fd=current())
+                    fd = os.open(part, DIR_FLAGS, dir_fd=current())
                 except OSError as exc:  # swapped for a link or a file since the stat: refused
-                    raise _os_refusal(path, exc) from None
+                    raise os_refusal(path, exc) from None
                 fds.callback(os.close, fd)
                 stack.append((part, fd))
             yield Resolved(current(), "", rel(), None if stack else os.fstat(root_fd))
@@ -187,16 +187,16 @@ class SafeRoot:
                 if not stat.S_ISDIR(where.st.st_mode):
                     raise PathRefusedError(path, "not_a_directory", "not a folder")
                 try:
-                    fd = os.open(where.name, _DIR_FLAGS, dir_fd=where.dir_fd)
+                    fd = os.open(where.name, DIR_FLAGS, dir_fd=where.dir_fd)
                 except OSError as exc:
-                    raise _os_refusal(path, exc) from None
+                    raise os_refusal(path, exc) from None
             try:
                 yield fd, where.rel
             finally:
                 os.close(fd)
 
 
-def _os_refusal(path: str, exc: OSError) -> PathRefusedError:
+def os_refusal(path: str, exc: OSError) -> PathRefusedError:
     """An OSError of a walk as a refusal that names no path of this machine."""
     if exc.errno in (errno.ELOOP, errno.EMLINK):
         return PathRefusedError(path, "symlink", "a symlink appeared in the path while opening it")

@@ -14,6 +14,7 @@ from typing import Any
 from autoenvscaling.tools.gate.config import GateConfig
 from autoenvscaling.tools.gate.network import declares_internet
 from autoenvscaling.tools.gate.results import excerpt
+from autoenvscaling.tools.sandbox.netns import gives_internet
 from autoenvscaling.tools.scratch import make_scratch
 from autoenvscaling.tools.trials.trial import TrialOutcome, run_trial
 
@@ -44,7 +45,7 @@ def environment_options(task: Path, config: GateConfig) -> dict[str, Any]:
     """The trial's Harbor EnvironmentConfig options: the user's, plus the network grant on our
     backends (a task that declares the internet, under a policy that allows it)."""
     options = dict(config.environment_options)
-    if config.backend == "podman" and config.allow_internet and declares_internet(task):
+    if gives_internet(config.backend) and config.allow_internet and declares_internet(task):
         options["kwargs"] = {**options.get("kwargs", {}), "network": True}
     return options
 

@@ -36,6 +36,7 @@ from autoenvscaling.tools.gate.kinds import (
 )
 from autoenvscaling.tools.gate.lint import LintReport, lint_task
 from autoenvscaling.tools.gate.lint.dockerfile_rules import OFFLINE_BASES
+from autoenvscaling.tools.sandbox.harbor_backends import our_engine
 
 
 class Change(BaseModel):
@@ -139,11 +140,12 @@ class BaseImages:
     def __init__(self, backend: str, ask_engine: bool = True) -> None:
         self.backend = backend
         self._api = None
-        if ask_engine and backend in ("podman", "docker"):
+        engine = our_engine(backend)
+        if ask_engine and engine is not None:
             try:
                 from autoenvscaling.tools.sandbox.engine import client
 
-                self._api = client("docker" if backend == "docker" else "podman").api
+                self._api = client(engine).api
             except Exception:  # noqa: BLE001 - no engine here: judge by the offline bases
                 self._api = None
         self._held: dict[str, bool] = {}

@@ -22,6 +22,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.gate.network import Phase, network_need
+from autoenvscaling.tools.sandbox.base import DEFAULT_BACKEND
+from autoenvscaling.tools.sandbox.harbor_backends import our_engine
 
 Kind = Literal["task_wrong", "cannot_run_here", "infrastructure"]
 Need = Literal["base_image", "internet", "gpus", "compose"]
@@ -45,7 +47,7 @@ class Missing(BaseModel):
 
 def missing_base_images(images: list[str], present: set[str], backend: str) -> list[Missing]:
     """A Missing for each FROM image not in `present` (the names the engine holds)."""
-    cli = "docker" if backend == "docker" else "podman"
+    cli = our_engine(backend) or DEFAULT_BACKEND
     return [
         Missing(
             need="base_image",
@@ -62,14 +64,15 @@ def missing_base_images(images: list[str], present: set[str], backend: str) -> l
 
 def _engine_images(task: Path, backend: str) -> list[Missing]:
     """The FROM images of the task the engine does not hold (engine query; [] on no engine)."""
-    if backend not in ("podman", "docker"):
+    engine = our_engine(backend)
+    if engine is None:
         return []
     from autoenvscaling.tools.sandbox.engine import client
     from autoenvscaling.tools.sandbox.image_tags import image_id, parent_images
 
     images = parent_images(task / "environment" / "Dockerfile")
     try:
-        api = client("docker" if backend == "docker" else "podman").api
+        api = client(engine).api
         present = {i for i in images if image_id(api, i) is not None}
     except Exception:  # noqa: BLE001 - no engine to ask: say nothing rather than guess
         return []

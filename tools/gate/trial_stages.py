@@ -13,6 +13,8 @@ from autoenvscaling.tools.gate.harness import environment_options, failure_excer
 from autoenvscaling.tools.gate.network import Phase, network_need
 from autoenvscaling.tools.gate.results import StageResult, excerpt
 from autoenvscaling.tools.sandbox.base import BuildError, SandboxError
+from autoenvscaling.tools.sandbox.harbor_backends import our_engine
+from autoenvscaling.tools.sandbox.netns import gives_internet
 from autoenvscaling.tools.tasks.format import load_task
 from autoenvscaling.tools.trials.faults import TrialFailure, trial_failure
 from autoenvscaling.tools.trials.trial import DISK_FULL, TrialOutcome
@@ -67,7 +69,7 @@ def network_blame(task: Path, config: GateConfig, *phases: Phase) -> str:
     need = network_need(task, allow_internet=config.allow_internet)
     if not need.in_phase(*phases):
         return ""
-    if need.granted and config.backend == "docker":  # netns.py: docker is never given one
+    if need.granted and our_engine(config.backend) and not gives_internet(config.backend):
         return (
             f"{need.fetched(*phases)}; the policy grants it, but the docker "
             "backend gives no sandbox a network (its bridge reaches the host's services): run "
@@ -88,13 +90,13 @@ def _harbor_name(task: Path) -> str:
 async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     loaded = load_task(task)
     env = loaded.config.environment
-    if config.backend in ("podman", "docker"):
+    if engine := our_engine(config.backend):
         from autoenvscaling.tools.sandbox.images import build_image
 
         try:
             image = await build_image(
                 loaded.environment_dir,
-                backend="docker" if config.backend == "docker" else "podman",
+                backend=engine,
                 task_name=_harbor_name(task),  # the name Harbor's trials build under: one cache
                 docker_image=env.docker_image,
                 timeout_sec=env.build_timeout_sec,

@@ -1,4 +1,8 @@
-"""Sandboxes: one contract (`base.Sandbox`) on a container engine (podman or docker), a persistent shell."""
+"""Sandboxes: one contract (`base.Sandbox`) on a container engine (podman or docker), a persistent shell.
+
+The contract (base.py) imports none of its implementations; tests/test_import_graph.py keeps
+`tools/` free of import circles.
+"""
 
 from autoenvscaling.tools.sandbox.base import (
     Backend,
@@ -8,9 +12,18 @@ from autoenvscaling.tools.sandbox.base import (
     SandboxError,
     SandboxLimits,
     SandboxRef,
-    attach,
 )
 from autoenvscaling.tools.sandbox.shell import PersistentShell, ShellResult
+
+
+async def attach(ref: SandboxRef) -> Sandbox:
+    """Attach to a live sandbox started by another process (or this one)."""
+    # Imported here: the container pulls in the whole engine stack, which the contract's
+    # importers (settings, models) must not load.
+    from autoenvscaling.tools.sandbox.container import ContainerSandbox
+
+    return await ContainerSandbox.attach(ref)
+
 
 __all__ = [
     "Backend",

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
 Backend = Literal["podman", "docker"]
 DEFAULT_BACKEND: Backend = "podman"
+#: OCI runtimes of podman sandboxes (runtimes.py has what each means); "auto" picks at start.
+RuntimeName = Literal["runc", "runsc"]
+RuntimeSetting = Literal["runc", "runsc", "auto"]
 
 
 class SandboxError(RuntimeError):
@@ -129,13 +132,6 @@ class Sandbox(abc.ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-async def attach(ref: SandboxRef) -> Sandbox:
-    """Attach to a live sandbox started by another process (or this one)."""
-    from autoenvscaling.tools.sandbox.container import ContainerSandbox
-
-    return await ContainerSandbox.attach(ref)
 
 
 class Shell(Protocol):

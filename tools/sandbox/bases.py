@@ -23,8 +23,10 @@ from typing import Any
 
 from autoenvscaling.tools.one_time import record_one_time_build
 from autoenvscaling.tools.sandbox.base import Backend, SandboxError
+from autoenvscaling.tools.sandbox.cache_lock import CacheLock
 from autoenvscaling.tools.sandbox.cleanup import BASE_LABEL, BASE_REPO
 from autoenvscaling.tools.sandbox.engine import FIXED_PATH, cli_argv, client, inspect_image
+from autoenvscaling.tools.sandbox.image_tags import image_id
 from autoenvscaling.tools.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -188,12 +190,6 @@ def base_image_tag() -> str:
     return f"{BASE_REPO}:{base_rootfs_path().name}"
 
 
-def _image_id(api: object, name: str) -> str | None:
-    from autoenvscaling.tools.sandbox.images import _image_id as image_id
-
-    return image_id(api, name)
-
-
 def _ours(api: Any, name: str) -> bool:
     """Whether `name` is a base this project imported (an older recipe's: then it is retagged)."""
     labels = (inspect_image(api, name).get("Config") or {}).get("Labels") or {}
@@ -205,7 +201,7 @@ def require_base(backend: Backend = "podman") -> str:
     error (never builds or imports anything)."""
     tag = base_image_tag()
     api = client(backend).api
-    missing = [t for t in (tag, *SEED_BASE_TAGS) if _image_id(api, t) is None]
+    missing = [t for t in (tag, *SEED_BASE_TAGS) if image_id(api, t) is None]
     if missing:
         raise BaseImageMissingError(
             f"{', '.join(missing)}: not in the {backend} engine: run `make bases` once "
@@ -252,21 +248,19 @@ def ensure_base_image(
     A tag that already names an image we did not import is left alone unless `replace`.
     Returns the tags that now name the base.
     """
-    from autoenvscaling.tools.sandbox.images import _lock
-
     say = log or (lambda _msg: None)
     api = client(backend).api
     base = base_image_tag()
-    with _lock(f"base-import-{backend}"):
-        base_id = _image_id(api, base)
+    with CacheLock(f"base-import-{backend}"):
+        base_id = image_id(api, base)
         if base_id is None:
             _import(backend, ensure_base_rootfs(say), base, say)
-            base_id = _image_id(api, base)
+            base_id = image_id(api, base)
             if base_id is None:
                 raise SandboxError(f"imported {base} but the engine does not list it")
         done = [base]
         for tag in tags:
-            current = _image_id(api, tag)
+            current = image_id(api, tag)
             if current is not None and current != base_id and not replace and not _ours(api, tag):
                 say(f"{tag} already names another image; left alone")
                 continue

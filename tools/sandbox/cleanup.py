@@ -84,16 +84,15 @@ def scratch_dir(what: str) -> Path:
     return make_scratch(f"{SCRATCH_PREFIX}{what}-")
 
 
-def cleanup_stale(backend: Backend = "podman") -> CleanupReport:
+def cleanup_stale(api: Any) -> CleanupReport:
     """Remove our containers that no process can use any more, and dead processes' scratch.
 
     A labelled container is stale when it has exited, or when its owner (recorded at start) was
     a process on this machine that has exited. Containers of live owners, and of owners on other
-    machines, are left alone while they run; unlabelled containers are never looked at.
+    machines, are left alone while they run; unlabelled containers are never looked at. `api`:
+    the engine's low-level client (engine.client(backend).api), given by the caller so this
+    module stays below the engine.
     """
-    from autoenvscaling.tools.sandbox.engine import client
-
-    api = client(backend).api
     report = CleanupReport(scratch=sweep_scratch(SCRATCH_PREFIX))
     for info in api.containers(all=True, filters={"label": f"{LABEL}=1"}):
         name = (info.get("Names") or [info["Id"][:12]])[0].lstrip("/")
@@ -110,12 +109,12 @@ def cleanup_stale(backend: Backend = "podman") -> CleanupReport:
 _SWEPT: set[str] = set()
 
 
-def sweep_once(backend: Backend) -> CleanupReport | None:
+def sweep_once(backend: Backend, api: Any) -> CleanupReport | None:
     """`cleanup_stale` the first time a process uses an engine (a crashed run's leftovers)."""
     if backend in _SWEPT:
         return None
     _SWEPT.add(backend)
     try:
-        return cleanup_stale(backend)
+        return cleanup_stale(api)
     except Exception:  # noqa: BLE001 - a failed sweep must not stop the work; doctor reports it
         return None

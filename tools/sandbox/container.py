@@ -32,14 +32,13 @@ from autoenvscaling.tools.sandbox.base import (
 )
 from autoenvscaling.tools.sandbox.cleanup import labels as our_labels
 from autoenvscaling.tools.sandbox.cleanup import remove_container, sweep_once
-from autoenvscaling.tools.sandbox.control import ControlChannel, exec_output
+from autoenvscaling.tools.sandbox.control import EXEC_MARK, ControlChannel, exec_output
 from autoenvscaling.tools.sandbox.engine import call, cli_argv, client, engine_url, inspect_image
 from autoenvscaling.tools.sandbox.netns import SANDBOX_NETWORK, check_network
 from autoenvscaling.tools.sandbox.proctree import KILL_TREE, exec_quiet, kill_tree_host
 from autoenvscaling.tools.sandbox.shell import PendingOutput, PersistentShell
 from autoenvscaling.tools.settings import get_settings
 
-EXEC_MARK = "AUTOENVSCALING_EXEC"
 SHELL_MARK = "AUTOENVSCALING_SHELL"
 # Shell builtins only, so it runs in any image with /bin/sh: it ends when stdin closes.
 KEEPALIVE = "while read -r _; do :; done"
@@ -147,7 +146,8 @@ class ContainerSandbox(Sandbox):
         # runc: the engine's default service; runsc: one started with its flags (runtimes.py).
         runtime = await call(runtimes.for_sandbox, backend, bound=bool(binds))
         api = (await call(client, backend, runtime.service_flags(network))).api
-        await call(sweep_once, backend)
+        # The sweep asks the engine's default service (all our containers, whatever runtime).
+        await call(sweep_once, backend, (await call(client, backend)).api)
         try:
             config = (await call(inspect_image, api, image)).get("Config") or {}
         except Exception as exc:

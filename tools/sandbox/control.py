@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from autoenvscaling.tools.sandbox.container import ContainerSandbox
 
 CONTROL_MARK = "AUTOENVSCALING_CONTROL"
+#: The environment mark of one exec's processes, so a timeout or an interrupt can find and kill
+#: exactly them (container.py sets it on engine execs, this channel on its own).
+EXEC_MARK = "AUTOENVSCALING_EXEC"
 ROOT_USERS = ("", "root", "0")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 OPEN_TIMEOUT_SEC = 60.0
@@ -122,8 +125,6 @@ class ControlChannel:
     async def _exec(
         self, script: str, env: dict[str, str], mark_key: str, timeout_sec: float | None, cap: int
     ) -> ExecOutput | None:
-        from autoenvscaling.tools.sandbox.container import EXEC_MARK
-
         proc = self._proc
         assert proc.stdin is not None and proc.stdout is not None
         half = max(cap // 2, 1)

@@ -185,11 +185,12 @@ def check_runtime() -> BackendStatus:
 def clean_docker() -> list[str]:
     """Remove stale containers and scratch of crashed runs (`doctor --clean`); says what."""
     from autoenvscaling.tools.sandbox.cleanup import cleanup_stale
+    from autoenvscaling.tools.sandbox.engine import client
 
     lines = []
     for backend in ("podman", "docker"):
         try:
-            report = cleanup_stale(backend)
+            report = cleanup_stale(client(backend).api)
         except Exception as exc:  # noqa: BLE001 - an engine that is not here
             lines.append(f"{backend}: nothing cleaned ({exc})")
             continue

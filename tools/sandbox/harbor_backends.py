@@ -18,11 +18,22 @@ before any sandbox starts, and the README's "Scaling out" table is written from 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, Literal, get_args
+
+from autoenvscaling.tools.sandbox.base import Backend
 
 PREFIX = "harbor:"
 #: Our engines: Harbor custom environments in tools/sandbox/harbor_env.py.
-OUR_ENGINES = ("podman", "docker")
+OUR_ENGINES: tuple[Backend, ...] = get_args(Backend)
+
+#: The one registry of backends a trial or an episode names: our engines (Harbor custom
+#: environments by import path) and Harbor's own docker compose type (needs `docker compose`
+#: v2). Any other Harbor type is `harbor:<type>`. Tests and benchmarks register more here.
+ENVIRONMENTS: dict[str, dict[str, str]] = {
+    "podman": {"import_path": "autoenvscaling.tools.sandbox.harbor_env:HardenedPodmanEnvironment"},
+    "docker": {"import_path": "autoenvscaling.tools.sandbox.harbor_env:HardenedDockerEnvironment"},
+    "harbor-docker": {"type": "docker"},
+}
 
 Capability = Literal["exec", "upload", "download", "root", "reap"]
 
@@ -104,10 +115,14 @@ def check_stages(backend: str, stages: Iterable[str]) -> None:
     )
 
 
+def our_engine(backend: str) -> Backend | None:
+    """The engine `backend` names when it is one of ours, else None (harbor-docker, a Harbor
+    type): the one place a caller asks which engine it is on."""
+    return next((engine for engine in OUR_ENGINES if engine == backend), None)
+
+
 def validate_backend(backend: str, passthrough: dict[str, Any] | None = None) -> str:
     """`backend` when it names one of our engines or a Harbor type that accepts `passthrough`."""
-    from autoenvscaling.tools.trials.trial import ENVIRONMENTS
-
     environment_config(backend, passthrough, ours=ENVIRONMENTS)
     return backend
 

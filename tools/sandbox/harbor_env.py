@@ -305,10 +305,3 @@ class HardenedDockerEnvironment(EngineEnvironment):
     @override
     def type() -> str:
         return "docker-sdk"
-
-
-#: The Harbor environment class of each engine (`harbor run -e <import path>`).
-ENVIRONMENTS: dict[Backend, str] = {
-    "podman": "autoenvscaling.tools.sandbox.harbor_env:HardenedPodmanEnvironment",
-    "docker": "autoenvscaling.tools.sandbox.harbor_env:HardenedDockerEnvironment",
-}

@@ -50,8 +50,7 @@ async def start_harbor_workspace(
     from harbor.models.task.config import NetworkMode, NetworkPolicy
     from harbor.models.trial.paths import TrialPaths
 
-    from autoenvscaling.tools.sandbox.harbor_backends import environment_config
-    from autoenvscaling.tools.trials.trial import ENVIRONMENTS
+    from autoenvscaling.tools.sandbox.harbor_backends import ENVIRONMENTS, environment_config
 
     limits = limits or SandboxLimits()
     config = environment_config(backend, options, ours=ENVIRONMENTS)

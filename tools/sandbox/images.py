@@ -14,7 +14,6 @@ namespace (netns.py). Removal of the images we built is image_gc.py's; its names
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import stat
 from pathlib import Path
 
@@ -23,7 +22,8 @@ from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.sandbox.base import Backend, BuildError, SandboxError
 from autoenvscaling.tools.sandbox.builders import Log, build_docker, build_podman
-from autoenvscaling.tools.sandbox.engine import PODMAN, call, client, config_dir, inspect_image
+from autoenvscaling.tools.sandbox.cache_lock import CacheLock
+from autoenvscaling.tools.sandbox.engine import PODMAN, call, client, inspect_image
 from autoenvscaling.tools.sandbox.image_gc import gc_images, remove_task_image
 from autoenvscaling.tools.sandbox.image_tags import image_id as _image_id
 from autoenvscaling.tools.sandbox.image_tags import image_tag
@@ -42,21 +42,6 @@ class ContainerImage(BaseModel):
         default=False, description="True when this call built it (not from the cache)."
     )
     notes: list[str] = Field(default_factory=list)
-
-
-class _lock:
-    """An exclusive file lock in the cache folder (held across processes)."""
-
-    def __init__(self, name: str) -> None:
-        self.path = config_dir() / f"{name}.lock"
-
-    def __enter__(self) -> None:
-        self.handle = open(self.path, "w")  # noqa: SIM115 - closed in __exit__
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()
 
 
 def refuse_hazards(
@@ -159,7 +144,9 @@ def _build_locked(
     refuse_pulls(api, dockerfile, task_name)
     if not force and (found := _image_id(api, tag)):
         return ContainerImage(tag=tag, id=found)
-    with _lock(f"build-{tag.replace('/', '_').replace(':', '_')}"):  # same task built in parallel
+    with CacheLock(
+        f"build-{tag.replace('/', '_').replace(':', '_')}"
+    ):  # same task built in parallel
         previous = _image_id(api, tag)
         if previous and not force:
             return ContainerImage(tag=tag, id=previous)

@@ -17,9 +17,11 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from autoenvscaling.tools.sandbox import layerfs
 from autoenvscaling.tools.sandbox.base import Backend
+from autoenvscaling.tools.sandbox.layerfs import BYTES_PER_INODE, upper_dir
 
 if TYPE_CHECKING:
     from autoenvscaling.tools.sandbox.container import ContainerSandbox
@@ -33,7 +35,6 @@ _THREAD: threading.Thread | None = None
 
 #: A layer of `disk_mb` may hold one file per this many bytes (ext4's default inode ratio):
 #: 300,000 empty files in a 64 MB layer are as much a flood as 64 MB of data.
-BYTES_PER_INODE = 16_384
 
 
 def usage(
@@ -66,20 +67,8 @@ def usage(
     return total, inodes
 
 
-def upper_dir(api: Any, container_id: str) -> Path | None:
-    """The container's writable layer on this host, or None (remote engine, other driver)."""
-    try:
-        data = api.inspect_container(container_id).get("GraphDriver", {}).get("Data") or {}
-    except Exception:  # noqa: BLE001 - gone already
-        return None
-    upper = data.get("UpperDir")
-    # A link: the layer is on its own filesystem (layerfs.py), detached once the container runs.
-    return Path(upper) if upper and (Path(upper).is_dir() or Path(upper).is_symlink()) else None
-
-
 def mechanism(backend: Backend = "podman") -> str:
     """Which writable-layer cap applies on this machine's engine (for `doctor`)."""
-    from autoenvscaling.tools.sandbox import layerfs
     from autoenvscaling.tools.sandbox.engine import client
 
     info = client(backend).api.info()

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 from autoenvscaling.tools.sandbox import cleanup
-from autoenvscaling.tools.sandbox.layercap import BYTES_PER_INODE, upper_dir
 
 MKFS = "/usr/sbin/mkfs.ext4"
 MOUNT = "/usr/bin/mount"
@@ -47,6 +46,20 @@ BACKING_FOLDER = "aes-layers"
 #: What moves onto the layer's own filesystem: overlayfs wants upper and work on one mount.
 MOVED = ("diff", "work")
 MNT_DETACH = 2
+#: One inode per this many bytes of the cap (mkfs -i): a layer cannot run out of inodes first.
+BYTES_PER_INODE = 16_384
+
+
+def upper_dir(api: Any, container_id: str) -> Path | None:
+    """The container's writable layer on this host, or None (remote engine, other driver)."""
+    try:
+        data = api.inspect_container(container_id).get("GraphDriver", {}).get("Data") or {}
+    except Exception:  # noqa: BLE001 - gone already
+        return None
+    upper = data.get("UpperDir")
+    # A link: the layer is on its own filesystem (layerfs.py), detached once the container runs.
+    return Path(upper) if upper and (Path(upper).is_dir() or Path(upper).is_symlink()) else None
+
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 #: This process's mounts between `confine` and `release`, by container id.

@@ -32,9 +32,15 @@ SLIRP4NETNS = "/usr/bin/slirp4netns"
 HOLDER_SEC = 7200
 
 
+def gives_internet(backend: str) -> bool:
+    """Whether our engine `backend` can give a sandbox the internet without the host's loopback
+    (podman, through slirp4netns; docker's bridge reaches the host's services)."""
+    return backend == "podman"
+
+
 def check_network(backend: Backend) -> None:
     """Raise when `backend` cannot give a sandbox the internet without the host's loopback."""
-    if backend != "podman":
+    if not gives_internet(backend):
         raise SandboxError(
             f"a task granted the internet needs the podman backend (slirp4netns): the {backend} "
             "bridge network reaches the host's services; run the gate with --backend podman"

@@ -62,7 +62,7 @@ done
 """
 
 
-def _container_pids(pidns: str | None) -> list[int] | None:
+def container_pids(pidns: str | None) -> list[int] | None:
     """Host pids in the container's pid namespace, or None when they are not visible from here.
 
     By namespace, not by cgroup: the engine's own helpers (conmon, runc) share the container's
@@ -95,7 +95,7 @@ def kill_tree_host(pidns: str | None, mark: str, keep_top: bool) -> bool:
     """The host-side twin of KILL_TREE. False when the container's processes are not visible."""
     needle = mark.encode()
     for _ in range(20):
-        pids = _container_pids(pidns)
+        pids = container_pids(pidns)
         if pids is None:
             return False
         facts = {pid: f for pid in pids if (f := _proc_facts(pid)) and f[1] != "Z"}

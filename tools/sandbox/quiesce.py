@@ -20,7 +20,7 @@ import signal
 from pathlib import Path
 
 from autoenvscaling.tools.sandbox.base import SandboxError
-from autoenvscaling.tools.sandbox.proctree import _container_pids as container_pids
+from autoenvscaling.tools.sandbox.proctree import container_pids
 
 MAX_ROUNDS = 50
 # What engines run as the container's pid 1 with `--init` (podman bind-mounts catatonit as

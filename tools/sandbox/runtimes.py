@@ -50,14 +50,11 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
-from typing import Literal
 
 from pydantic import BaseModel
 
-from autoenvscaling.tools.sandbox.base import Backend, SandboxError
+from autoenvscaling.tools.sandbox.base import Backend, RuntimeName, RuntimeSetting, SandboxError
 
-RuntimeName = Literal["runc", "runsc"]
-RuntimeSetting = Literal["runc", "runsc", "auto"]
 RUNSC = "/usr/bin/runsc"
 #: What gVisor's Sentry reports as its kernel release.
 GVISOR_RELEASE = "4.4.0"

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.sandbox.base import Backend
+from autoenvscaling.tools.sandbox.harbor_backends import ENVIRONMENTS, environment_config
 from autoenvscaling.tools.scratch import make_scratch
 from autoenvscaling.tools.trials.faults import reward_problem
 from autoenvscaling.tools.trials.verifier import work_skipped
@@ -38,12 +39,6 @@ BackendName = Literal[Backend, "harbor-docker"]
 #: (e.g. harbor:modal; tools/sandbox/harbor_backends.py), which no Literal can spell.
 TrialBackend = BackendName | str
 
-ENVIRONMENTS: dict[str, dict[str, str]] = {
-    "podman": {"import_path": "autoenvscaling.tools.sandbox.harbor_env:HardenedPodmanEnvironment"},
-    "docker": {"import_path": "autoenvscaling.tools.sandbox.harbor_env:HardenedDockerEnvironment"},
-    # Harbor's own docker backend; needs `docker compose` v2 on the machine.
-    "harbor-docker": {"type": "docker"},
-}
 BUILTIN_AGENTS = {"oracle", "nop"}
 
 
@@ -215,8 +210,6 @@ async def run_trial(
         TaskConfig,
         TrialConfig,
     )
-
-    from autoenvscaling.tools.sandbox.harbor_backends import environment_config
 
     task_dir = Path(task_dir).resolve()
     started = time.monotonic()

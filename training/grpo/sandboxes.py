@@ -24,17 +24,13 @@ from typing import Any
 from autoenvscaling.tools.sandbox.base import Sandbox, SandboxError
 from autoenvscaling.tools.sandbox.exec_shell import ExecShell
 from autoenvscaling.tools.sandbox.harbor_backends import (
+    ENVIRONMENTS,
     HarborBackendError,
     check_stages,
     environment_config,
     is_harbor_type,
 )
-from autoenvscaling.tools.sandbox.harbor_env import ENVIRONMENTS
 from autoenvscaling.training.grpo.episode_env import StartTask
-
-# Backends whose Harbor environment exposes a live `Sandbox` (for the persistent shell).
-# Looked up by any name a caller gives (str keys), not only our Backend literals.
-ENVIRONMENT_IMPORT_PATHS: dict[str, str] = {name: path for name, path in ENVIRONMENTS.items()}
 
 
 class VerifierError(RuntimeError):
@@ -140,8 +136,7 @@ def task_starter(backend: str, options: dict[str, Any] | None = None) -> StartTa
     """`async (task_dir) -> LiveHarborTask` for an engine ('podman', 'docker') or `harbor:<type>`;
     `options` are Harbor EnvironmentConfig fields passed through. Bad names, options or a
     backend that lacks what an episode needs fail here, before any sandbox starts."""
-    ours = {name: {"import_path": path} for name, path in ENVIRONMENT_IMPORT_PATHS.items()}
-    ours["harbor-docker"] = {"type": "docker"}  # Harbor's own docker (compose) type
+    ours = ENVIRONMENTS  # the one registry (tools/sandbox/harbor_backends.py)
     if backend not in ours and not is_harbor_type(backend):
         raise SandboxError(
             f"training episodes run on {' | '.join(sorted(ours))} | harbor:<type>, not {backend!r}"
