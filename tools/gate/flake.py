@@ -31,6 +31,7 @@ from harbor.models.trial.paths import TrialPaths
 from harbor.utils.env import resolve_env_vars
 
 from autoenvscaling.tools.tasks.format import load_task
+from autoenvscaling.tools.trials.script_agent import NoWebTools
 
 #: Import path of the agent, as `gate_trial` takes it.
 RERUN_AGENT = "autoenvscaling.tools.gate.flake:VerifierRerunAgent"
@@ -115,7 +116,7 @@ async def _still_running(env: BaseEnvironment, output: str) -> None:
         raise SandboxStoppedError(f"the sandbox stopped during the verifier-only reruns: {why}")
 
 
-class VerifierRerunAgent(OracleAgent):
+class VerifierRerunAgent(OracleAgent, NoWebTools):
     """Harbor's oracle, then `reruns` verifier-only runs on its saved work (see module doc)."""
 
     def __init__(

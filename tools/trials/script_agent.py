@@ -15,7 +15,17 @@ from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
 
-class PlainAgent(BaseAgent):
+class NoWebTools(BaseAgent):
+    """An agent with no web tools of its own: when Harbor's policy asks it to disable them,
+    nothing is to be done (the sandbox's network policy is the only control), and nothing is
+    logged. Harbor's default logs an ERROR on every such trial."""
+
+    @override
+    async def set_web_tools_disabled(self, disabled: bool, environment: BaseEnvironment) -> None:
+        return None
+
+
+class PlainAgent(NoWebTools):
     """A Harbor agent with nothing to install: version "1", an empty `setup`."""
 
     @override

@@ -31,6 +31,7 @@ from autoenvscaling.tools.sandbox.base import Backend
 from autoenvscaling.tools.sandbox.harbor_backends import ENVIRONMENTS, environment_config
 from autoenvscaling.tools.scratch import make_scratch
 from autoenvscaling.tools.trials.faults import reward_problem
+from autoenvscaling.tools.trials.harbor_logging import route_harbor_records
 from autoenvscaling.tools.trials.verifier import work_skipped
 
 #: Where the gate's trials run: one of our engines, or Harbor's own docker compose backend.
@@ -40,6 +41,9 @@ BackendName = Literal[Backend, "harbor-docker"]
 TrialBackend = BackendName | str
 
 BUILTIN_AGENTS = {"oracle", "nop"}
+#: Harbor's oracle and nop have no web tools of their own: the sandbox's network policy is what
+#: applies. Said explicitly, else Harbor logs an ERROR on every trial for nothing to disable.
+BUILTIN_AGENT_KWARGS = {"disable_web_search": False}
 
 
 class TrialOutcome(BaseModel):
@@ -211,10 +215,12 @@ async def run_trial(
         TrialConfig,
     )
 
+    route_harbor_records()
+
     task_dir = Path(task_dir).resolve()
     started = time.monotonic()
     agent_config = (
-        AgentConfig(name=agent)
+        AgentConfig(name=agent, kwargs=dict(BUILTIN_AGENT_KWARGS))
         if agent in BUILTIN_AGENTS
         else AgentConfig(import_path=agent, kwargs=agent_kwargs or {}, env=agent_env or {})
     )

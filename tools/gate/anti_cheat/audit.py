@@ -49,6 +49,7 @@ from autoenvscaling.tools.gate.anti_cheat.probes import (
 )
 from autoenvscaling.tools.gate.flake import root_sh, run_tests_here
 from autoenvscaling.tools.tasks.format import load_task
+from autoenvscaling.tools.trials.script_agent import NoWebTools
 
 MAX_OUTPUT_FILES = 50
 MAX_OUTPUT_BYTES = 1_000_000
@@ -107,7 +108,7 @@ async def _fetch(env: BaseEnvironment, paths: list[str], local: Path) -> dict[st
     return out
 
 
-class OracleAuditAgent(OracleAgent):
+class OracleAuditAgent(OracleAgent, NoWebTools):
     """Harbor's oracle, then a leak search and the near-miss runs (see module doc)."""
 
     def __init__(
