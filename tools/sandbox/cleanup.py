@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,12 +110,13 @@ def cleanup_stale(api: Any) -> CleanupReport:
 _SWEPT: set[str] = set()
 
 
-def sweep_once(backend: Backend, api: Any) -> CleanupReport | None:
-    """`cleanup_stale` the first time a process uses an engine (a crashed run's leftovers)."""
+def sweep_once(backend: Backend, api_of: Callable[[Backend], Any]) -> CleanupReport | None:
+    """`cleanup_stale` the first time a process uses an engine (a crashed run's leftovers);
+    `api_of(backend)` gives the engine's API, asked only then."""
     if backend in _SWEPT:
         return None
     _SWEPT.add(backend)
     try:
-        return cleanup_stale(api)
+        return cleanup_stale(api_of(backend))
     except Exception:  # noqa: BLE001 - a failed sweep must not stop the work; doctor reports it
         return None

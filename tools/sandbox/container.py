@@ -147,7 +147,7 @@ class ContainerSandbox(Sandbox):
         runtime = await call(runtimes.for_sandbox, backend, bound=bool(binds))
         api = (await call(client, backend, runtime.service_flags(network))).api
         # The sweep asks the engine's default service (all our containers, whatever runtime).
-        await call(sweep_once, backend, (await call(client, backend)).api)
+        await call(sweep_once, backend, lambda engine: client(engine).api)
         try:
             config = (await call(inspect_image, api, image)).get("Config") or {}
         except Exception as exc:
