@@ -212,13 +212,14 @@ def _attempter(
             result = SolverAttempt.model_validate(out["results"][0])
             return None if result.fault is not None else (result.reward or 0.0)
 
-        async with gate:
-            if not run.on_postgres:
+        if not run.on_postgres:
+            async with gate:
                 return await solve()
-            # Coordinators sharing the store run each attempt once (tools/rollouts/claims.py):
-            # the id is the one solve_task records the attempt under.
-            attempt_id = attempt_id_for(settings, path, sample)
-            return await run_once(run.store, attempt_id, solve, stored_reward)
+        # Coordinators sharing the store run each attempt once (tools/rollouts/claims.py): the
+        # id is the one solve_task records the attempt under; the slot is held only while this
+        # process takes or runs it.
+        attempt_id = attempt_id_for(settings, path, sample)
+        return await run_once(run.store, attempt_id, solve, stored_reward, slot=gate)
 
     return attempt
 

@@ -37,8 +37,6 @@ COORDINATOR = textwrap.dedent(
 
     url, log, go, ids, k, hang = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), \\
         int(sys.argv[5]), sys.argv[6] == "hang"
-    while not os.path.exists(go):
-        time.sleep(0.01)
     kept = kept_store(url)
     gate = asyncio.Semaphore(k)
 
@@ -48,16 +46,21 @@ COORDINATOR = textwrap.dedent(
         async def run():
             await kept.call(lambda s: s.start_attempt(id=attempt_id, task_id=f"t{i}"))
             print(f"taken {attempt_id}", flush=True)
-            await asyncio.sleep(3600 if hang else 0.05)
+            await asyncio.sleep(3600 if hang else 0.2)
             with open(log, "a") as f:  # O_APPEND: one line per run, whole
                 f.write(f"{os.getpid()} {attempt_id}\\n")
             await kept.call(lambda s: s.finish_attempt(attempt_id, reward=1.0, outcome="solved"))
             return "ran"
 
-        async with gate:
-            return await run_once(url, attempt_id, run, lambda a: "read", poll_sec=0.1)
+        return await run_once(url, attempt_id, run, lambda a: "read", slot=gate, poll_sec=0.1)
 
     async def main():
+        # Connected and ready before the start: a process still connecting under load while the
+        # other ran the whole round would take no share.
+        await kept.call(lambda s: s.list_attempts(limit=1))
+        open(f"{go}.ready-{os.getpid()}", "w").close()
+        while not os.path.exists(go):
+            await asyncio.sleep(0.01)
         results = await asyncio.gather(*(one(i) for i in range(ids)))
         print("done", results.count("ran"), results.count("read"), flush=True)
 
@@ -89,8 +92,10 @@ def _runs(log: Path) -> list[tuple[int, str]]:
 def test_two_coordinators_never_run_one_attempt_twice(postgres_url, tmp_path):
     log, go = tmp_path / "runs.log", tmp_path / "go"
     procs = [_start(postgres_url, log, go, 60, 8, "work") for _ in range(2)]
-    time.sleep(0.5)
-    go.touch()  # both start together
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("go.ready-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    go.touch()  # both connected: they start together
     outs = [p.communicate(timeout=100)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     runs = _runs(log)

@@ -14,6 +14,7 @@ On SQLite, one coordinator per file, there is nothing to share: the attempt just
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Literal
@@ -71,21 +72,30 @@ async def run_once[T](
     run: Callable[[], Awaitable[T]],
     stored: Callable[[Attempt], T],
     *,
+    slot: asyncio.Semaphore | None = None,
     poll_sec: float = POLL_SEC,
 ) -> T:
     """`await run()` unless another coordinator on the store runs or ran `attempt_id`; then
     `stored(row)` of its finished row (waiting while it runs; taking it over if its coordinator
-    dies first). `run` must finish the attempt's row in the store before it returns."""
+    dies first). `run` must finish the attempt's row in the store before it returns.
+
+    `slot`: the caller's concurrency limit, held while taking and running, given back while
+    another coordinator runs the attempt. Held through that wait, two coordinators walking the
+    same list in the same order left the second one's slots all waiting on the first one's
+    attempts: it ran none of the round (tests/test_claims.py)."""
+    limit = slot if slot is not None else contextlib.nullcontext()
     if not is_postgres_url(location):
-        return await run()
+        async with limit:
+            return await run()
     while True:
-        kept = kept_store(location)  # lock and release on the same kept connection
-        state = await kept.call(lambda store: _take(store, attempt_id))
-        if isinstance(state, Attempt):
-            return stored(state)
-        if state == "taken":
-            try:
-                return await run()
-            finally:
-                await asyncio.shield(kept.call(lambda store: _release(store, attempt_id)))
-        await asyncio.sleep(poll_sec)
+        async with limit:
+            kept = kept_store(location)  # lock and release on the same kept connection
+            state = await kept.call(lambda store: _take(store, attempt_id))
+            if isinstance(state, Attempt):
+                return stored(state)
+            if state == "taken":
+                try:
+                    return await run()
+                finally:
+                    await asyncio.shield(kept.call(lambda store: _release(store, attempt_id)))
+        await asyncio.sleep(poll_sec)  # busy elsewhere: wait without a slot
