@@ -11,12 +11,15 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
+from autoenvscaling.tools.sandbox.base import Backend
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "autoenvscaling"
-ENGINES = {"podman", "docker"}
+ENGINES = set(get_args(Backend))  # the engine names, from the contract
 
 
 def module_name(path: Path) -> str:
