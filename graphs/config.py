@@ -191,7 +191,9 @@ class RunConfig(BaseModel):
     train_tasks_per_step: int = Field(default=2, description="GRPO groups per step")
     brief_examples: int = Field(default=2, description="Example tasks in the brief")
     brief_file_chars: int = Field(default=2500, description="Cap per example file")
-    num_generations: int = Field(default=4, description="GRPO group size")
+    num_generations: Annotated[
+        int, Cli(help="GRPO group size: rollouts of one task in one step (variance needs >= 2)")
+    ] = Field(default=4, ge=2, description="GRPO group size")
     proposer_training: Annotated[
         bool, Cli(help="Train the proposer on the gate's reward (run mode)")
     ] = Field(default=True, description="Train the proposer on the gate's reward too")

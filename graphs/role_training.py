@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from autoenvscaling.graphs.episode_budget import solver_episode
 from autoenvscaling.graphs.models import Policy
+from autoenvscaling.tools.stats import group_variance_chance
 from autoenvscaling.tools.tasks.pool import Pool
 from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainJob, TrainResult
 from autoenvscaling.training.checkpoints import CheckpointRegistry
@@ -137,6 +138,7 @@ async def train_solver(
     pool = Pool(run.pool)
     admitted = [c.task_id for c in state.get("candidates", []) if c.round == round_ and c.admitted]
     replay = [e.task_id for e in pool.entries("active") if e.task_id not in admitted]
+    priority = replay_priority(pool, replay, ctx.num_generations)
     if not admitted and not replay:
         return {
             "reason": "no admitted or in-band pool tasks to train on; the policy is unchanged"
@@ -146,7 +148,7 @@ async def train_solver(
             "reason": "no base_model (HF weights of the policy) configured: training needs "
             "the policy's weights; the policy is unchanged"
         }, None
-    job = solver_job(ctx, run, state["run_id"], round_, policy, admitted, replay)
+    job = solver_job(ctx, run, state["run_id"], round_, policy, admitted, replay, priority)
     summary, checkpoint = await _train(
         "solver", TRLGRPOBackend, job, run, round_, {}, lambda r: _solver_report(r, admitted)
     )
@@ -155,6 +157,20 @@ async def train_solver(
     served, new = await serve_checkpoint(ctx, run, checkpoint, policy)
     summary.update(served)
     return summary, new
+
+
+def replay_priority(pool: Pool, replay: list[str], group: int) -> dict[str, float]:
+    """Each replay task's chance that a GRPO group of `group` rollouts has reward variance, from
+    its baseline and refresh measures pooled (tools/stats.py `group_variance_chance`): the
+    step plan draws the likeliest first, so a round's few groups go where the solver sometimes
+    succeeds, not to tasks it has failed every time."""
+    entries = {e.task_id: e for e in pool.entries()}
+    chance = {}
+    for task in replay:
+        history = entries[task].history if task in entries else []
+        solved = sum(p.mean_reward * p.n for p in history)
+        chance[task] = group_variance_chance(solved, sum(p.n for p in history), group)
+    return chance
 
 
 def round_seed(round_: int) -> int:
@@ -172,8 +188,10 @@ def solver_job(
     policy: Policy,
     admitted: list[str],
     replay: list[str],
+    priority: dict[str, float] | None = None,
 ) -> TrainJob:
-    """The solver's GRPO job of round `round_` on pool tasks `admitted` + `replay`."""
+    """The solver's GRPO job of round `round_` on pool tasks `admitted` + `replay` (drawn by
+    `priority`, `replay_priority`)."""
     pool = Pool(run.pool)
     assert ctx.base_model  # train_solver says why there is no job without one
     return TrainJob(
@@ -182,6 +200,7 @@ def solver_job(
         parent=_parent(run, policy),
         task_dirs=[pool.path(t) for t in admitted],
         replay_task_dirs=[pool.path(t) for t in replay],
+        replay_priority=priority or {},
         hyper=TrainHyperParams(
             steps=ctx.train_steps,
             num_generations=ctx.num_generations,

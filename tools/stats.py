@@ -102,3 +102,16 @@ def samples_to_decide(r: Rate, band: tuple[float, float], *, limit: int = 1000) 
         if band_verdict(rate_of(r.mean, n), band) in ("too_hard", "too_easy"):
             return n
     return None
+
+
+def group_variance_chance(successes: float, n: int, group: int) -> float:
+    """The chance that `group` rollouts of a task do not all score alike (binary rewards), given
+    `successes` of `n` measured: the rate estimated with a uniform prior ((s+1)/(n+2), Laplace),
+    so an unmeasured task counts as a coin flip and 0/2 is not taken for "never". GRPO learns only
+    from such groups: one whose rollouts all score alike has no advantage."""
+    if group < 2:
+        raise ValueError(f"a group needs at least 2 rollouts, got {group}")
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must lie in [0, n={n}], got {successes}")
+    p = (successes + 1) / (n + 2)
+    return 1.0 - p**group - (1.0 - p) ** group

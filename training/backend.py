@@ -161,6 +161,12 @@ class TrainJob(BaseModel):
     replay_task_dirs: list[Path] = Field(
         default_factory=list, description="Older pool tasks replayed."
     )
+    replay_priority: dict[str, float] = Field(
+        default_factory=dict,
+        description="Replay task folder name -> the chance a GRPO group of it has reward "
+        "variance (graphs/role_training.py: from the pool's measures); replay is drawn highest "
+        "first (plan_steps).",
+    )
     hyper: TrainHyperParams = Field(default_factory=TrainHyperParams)
     work_dir: Path = Field(
         description="Scratch folder for the worker (weights, logs, result.json)."

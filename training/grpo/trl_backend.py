@@ -4,7 +4,7 @@ on the tasks `plan_steps` assigns to each optimizer step."""
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from autoenvscaling.training.worker_backend import WorkerBackend
@@ -17,6 +17,7 @@ def plan_steps(
     steps: int,
     tasks_per_step: int,
     seed: int = 0,
+    priority: Mapping[str, float] | None = None,
 ) -> list[list[str]]:
     """Which tasks each GRPO step trains on: the round's admitted tasks first, replay fills the rest.
 
@@ -25,7 +26,10 @@ def plan_steps(
     2. Every admitted task takes one slot before any replay task does, in the given order; when
        there are more admitted tasks than slots, the later ones are not trained on this round.
     3. Replay tasks fill the remaining slots from a shuffle seeded by `seed` (the round), so
-       successive rounds rotate through the pool.
+       successive rounds rotate through the pool; with `priority` (a task folder's name -> the
+       chance a group of it has reward variance), the shuffled tasks are then taken highest
+       priority first (the shuffle breaks ties): a group whose rollouts all score alike has no
+       advantage and teaches nothing.
     4. Slots still free after every task had one cycle through the same order again (admitted
        tasks first).
     5. A step holds a task at most once while it has other tasks left to choose from.
@@ -33,6 +37,8 @@ def plan_steps(
     first = list(dict.fromkeys(str(Path(p)) for p in admitted))
     rest = [t for t in dict.fromkeys(str(Path(p)) for p in replay) if t not in first]
     random.Random(seed).shuffle(rest)
+    if priority:
+        rest.sort(key=lambda t: -priority.get(Path(t).name, 0.0))  # stable: ties stay shuffled
     order = first + rest
     slots = steps * tasks_per_step
     queue = [order[i % len(order)] for i in range(slots)] if order else []

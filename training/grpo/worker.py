@@ -95,6 +95,7 @@ def step_plan(job: TrainJob) -> list[list[str]]:
         steps=hyper.steps,
         tasks_per_step=hyper.tasks_per_step,
         seed=hyper.seed,
+        priority=job.replay_priority,
     )
 
 
