@@ -130,6 +130,9 @@ async def test_two_grpo_steps_publish_a_checkpoint(trained, tiny_model) -> None:
     rewards = [r for e in events if e.stage == "rewards" for r in e.metrics["rewards"]]
     assert len(rewards) == 16 and len(set(rewards)) > 1
     assert [e.step for e in events if e.stage == "step" and "loss" in e.metrics] == [1, 2]
+    # Both steps at the job's learning rate: a round's steps do not decay (RL_LR_SCHEDULE).
+    rates = [h["learning_rate"] for h in result.metrics["log_history"] if "loss" in h]
+    assert rates == [5e-3, 5e-3], rates
     # The round's admitted task (write-numbers) leads every step; replay (hello-file) fills in.
     steps = [[Path(t).name for t in step] for step in result.metrics["step_tasks"]]
     assert steps == [["write-numbers", "hello-file"]] * 2

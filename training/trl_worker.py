@@ -64,6 +64,11 @@ def start_job(job: TrainJob, config_type: type) -> str:
     return device
 
 
+#: The GRPO updates' learning-rate schedule: constant. A round's job is a few steps of one online
+#: run that goes on next round; a decay inside each job restarts every round (SFT keeps TRL's).
+RL_LR_SCHEDULE = "constant"
+
+
 def trl_config(config_type: type, job: TrainJob, device: str, **ours: Any) -> Any:
     """`config_type` (GRPOConfig, SFTConfig) with the shared defaults, `ours`, then the job's."""
     hyper, cuda = job.hyper, device == "cuda"

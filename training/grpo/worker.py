@@ -26,7 +26,13 @@ from typing import Any
 
 from autoenvscaling.training.backend import TrainHyperParams, TrainJob
 from autoenvscaling.training.policy_loading import load_policy
-from autoenvscaling.training.trl_worker import save_weights, start_job, train, trl_config
+from autoenvscaling.training.trl_worker import (
+    RL_LR_SCHEDULE,
+    save_weights,
+    start_job,
+    train,
+    trl_config,
+)
 from autoenvscaling.training.worker_protocol import (
     WORKER_ENV,
     WorkerResult,
@@ -318,6 +324,10 @@ def run(job: TrainJob) -> WorkerResult:
         vllm_server_base_url=hyper.vllm_server_base_url,
         vllm_gpu_memory_utilization=hyper.vllm_gpu_memory_utilization,
         shuffle_dataset=False,  # the step plan's order is the training order
+        # A round's job is a few steps of one online run: TRL's default linear decay to 0 inside
+        # each job spent a round's later steps at a fraction of the rate (1e-4 -> 1.25e-5 over 8
+        # steps, measured) and started again the next round.
+        lr_scheduler_type=RL_LR_SCHEDULE,
     )
 
     behaviour = BehaviourRecorder(temperature=hyper.temperature)

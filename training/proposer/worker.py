@@ -26,7 +26,13 @@ from autoenvscaling.tools.report.truncation import CompletionTruncation, Episode
 from autoenvscaling.training.policy_loading import load_policy
 from autoenvscaling.training.proposer.update import ProposerJob, prompt_key
 from autoenvscaling.training.trl_adapter import score_labelled_positions_only
-from autoenvscaling.training.trl_worker import save_weights, start_job, train, trl_config
+from autoenvscaling.training.trl_worker import (
+    RL_LR_SCHEDULE,
+    save_weights,
+    start_job,
+    train,
+    trl_config,
+)
 from autoenvscaling.training.worker_protocol import WorkerResult, emit, serve_job, step_progress
 
 
@@ -165,6 +171,7 @@ def run(job: ProposerJob) -> WorkerResult:
         # A recorded episode ends on a tool result, not on EOS: that is not a truncation.
         mask_truncated_completions=False,
         beta=hyper.beta,
+        lr_scheduler_type=RL_LR_SCHEDULE,  # as the solver's GRPO (training/trl_worker.py)
     )
 
     trainer = GRPOTrainer(
