@@ -93,6 +93,9 @@ class RunConfig(BaseModel):
     train_steps: Annotated[int, Cli(help="GRPO optimizer steps per round")] = Field(
         default=2, description="GRPO optimizer steps"
     )
+    learning_rate: Annotated[
+        float, Cli(help="GRPO learning rate (LoRA), both roles, constant through a round")
+    ] = Field(default=1e-4, gt=0, description="GRPO learning rate (LoRA), both roles")
     policy_model: Annotated[
         str, Cli(flag="--model", unset=True, help="Shared policy model, e.g. openai:Qwen/Qwen3-8B")
     ] = Field(default=DEFAULT_POLICY_MODEL, description="Shared policy (both roles)")

@@ -204,6 +204,7 @@ def solver_job(
         hyper=TrainHyperParams(
             steps=ctx.train_steps,
             num_generations=ctx.num_generations,
+            learning_rate=ctx.learning_rate,
             tasks_per_step=min(ctx.train_tasks_per_step, max(1, len(admitted) + len(replay))),
             **solver_episode(ctx),  # a training episode is a served episode
             seed=round_seed(round_),
@@ -303,6 +304,7 @@ async def train_proposer(
         group_size=plan.group_size,
         hyper=TrainHyperParams(
             steps=ctx.proposer_train_steps,
+            learning_rate=ctx.learning_rate,
             seed=round_seed(round_),
             trl_config=ctx.proposer_trl_config,
         ),
