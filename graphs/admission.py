@@ -178,7 +178,8 @@ async def run_gate(
                 outcome="error"
                 if verdict.infrastructure_error
                 else ("solved" if verdict.admitted else "failed"),
-                metadata={"admission": verdict.summary()},
+                # The stage, apart: the graded proposer reward reads it (training/proposer/update.py).
+                metadata={"admission": verdict.summary(), "admission_stage": verdict.stage},
             )
     if not record.admitted and (engine := our_engine(ctx.backend)):
         await _drop_candidate_image(candidate, engine)

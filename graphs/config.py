@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
 
@@ -200,6 +200,17 @@ class RunConfig(BaseModel):
     proposer_training: Annotated[
         bool, Cli(help="Train the proposer on the gate's reward (run mode)")
     ] = Field(default=True, description="Train the proposer on the gate's reward too")
+    proposer_reward: Annotated[
+        Literal["gate", "graded"],
+        Cli(
+            type=str,  # typer takes no Literal; the field's type checks the value
+            help="gate | graded: the proposer's GRPO reward: the gate's (+1 / -0.25 / -1), or graded by the "
+            "working stages a rejected task passed",
+        ),
+    ] = Field(
+        default="gate",
+        description="Proposer reward arm: 'gate' or 'graded' (training/proposer/update.py)",
+    )
     proposer_update_every: Annotated[int, Cli(unset=True)] = Field(
         default=1, description="Proposer GRPO update every N rounds"
     )

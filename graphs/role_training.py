@@ -287,6 +287,7 @@ async def train_proposer(
         run_id=state.get("run_id"),
         policy_version=policy.version,
         model=policy.model,
+        arm=ctx.proposer_reward,
     )
     summary: dict[str, Any] = {"start": policy.checkpoint_id or "base", **plan.summary()}
     if plan.reason:

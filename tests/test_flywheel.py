@@ -14,6 +14,7 @@ from autoenvscaling.tools.agents.brief import ProposerBrief
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.tasks.pool import Pool
 from autoenvscaling.tools.tasks.snapshot import content_hash
+from autoenvscaling.training.proposer.update import rejected_at
 
 from .conftest import FIXTURES
 from .flywheel_policy import shared_policy
@@ -72,6 +73,8 @@ async def test_one_round_admits_rejects_measures_and_reports(engine_ready, tmp_p
     assert metrics["solver_attempts"] == len(refresh) == 2 * 2  # 2 pool tasks x 2 attempts
     assert metrics["solver_mean_reward_pool"] == statistics.fmean(a.reward for a in refresh)
     assert sorted(a.reward for a in proposer) == [-1.0, 1.0]
+    # The stage each proposal reached, as proposer training reads it (the graded reward arm).
+    assert sorted(str(rejected_at(a.metadata)) for a in proposer) == ["None", "oracle"]
     assert "training skipped" in metrics["training"]["reason"]
     report = (run / "reports" / "round-01.md").read_text()
     assert "| admitted | 1 |" in report and "oracle: 1" in report

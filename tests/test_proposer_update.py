@@ -189,6 +189,32 @@ def test_an_autosubmitted_proposal_is_trained_below_the_same_verdict_by_submit(
     assert plan.summary()["autosubmitted"] == 1
 
 
+def test_the_graded_arm_credits_each_working_stage_a_rejected_task_passed(
+    tmp_path: Path,
+) -> None:
+    """Two rejections the gate scores alike (-1) teach nothing under its reward; graded, a task
+    that failed at its oracle (it parsed and built) scores above one that failed lint, the
+    admission's stage over the proposer's own gate run's. Admission, out of the band and a copy
+    keep the gate's reward; every rejection stays below out of the band."""
+    from autoenvscaling.training.proposer.update import GRADED_STEP, graded_reward
+
+    store = tmp_path / "rollouts.db"
+    _record(store, [("lint", "brief A", -1.0, "failed")], metadata={"stage": "lint"})
+    # The proposer's own run passed lint; the admission rejected it at its oracle.
+    meta = {"stage": None, "admission_stage": "oracle"}
+    _record(store, [("oracle", "brief A", -1.0, "failed")], metadata=meta)
+    _record(store, [("none", "brief A", -1.0, "failed")])  # never submitted: no stage
+    gate = plan_proposer_update(store, rounds=[1], run_id="run")
+    assert not gate.groups and "zero advantage" in gate.dropped[0].reason
+    graded = plan_proposer_update(store, rounds=[1], run_id="run", arm="graded")
+    assert [s.attempt_id for s in graded.groups[0].samples] == ["lint", "oracle", "none"]
+    assert graded.groups[0].rewards == [-1.0, -1.0 + 2 * GRADED_STEP, -1.0]
+    assert graded.summary()["reward_arm"] == "graded" and gate.summary()["reward_arm"] == "gate"
+    assert graded_reward(1.0, None) == 1.0 and graded_reward(-0.25, "calibrate") == -0.25
+    assert graded_reward(-1.0, "dedup") == -1.0  # a copy earns nothing
+    assert graded_reward(-1.0, "anti_cheat") < -0.25
+
+
 def test_only_the_starting_policys_own_samples_enter_a_group(tmp_path: Path) -> None:
     """On-policy: attempts an earlier checkpoint or another model sampled stay out, with why."""
     store = tmp_path / "rollouts.db"

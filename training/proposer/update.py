@@ -37,7 +37,7 @@ import hashlib
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -60,6 +60,37 @@ SET_ASIDE_REWARD = REWARD_VALIDATION_FAILED
 #: the gate's own smallest step (-0.25 failed calibration, -1 failed validation, +1 admitted), so
 #: the verdict still dominates: an admitted autosubmission (0.75) beats every rejection.
 AUTOSUBMIT_PENALTY = 0.25
+
+
+#: Which reward the proposer is trained on. "gate": the gate's own (+1 admitted, -0.25 out of
+#: the band, -1 any other rejection or nothing submitted). "graded": the same, except that a
+#: rejected task earns credit for each working stage it passed (`graded_reward`): a task that
+#: builds and is solved by its oracle beats one that does not parse, so a proposer that never
+#: reaches admission still has a gradient.
+RewardArm = Literal["gate", "graded"]
+
+#: The stages that check a task works, in the gate's order (tools/gate/config.py STAGES).
+#: Failing the k-th scores -1 + k * GRADED_STEP; failing decontam or dedup (a copy, not a new
+#: task) earns nothing.
+WORKING_STAGES: tuple[str, ...] = ("lint", "build", "oracle", "nop", "repeat", "anti_cheat")
+GRADED_STEP = 0.125
+
+
+def graded_reward(gate_reward: float, stage: str | None) -> float:
+    """The graded arm's reward of a proposal the gate gave `gate_reward`, rejected at `stage`
+    (None: admitted, or never submitted). Admission (+1) and out-of-band (-0.25) keep the gate's
+    reward; below them, -1 + 0.125 per working stage passed, so every rejection stays under the
+    out-of-band one (anti_cheat, the last: -0.375)."""
+    if gate_reward > REWARD_VALIDATION_FAILED or stage not in WORKING_STAGES:
+        return gate_reward
+    return REWARD_VALIDATION_FAILED + WORKING_STAGES.index(stage) * GRADED_STEP
+
+
+def rejected_at(metadata: dict[str, Any]) -> str | None:
+    """The stage a proposal's task was rejected at: the admission's (when the candidate reached
+    it) else the proposer's own last gate run's; None when it never reached a gate."""
+    stage = metadata.get("admission_stage", metadata.get("stage"))
+    return str(stage) if stage else None
 
 
 def trained_reward(gate_reward: float, autosubmitted: bool) -> float:
@@ -122,6 +153,7 @@ class ProposerPlan(BaseModel):
     temperature: float | None = Field(
         default=None, description="The kept proposals' sampling temperature (one per update)."
     )
+    arm: RewardArm = Field(default="gate", description="The reward the samples carry.")
 
     @property
     def reason(self) -> str | None:
@@ -143,6 +175,7 @@ class ProposerPlan(BaseModel):
             "set_aside_samples": self.set_aside_samples,
             "autosubmitted": self.autosubmitted,
             "temperature": self.temperature,
+            "reward_arm": self.arm,
         }
 
 
@@ -184,12 +217,14 @@ def plan_proposer_update(
     run_id: str | None = None,
     policy_version: str | None = None,
     model: str | None = None,
+    arm: RewardArm = "gate",
 ) -> ProposerPlan:
-    """Group the proposer attempts of `rounds` (all when None) for one GRPO update.
+    """Group the proposer attempts of `rounds` (all when None) for one GRPO update, each scored
+    by the reward `arm` (`RewardArm`).
 
     `policy_version` / `model`: the policy the update starts from; attempts another policy
     sampled are left out (training on them would be off-policy without a correction)."""
-    plan = ProposerPlan()
+    plan = ProposerPlan(arm=arm)
     members: dict[str, list[ProposerSample]] = defaultdict(list)
     prompts: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
     with RolloutStore(store_path, read_only=True) as store:
@@ -245,13 +280,16 @@ def plan_proposer_update(
                 plan.excluded[attempt.id] = str(exc)
                 continue
             autosubmitted = bool(attempt.metadata.get("autosubmitted"))
+            reward = float(attempt.reward)
+            if arm == "graded":
+                reward = graded_reward(reward, rejected_at(attempt.metadata))
             prompt = transcript.messages[:cut]
             key = prompt_key(prompt, transcript.tools)
             prompts.setdefault(key, (prompt, transcript.tools))
             members[key].append(
                 ProposerSample(
                     attempt_id=attempt.id,
-                    reward=trained_reward(float(attempt.reward), autosubmitted),
+                    reward=trained_reward(reward, autosubmitted),
                     autosubmitted=autosubmitted,
                     temperature=temperature,
                     messages=transcript.messages,
