@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 CHILD = """
 import os, sys, time
 from autoenvscaling.training.orphan import watch_parent
@@ -21,8 +23,15 @@ time.sleep(600)
 """
 
 
-def test_watched_child_exits_after_its_parent_is_killed(tmp_path):
-    (tmp_path / "child.py").write_text(CHILD)
+# The worker's last words go to the dead parent's stdout pipe: they raise BrokenPipeError.
+CHILD_REPORTING = CHILD.replace(
+    "lambda: None", "lambda: (_ for _ in ()).throw(BrokenPipeError(32, 'Broken pipe'))"
+)
+
+
+@pytest.mark.parametrize("child", [CHILD, CHILD_REPORTING], ids=["quiet", "report-fails"])
+def test_watched_child_exits_after_its_parent_is_killed(tmp_path, child):
+    (tmp_path / "child.py").write_text(child)
     (tmp_path / "parent.py").write_text(PARENT)
     pid_file = tmp_path / "child.pid"
     parent = subprocess.Popen(

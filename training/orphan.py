@@ -24,9 +24,7 @@ def watch_parent(
     def loop() -> None:
         while os.getppid() == parent_pid:
             time.sleep(interval_sec)
-        on_orphan()
-        time.sleep(grace_sec)
-        os._exit(1)
+        _then_exit(on_orphan, grace_sec)
 
     threading.Thread(target=loop, name="parent-watch", daemon=True).start()
 
@@ -49,8 +47,19 @@ def watch_process(
     def loop() -> None:
         while alive():
             time.sleep(interval_sec)
-        on_gone()
-        time.sleep(grace_sec)
-        os._exit(1)
+        _then_exit(on_gone, grace_sec)
 
     threading.Thread(target=loop, name="ancestor-watch", daemon=True).start()
+
+
+def _then_exit(last_words: Callable[[], None], grace_sec: float) -> None:
+    """`last_words`, then exit whatever it did. It may well fail: a worker's report goes to the
+    dead parent's pipe (BrokenPipeError), and a raise here once ended the watching thread, not
+    the process: a killed run's GRPO worker went on generating, its sandboxes up, measured."""
+    try:
+        last_words()
+    except BaseException:  # noqa: BLE001 - nothing may stop the exit below
+        pass
+    finally:
+        time.sleep(grace_sec)
+        os._exit(1)
