@@ -3,7 +3,7 @@ the flywheel's Studio form and the presets must agree with it, field for field."
 
 from __future__ import annotations
 
-from typing import Any, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 import pytest
 import typer
@@ -80,6 +80,10 @@ def test_option_agrees_with_the_setting(name: str):
         if option.multiple
         else sample.get(option.type_descriptor.annotation, "some/folder")
     )
+    if get_origin(field.annotation) is Literal:  # typed as text, checked by the setting
+        value = get_args(field.annotation)[-1]
+        with pytest.raises(ValidationError, match="Input should be"):
+            RunConfig(**{name: "not-one-of-them"})
     assert getattr(RunConfig(**{name: value}), name) == value
     # Help: the marker's wording or the field's description.
     assert option.help == (marker.help if marker.help is not None else field.description)
