@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from autoenvscaling.graphs.episode_budget import solver_episode
 from autoenvscaling.graphs.models import Policy
 from autoenvscaling.tools.stats import group_variance_chance
-from autoenvscaling.tools.tasks.pool import Pool
+from autoenvscaling.tools.tasks.pool import Pool, PoolEntry
 from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainJob, TrainResult
 from autoenvscaling.training.checkpoints import CheckpointRegistry
 from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
@@ -137,8 +137,9 @@ async def train_solver(
     round_ = state["round"]
     pool = Pool(run.pool)
     admitted = [c.task_id for c in state.get("candidates", []) if c.round == round_ and c.admitted]
-    replay = [e.task_id for e in pool.entries("active") if e.task_id not in admitted]
-    priority = replay_priority(pool, replay, ctx.num_generations)
+    active = [e for e in pool.entries("active") if e.task_id not in admitted]
+    replay = [e.task_id for e in active]
+    priority = replay_priority(active, ctx.num_generations)
     if not admitted and not replay:
         return {
             "reason": "no admitted or in-band pool tasks to train on; the policy is unchanged"
@@ -159,18 +160,17 @@ async def train_solver(
     return summary, new
 
 
-def replay_priority(pool: Pool, replay: list[str], group: int) -> dict[str, float]:
+def replay_priority(entries: list[PoolEntry], group: int) -> dict[str, float]:
     """Each replay task's chance that a GRPO group of `group` rollouts has reward variance, from
     its baseline and refresh measures pooled (tools/stats.py `group_variance_chance`): the
     step plan draws the likeliest first, so a round's few groups go where the solver sometimes
     succeeds, not to tasks it has failed every time."""
-    entries = {e.task_id: e for e in pool.entries()}
-    chance = {}
-    for task in replay:
-        history = entries[task].history if task in entries else []
-        solved = sum(p.mean_reward * p.n for p in history)
-        chance[task] = group_variance_chance(solved, sum(p.n for p in history), group)
-    return chance
+    return {
+        e.task_id: group_variance_chance(
+            sum(p.mean_reward * p.n for p in e.history), sum(p.n for p in e.history), group
+        )
+        for e in entries
+    }
 
 
 def round_seed(round_: int) -> int:

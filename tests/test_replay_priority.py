@@ -53,15 +53,25 @@ def test_the_plan_draws_the_likeliest_replay_first_and_rotates_ties() -> None:
     assert plan == [["new/a"], ["pool/t5"]]
 
 
-def test_a_round_job_orders_replay_by_the_pools_measures(tmp_path: Path, monkeypatch) -> None:
-    """From a real pool's recorded measures to the GRPO worker's dataset rows: a task failed
-    4 times of 4 is trained after one never measured and one solved once in two."""
+@pytest.fixture
+def shared_verifier_opt_in(monkeypatch):
+    """good_task states no verifier mode: opted in to training on it, as the plan is the subject."""
     from autoenvscaling.tools.settings import get_settings
-    from autoenvscaling.training.grpo.worker import dataset_rows
 
-    # good_task states no verifier mode: opted in, as the plan is the subject here.
     monkeypatch.setenv("AUTOENVSCALING_TRAIN_SHARED_VERIFIER", "1")
     get_settings.cache_clear()
+    yield
+    monkeypatch.undo()
+    get_settings.cache_clear()
+
+
+def test_a_round_job_orders_replay_by_the_pools_measures(
+    tmp_path: Path, shared_verifier_opt_in
+) -> None:
+    """From a real pool's recorded measures to the GRPO worker's dataset rows: a task failed
+    4 times of 4 is trained after one never measured and one solved once in two."""
+    from autoenvscaling.training.grpo.worker import dataset_rows
+
     run = RunDir(tmp_path / "run")
     pool = Pool(run.pool)
     for name in ("always-failed", "half-solved", "unmeasured"):
@@ -70,7 +80,7 @@ def test_a_round_job_orders_replay_by_the_pools_measures(tmp_path: Path, monkeyp
     pool.record_eval("always-failed", 1, [0.0, 0.0])
     pool.record_eval("half-solved", 1, [1.0, 0.0])
     replay = [e.task_id for e in pool.entries("active")]
-    priority = replay_priority(pool, replay, group=4)
+    priority = replay_priority(pool.entries("active"), group=4)
     assert priority["always-failed"] < priority["half-solved"] == priority["unmeasured"]
 
     ctx = FlywheelContext(
@@ -83,4 +93,3 @@ def test_a_round_job_orders_replay_by_the_pools_measures(tmp_path: Path, monkeyp
         names = [Path(r["task_dir"]).name for r in rows]
         assert names[-1] == "always-failed", (round_, names)
         assert set(names[:2]) == {"half-solved", "unmeasured"}
-    get_settings.cache_clear()

@@ -58,8 +58,6 @@ def _then_exit(last_words: Callable[[], None], grace_sec: float) -> None:
     the process: a killed run's GRPO worker went on generating, its sandboxes up, measured."""
     try:
         last_words()
-    except BaseException:  # noqa: BLE001 - nothing may stop the exit below
-        pass
-    finally:
+    finally:  # os._exit ends the process before any exception from last_words goes further
         time.sleep(grace_sec)
         os._exit(1)

@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED
+from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, STAGES
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.rollouts.transcripts import load_transcript, normalized
 from autoenvscaling.training.backend import TrainJob
@@ -69,10 +69,10 @@ AUTOSUBMIT_PENALTY = 0.25
 #: reaches admission still has a gradient.
 RewardArm = Literal["gate", "graded"]
 
-#: The stages that check a task works, in the gate's order (tools/gate/config.py STAGES).
-#: Failing the k-th scores -1 + k * GRADED_STEP; failing decontam or dedup (a copy, not a new
-#: task) earns nothing.
-WORKING_STAGES: tuple[str, ...] = ("lint", "build", "oracle", "nop", "repeat", "anti_cheat")
+#: The stages that check a task works: the gate's, in its order, up to the copy checks. Failing
+#: the k-th scores -1 + k * GRADED_STEP; failing decontam or dedup (a copy, not a new task) earns
+#: nothing.
+WORKING_STAGES: tuple[str, ...] = STAGES[: STAGES.index("decontam")]
 GRADED_STEP = 0.125
 
 
