@@ -138,3 +138,17 @@ def container_running(box) -> bool:
 
 # A real PostgreSQL server for the store and checkpointer tests (tests/postgres_server.py).
 from .postgres_server import postgres_server, postgres_url  # noqa: E402, F401
+
+
+@pytest.fixture
+def shared_verifier_opt_in(monkeypatch):
+    """good_task states no verifier mode (Harbor's shared, a root agent): opted in to training
+    on it, for tests whose subject is the step plan (tests/security/test_shared_training.py: the
+    rule)."""
+    from autoenvscaling.tools.settings import get_settings
+
+    monkeypatch.setenv("AUTOENVSCALING_TRAIN_SHARED_VERIFIER", "1")
+    get_settings.cache_clear()
+    yield
+    monkeypatch.undo()
+    get_settings.cache_clear()

@@ -53,18 +53,6 @@ def test_the_plan_draws_the_likeliest_replay_first_and_rotates_ties() -> None:
     assert plan == [["new/a"], ["pool/t5"]]
 
 
-@pytest.fixture
-def shared_verifier_opt_in(monkeypatch):
-    """good_task states no verifier mode: opted in to training on it, as the plan is the subject."""
-    from autoenvscaling.tools.settings import get_settings
-
-    monkeypatch.setenv("AUTOENVSCALING_TRAIN_SHARED_VERIFIER", "1")
-    get_settings.cache_clear()
-    yield
-    monkeypatch.undo()
-    get_settings.cache_clear()
-
-
 def test_a_round_job_orders_replay_by_the_pools_measures(
     tmp_path: Path, shared_verifier_opt_in
 ) -> None:

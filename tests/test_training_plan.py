@@ -45,19 +45,6 @@ def test_small_sets_cycle_without_repeating_inside_a_step() -> None:
     assert plan_steps(["a", "b", "c"], ["r"], steps=1, tasks_per_step=2) == [["a", "b"]]
 
 
-@pytest.fixture
-def shared_verifier_opt_in(monkeypatch):
-    """good_task states no verifier mode (Harbor's shared, a root agent): opted in to training
-    on it, as the plan is the subject here (tests/security/test_shared_training.py: the rule)."""
-    from autoenvscaling.tools.settings import get_settings
-
-    monkeypatch.setenv("AUTOENVSCALING_TRAIN_SHARED_VERIFIER", "1")
-    get_settings.cache_clear()
-    yield
-    monkeypatch.undo()
-    get_settings.cache_clear()
-
-
 def test_worker_dataset_follows_the_plan(tmp_path: Path, shared_verifier_opt_in) -> None:
     """The GRPO worker's rows are the plan flattened (read unshuffled, tasks_per_step a step)."""
     from autoenvscaling.training.grpo.worker import dataset_rows
