@@ -99,9 +99,9 @@ run: setup coldstart
 	$(VENV)/bin/autoenvscaling run --rounds $(ROUNDS)
 
 # `make learn`: the learning demonstration (README "Learning on held-out variants"): the `learn`
-# preset (32 training and 32 held-out count-lines variants, no proposers, K = 4 GRPO steps a
+# preset (32 training and 32 held-out line-count variants, no proposers, K = 4 GRPO steps a
 # round, a held-out point before round 1 and after each), then the curve (reports/curve.json,
-# curve.png). `make learn LEARN_ROUNDS=1 LEARN_ARGS="--heldout-samples 2 --train-steps 8"`.
+# curve.png). `make learn LEARN_ROUNDS=1 LEARN_ARGS="--train-steps 8"` (any `run` option).
 LEARN_ROUNDS ?= 3
 LEARN_ARGS ?=
 ifndef LEARN_DIR

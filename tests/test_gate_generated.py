@@ -11,7 +11,7 @@ import pytest
 from autoenvscaling.graphs.config import REPO_TASKS
 from autoenvscaling.graphs.validation import validate_batch
 from autoenvscaling.tools.gate import GateConfig
-from autoenvscaling.tools.tasks.generator import FAMILIES
+from autoenvscaling.tools.tasks.families import SKILL_FAMILIES
 
 from .conftest import FIXTURES
 
@@ -23,7 +23,7 @@ def sample() -> list:
     splits = [GENERATED / "pool", GENERATED / "heldout"]
     return [
         next(p for p in sorted(splits[i % 2].iterdir()) if p.name.startswith(f"{family}-"))
-        for i, family in enumerate(FAMILIES)
+        for i, family in enumerate(SKILL_FAMILIES)
     ]
 
 
@@ -31,7 +31,7 @@ def sample() -> list:
 @pytest.mark.timeout(1800)
 async def test_a_sample_of_generated_variants_passes_the_gate(engine_ready):
     tasks = sample()
-    assert len(tasks) == len(FAMILIES)
+    assert len(tasks) == len(SKILL_FAMILIES)
     config = GateConfig(
         skip=["calibrate"],
         concurrency=2,

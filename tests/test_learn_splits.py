@@ -25,7 +25,7 @@ AT_LEAST = 32
 
 def regenerate(out: Path, split: str, avoid: list[Path]) -> None:
     """The command tasks/generated/README.md documents for `split`, run through the CLI."""
-    argv = [str(out), "--split", split, "--family", "count-lines", "--per-family", "32"]
+    argv = [str(out), "--split", split, "--family", "line-count", "--per-family", "32"]
     for folder in avoid:
         argv += ["--avoid", str(folder)]
     main(argv)
@@ -84,7 +84,7 @@ def test_the_learn_preset_is_the_flywheel_without_proposers_on_these_splits():
     assert config.policy_server == "embedded"
     # The command line wins over the preset; what it leaves unset comes from the preset.
     values = given_over_preset({"train_steps": 8, "heldout_samples": None}, "learn")
-    assert (values["train_steps"], values["heldout_samples"]) == (8, 1)
+    assert (values["train_steps"], values["heldout_samples"]) == (8, 2)
     with pytest.raises(KeyError, match="unknown preset 'lern'; presets: embedded, gpu, learn"):
         given_over_preset({}, "lern")
 

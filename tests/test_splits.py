@@ -11,6 +11,7 @@ import pytest
 from autoenvscaling.graphs.cold_start import ColdStartTasksError, cold_start_splits
 from autoenvscaling.graphs.config import PRESETS, REPO_TASKS, RunConfig
 from autoenvscaling.tools.tasks.format import load_task
+from autoenvscaling.tools.tasks.families import SKILL_FAMILIES
 from autoenvscaling.tools.tasks.generator import FAMILIES, SPLIT_SEEDS, generate, write_split
 from autoenvscaling.tools.tasks.snapshot import content_hash
 from autoenvscaling.tools.tasks.splits import (
@@ -36,8 +37,8 @@ def test_the_shipped_splits_share_nothing():
     assert check.disjoint, check.summary()
     assert [(s.name, s.tasks) for s in check.splits] == [
         ("cold_start", 8),
-        ("pool_seed", PER_FAMILY * len(FAMILIES)),
-        ("heldout", PER_FAMILY * len(FAMILIES)),
+        ("pool_seed", PER_FAMILY * len(SKILL_FAMILIES)),
+        ("heldout", PER_FAMILY * len(SKILL_FAMILIES)),
     ]
     assert check.summary().startswith("disjoint, 0 shared")
 
@@ -120,8 +121,8 @@ def test_the_shipped_splits_are_what_the_generator_writes(tmp_path: Path):
     assert set(SPLIT_SEEDS["pool"]).isdisjoint(SPLIT_SEEDS["heldout"])
     pool = tmp_path / "pool"
     heldout = tmp_path / "heldout"
-    write_split(pool, FAMILIES, SPLIT_SEEDS["pool"], PER_FAMILY, avoid=[STARTER])
-    write_split(heldout, FAMILIES, SPLIT_SEEDS["heldout"], PER_FAMILY, avoid=[STARTER, pool])
+    write_split(pool, SKILL_FAMILIES, SPLIT_SEEDS["pool"], PER_FAMILY, avoid=[STARTER])
+    write_split(heldout, SKILL_FAMILIES, SPLIT_SEEDS["heldout"], PER_FAMILY, avoid=[STARTER, pool])
     for mine, shipped_folder in ((pool, POOL), (heldout, HELDOUT)):
         assert [p.name for p in task_folders(mine)] == [
             p.name for p in task_folders(shipped_folder)

@@ -65,6 +65,7 @@ def _same(path: str, expected: str) -> str:
 
 # -- families: one skill each ---------------------------------------------------------------------
 def count_lines(rng: random.Random) -> TaskParts:
+    """The line count of a file, or (half the variants) the lines equal to a word."""
     src = _file(rng)
     out = _out(rng, src)
     lines = [rng.choice(_WORDS) for _ in range(rng.randint(6, 30))]
@@ -80,16 +81,35 @@ def count_lines(rng: random.Random) -> TaskParts:
             ]
         )
         solve, about = f"grep -cx {word} {src} > {out}", f"lines of {src} equal to {word}: {n}"
-    else:
-        n = len(lines)
-        instruction = rng.choice(
-            [
-                f"Find how many lines `{src}` has and save the number in `{out}`.",
-                f"Write the number of lines in the file `{src}` to `{out}`.",
-                f"`{out}` must contain the line count of `{src}` (just the number).",
-            ]
-        )
-        solve, about = f"wc -l < {src} > {out}", f"line count of {src}: {n}"
+        return _counted(src, out, lines, n, instruction, solve, about)
+    return _all_lines(rng, src, out, lines)
+
+
+def line_count(rng: random.Random) -> TaskParts:
+    """The line count of a file, the plain form of count-lines alone: the skill the learning
+    demonstration trains (the embedded cold start's policy solves it sometimes, the word form
+    never: benchmarks/RESULTS.md)."""
+    src = _file(rng)
+    out = _out(rng, src)
+    lines = [rng.choice(_WORDS) for _ in range(rng.randint(6, 30))]
+    return _all_lines(rng, src, out, lines)
+
+
+def _all_lines(rng: random.Random, src: str, out: str, lines: list[str]) -> TaskParts:
+    instruction = rng.choice(
+        [
+            f"Find how many lines `{src}` has and save the number in `{out}`.",
+            f"Write the number of lines in the file `{src}` to `{out}`.",
+            f"`{out}` must contain the line count of `{src}` (just the number).",
+        ]
+    )
+    solve, about = f"wc -l < {src} > {out}", f"line count of {src}: {len(lines)}"
+    return _counted(src, out, lines, len(lines), instruction, solve, about)
+
+
+def _counted(
+    src: str, out: str, lines: list[str], n: int, instruction: str, solve: str, about: str
+) -> TaskParts:
     return TaskParts(
         category="text-processing",
         instruction=instruction,
@@ -257,9 +277,21 @@ def sort_numbers(rng: random.Random) -> TaskParts:
 
 FAMILIES: dict[str, Callable[[random.Random], TaskParts]] = {
     "count-lines": count_lines,
+    "line-count": line_count,
     "sum-numbers": sum_numbers,
     "config-value": config_value,
     "replace-word": replace_word,
     "change-case": change_case,
     "sort-numbers": sort_numbers,
 }
+
+#: The embedded splits' families (tasks/generated/pool, heldout): one per skill. line-count is
+#: count-lines' plain form alone, for the learning demonstration's splits.
+SKILL_FAMILIES: tuple[str, ...] = (
+    "count-lines",
+    "sum-numbers",
+    "config-value",
+    "replace-word",
+    "change-case",
+    "sort-numbers",
+)

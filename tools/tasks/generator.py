@@ -24,7 +24,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.tasks.families import FAMILIES, TaskParts, printf_text
+from autoenvscaling.tools.tasks.families import (
+    FAMILIES,
+    SKILL_FAMILIES,
+    TaskParts,
+    printf_text,
+)
 
 #: The seed ranges of the shipped splits: disjoint, so no instance is drawn twice. `pool` and
 #: `heldout` are the embedded preset's; `learn-train` and `learn-heldout` the learning
@@ -157,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     written = write_split(
         args.out,
-        args.family or list(FAMILIES),
+        args.family or list(SKILL_FAMILIES),
         SPLIT_SEEDS[args.split],
         args.per_family,
         avoid=args.avoid,

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx copper /app/queue.log > /app/value.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx violet /app/entries.txt > /app/final.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx violet /app/scores.log > /app/total.txt

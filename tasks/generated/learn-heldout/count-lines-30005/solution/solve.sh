@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/data.txt > /app/figure.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx glacier /app/data.log > /app/total.txt

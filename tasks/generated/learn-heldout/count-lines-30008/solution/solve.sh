@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx pixel /app/records.lst > /app/summary.txt

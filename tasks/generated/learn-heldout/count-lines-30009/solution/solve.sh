@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx maple /app/notes.lst > /app/output.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/stock.dat > /app/total.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/metrics.txt > /app/count.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/scores.lst > /app/final.txt

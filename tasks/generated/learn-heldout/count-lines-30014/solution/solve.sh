@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx ember /app/values.lst > /app/figure.txt

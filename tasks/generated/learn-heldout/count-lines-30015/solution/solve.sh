@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx river /app/items.log > /app/count.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx canyon /app/values.dat > /app/result.txt

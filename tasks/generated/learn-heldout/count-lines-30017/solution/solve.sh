@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx island /app/notes.log > /app/result.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx meadow /app/notes.dat > /app/summary.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx candle /app/metrics.dat > /app/tally.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/values.txt > /app/count.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/orders.lst > /app/summary.txt

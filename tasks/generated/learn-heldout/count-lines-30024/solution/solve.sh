@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/data.log > /app/value.txt

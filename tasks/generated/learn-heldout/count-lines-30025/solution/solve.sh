@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx falcon /app/entries.log > /app/result.txt

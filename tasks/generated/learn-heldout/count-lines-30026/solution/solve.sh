@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx meadow /app/catalog.dat > /app/answer.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/entries.lst > /app/output.txt

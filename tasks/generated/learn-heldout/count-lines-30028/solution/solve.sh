@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx thunder /app/stock.dat > /app/figure.txt

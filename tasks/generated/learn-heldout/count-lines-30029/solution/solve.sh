@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/readings.lst > /app/summary.txt

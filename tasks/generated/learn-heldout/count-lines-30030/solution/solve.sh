@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/catalog.dat > /app/answer.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx thunder /app/report.txt > /app/total.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx garden /app/readings.dat > /app/tally.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/records.lst > /app/output.txt

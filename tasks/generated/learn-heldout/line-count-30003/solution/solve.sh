@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/values.txt > /app/tally.txt

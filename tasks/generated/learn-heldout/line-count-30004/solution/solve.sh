@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/stock.log > /app/total.txt

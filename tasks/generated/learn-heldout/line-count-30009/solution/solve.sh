@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/records.dat > /app/total.txt

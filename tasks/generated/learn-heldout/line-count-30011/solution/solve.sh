@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/records.txt > /app/total.txt

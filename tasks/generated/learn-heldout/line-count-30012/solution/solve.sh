@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/samples.lst > /app/count.txt

@@ -1,0 +1,6 @@
+#!/bin/bash
+# Verifier (line-count, variant 30013): line count of /app/data.txt: 8.
+mkdir -p /logs/verifier
+echo 0 > /logs/verifier/reward.txt
+[ "$(tr -d ' \n' < /app/value.txt)" = "8" ] && echo 1 > /logs/verifier/reward.txt
+cat /logs/verifier/reward.txt

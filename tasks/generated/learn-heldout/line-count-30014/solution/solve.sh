@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/orders.dat > /app/value.txt

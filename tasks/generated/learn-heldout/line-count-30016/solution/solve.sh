@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/visits.log > /app/value.txt

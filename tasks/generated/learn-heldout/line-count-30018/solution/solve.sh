@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/values.lst > /app/final.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/stock.lst > /app/output.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/scores.lst > /app/tally.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/catalog.log > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/orders.txt > /app/count.txt

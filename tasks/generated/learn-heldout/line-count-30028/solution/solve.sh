@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/metrics.lst > /app/final.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/events.dat > /app/count.txt

@@ -1,0 +1,6 @@
+#!/bin/bash
+# Verifier (line-count, variant 30029): line count of /app/events.dat: 6.
+mkdir -p /logs/verifier
+echo 0 > /logs/verifier/reward.txt
+[ "$(tr -d ' \n' < /app/count.txt)" = "6" ] && echo 1 > /logs/verifier/reward.txt
+cat /logs/verifier/reward.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/readings.lst > /app/output.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/ledger.txt > /app/tally.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/events.log > /app/answer.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx orbit /app/notes.lst > /app/answer.txt

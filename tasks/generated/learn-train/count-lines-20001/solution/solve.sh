@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/ledger.log > /app/result.txt

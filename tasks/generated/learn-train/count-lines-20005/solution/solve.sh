@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx rocket /app/records.dat > /app/figure.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/report.txt > /app/count.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx candle /app/notes.lst > /app/answer.txt

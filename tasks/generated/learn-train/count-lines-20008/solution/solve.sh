@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx forest /app/orders.dat > /app/tally.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx lantern /app/stock.txt > /app/tally.txt

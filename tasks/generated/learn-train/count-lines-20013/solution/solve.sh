@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx pixel /app/scores.lst > /app/output.txt

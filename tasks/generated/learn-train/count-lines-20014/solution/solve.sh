@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/samples.txt > /app/summary.txt

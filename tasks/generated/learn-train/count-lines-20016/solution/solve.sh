@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx lantern /app/events.dat > /app/summary.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx copper /app/readings.log > /app/summary.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/inventory.log > /app/summary.txt

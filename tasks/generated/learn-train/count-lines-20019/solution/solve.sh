@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx willow /app/catalog.dat > /app/total.txt

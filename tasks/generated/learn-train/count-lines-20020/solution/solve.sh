@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx falcon /app/inventory.dat > /app/total.txt

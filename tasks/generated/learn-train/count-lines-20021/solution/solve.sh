@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx thunder /app/metrics.log > /app/value.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/visits.txt > /app/output.txt

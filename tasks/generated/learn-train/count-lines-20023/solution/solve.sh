@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx orbit /app/ledger.dat > /app/count.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx anchor /app/samples.lst > /app/value.txt

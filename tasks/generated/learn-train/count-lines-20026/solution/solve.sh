@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx silver /app/entries.log > /app/count.txt

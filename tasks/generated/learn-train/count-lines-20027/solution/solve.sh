@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/scores.log > /app/result.txt

@@ -1,6 +1,0 @@
-#!/bin/bash
-# Verifier (count-lines, variant 20027): line count of /app/scores.log: 17.
-mkdir -p /logs/verifier
-echo 0 > /logs/verifier/reward.txt
-[ "$(tr -d ' \n' < /app/result.txt)" = "17" ] && echo 1 > /logs/verifier/reward.txt
-cat /logs/verifier/reward.txt

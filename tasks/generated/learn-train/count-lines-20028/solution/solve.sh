@@ -1,2 +1,0 @@
-#!/bin/bash
-wc -l < /app/inventory.lst > /app/tally.txt

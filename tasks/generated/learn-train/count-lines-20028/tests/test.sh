@@ -1,6 +1,0 @@
-#!/bin/bash
-# Verifier (count-lines, variant 20028): line count of /app/inventory.lst: 25.
-mkdir -p /logs/verifier
-echo 0 > /logs/verifier/reward.txt
-[ "$(tr -d ' \n' < /app/tally.txt)" = "25" ] && echo 1 > /logs/verifier/reward.txt
-cat /logs/verifier/reward.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx copper /app/stock.txt > /app/final.txt

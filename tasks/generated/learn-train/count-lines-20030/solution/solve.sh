@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx glacier /app/inventory.dat > /app/total.txt

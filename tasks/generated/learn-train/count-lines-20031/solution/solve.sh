@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx cloud /app/visits.log > /app/result.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx maple /app/report.log > /app/total.txt

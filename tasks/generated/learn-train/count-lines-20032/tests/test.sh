@@ -1,6 +1,0 @@
-#!/bin/bash
-# Verifier (count-lines, variant 20032): lines of /app/report.log equal to maple: 2.
-mkdir -p /logs/verifier
-echo 0 > /logs/verifier/reward.txt
-[ "$(tr -d ' \n' < /app/total.txt)" = "2" ] && echo 1 > /logs/verifier/reward.txt
-cat /logs/verifier/reward.txt

@@ -1,2 +1,0 @@
-#!/bin/bash
-grep -cx maple /app/readings.txt > /app/summary.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/entries.txt > /app/total.txt

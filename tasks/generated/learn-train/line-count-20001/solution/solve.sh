@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/entries.dat > /app/count.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/metrics.txt > /app/tally.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/ledger.lst > /app/output.txt

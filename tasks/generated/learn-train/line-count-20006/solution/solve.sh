@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/batch.dat > /app/figure.txt

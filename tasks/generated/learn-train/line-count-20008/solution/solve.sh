@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/batch.txt > /app/figure.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/metrics.log > /app/output.txt

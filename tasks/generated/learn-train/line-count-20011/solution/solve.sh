@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/items.txt > /app/answer.txt

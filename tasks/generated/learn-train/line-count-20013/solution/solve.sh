@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/values.dat > /app/total.txt

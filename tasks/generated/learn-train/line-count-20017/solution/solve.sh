@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/batch.lst > /app/final.txt

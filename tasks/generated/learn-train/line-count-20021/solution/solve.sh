@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/items.dat > /app/value.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/entries.log > /app/answer.txt

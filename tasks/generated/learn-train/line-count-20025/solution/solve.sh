@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/queue.txt > /app/tally.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/metrics.dat > /app/final.txt

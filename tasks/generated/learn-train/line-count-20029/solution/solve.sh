@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/inventory.log > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/readings.txt > /app/output.txt

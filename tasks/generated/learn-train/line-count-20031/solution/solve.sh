@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -l < /app/report.txt > /app/summary.txt
