@@ -10,8 +10,8 @@ import pytest
 
 from autoenvscaling.graphs.cold_start import ColdStartTasksError, cold_start_splits
 from autoenvscaling.graphs.config import PRESETS, REPO_TASKS, RunConfig
-from autoenvscaling.tools.tasks.format import load_task
 from autoenvscaling.tools.tasks.families import SKILL_FAMILIES
+from autoenvscaling.tools.tasks.format import load_task
 from autoenvscaling.tools.tasks.generator import FAMILIES, SPLIT_SEEDS, generate, write_split
 from autoenvscaling.tools.tasks.snapshot import content_hash
 from autoenvscaling.tools.tasks.splits import (
