@@ -15,6 +15,8 @@
   it needs (a base image no registry serves, the internet, GPUs, compose); the verdict's
   `missing` says what and how to provide it. Not 1: the task may be right. Not 3: rerunning on
   the same machine gives the same answer; providing what is missing changes it.
+- 130 `INTERRUPTED` (run): stopped by Ctrl-C (SIGINT), the shell's code for it. The steps that
+  finished are checkpointed; `--resume` continues.
 
 When both 1 and 3 apply, 3 wins: some results are missing, and the ones present are not the whole
 answer. Likewise 4 wins over 1 (a task not judged is a missing result), and 3 over 4 (a rerun may
@@ -37,6 +39,7 @@ class ExitCode(IntEnum):
     USAGE = 2
     INFRASTRUCTURE = 3
     CANNOT_RUN_HERE = 4
+    INTERRUPTED = 130
 
 
 def exit_code_for(faults: Iterable[Fault | None]) -> ExitCode:

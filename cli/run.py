@@ -25,7 +25,7 @@ import typer
 from rich.console import Console
 
 from autoenvscaling.cli.config_options import with_config_options
-from autoenvscaling.cli.exit_codes import exit_code_for
+from autoenvscaling.cli.exit_codes import ExitCode, exit_code_for
 from autoenvscaling.cli.options import JsonOpt
 from autoenvscaling.cli.progress import TaskProgress
 from autoenvscaling.graphs.config import FlywheelContext, RunConfig
@@ -343,10 +343,17 @@ def run(
 
     failed: str | None = None
     fault: Fault | None = None  # whose fault the error that stopped the run is (None: the work's)
+    interrupted = False
     try:
         asyncio.run(main())
     except (click.exceptions.ClickException, click.exceptions.Exit):
         raise  # a usage error (2) or an exit already decided
+    except KeyboardInterrupt:  # Ctrl-C: the steps that finished are checkpointed
+        failed, interrupted = "interrupted (Ctrl-C)", True
+        console.print(
+            "[yellow]the run stopped: interrupted[/]\n"
+            f"resume with: autoenvscaling run --resume --run-dir {run_dir}"
+        )
     except PolicyServerCrashed as exc:  # infrastructure: 3, with the signal and the log's tail
         failed, fault = f"{type(exc).__name__}: {exc}", "infrastructure"
         console.print(
@@ -367,6 +374,8 @@ def run(
     except FileNotFoundError as exc:
         console.print(f"[yellow]{exc}[/]")
     summary = run_summary(run_dir, failed, fault)
+    if interrupted:
+        summary["exit_code"] = int(ExitCode.INTERRUPTED)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     elif summary["errored"]:

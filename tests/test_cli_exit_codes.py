@@ -27,7 +27,8 @@ NO_TRIALS = [
 
 
 def test_codes_have_one_meaning_and_infrastructure_wins():
-    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4]  # 4: cannot run here (validate)
+    # 4: cannot run here (validate); 130: a run stopped by Ctrl-C (the shell's code for SIGINT)
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 130]
     assert exit_code_for([]) is ExitCode.OK
     assert exit_code_for(["task"]) is ExitCode.FAILED
     assert exit_code_for([None]) is ExitCode.FAILED  # an error nobody classified is still one
