@@ -12,6 +12,7 @@ import itertools
 import runpy
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
@@ -76,6 +77,22 @@ def run_with_policy(policy: str, respond: Callable, argv: list[str]) -> None:
     register(policy.removeprefix("scripted:"), respond)
     sys.argv = list(argv)
     runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+
+
+def run_argv(run_dir: Path, *options: str) -> list[str]:
+    """`autoenvscaling run` in its own process, with the shared policy registered as POLICY."""
+    return [
+        sys.executable,
+        "-m",
+        "tests.flywheel_policy",
+        "autoenvscaling.cli.main",
+        "run",
+        "--run-dir",
+        str(run_dir),
+        "--model",
+        POLICY,
+        *options,
+    ]
 
 
 def main(argv: list[str]) -> None:

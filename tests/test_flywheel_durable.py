@@ -8,7 +8,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,20 +19,12 @@ from autoenvscaling.tools.run_dir import RunDir
 from autoenvscaling.tools.tasks.pool import Pool
 
 from .conftest import FIXTURES, REPO
-from .flywheel_policy import POLICY
+from .flywheel_policy import run_argv
 
 
 def _cli(run_dir: Path, seed: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "tests.flywheel_policy",  # the CLI, with the scripted policy registered as POLICY
-        "autoenvscaling.cli.main",
-        "run",
-        "--run-dir",
-        str(run_dir),
-        "--model",
-        POLICY,
+    return run_argv(
+        run_dir,
         "--no-train",
         "--seed-dir",
         str(seed),
@@ -46,7 +37,7 @@ def _cli(run_dir: Path, seed: Path, *extra: str) -> list[str]:
         "--solver-max-turns",
         "3",
         *extra,
-    ]
+    )
 
 
 def _env() -> dict[str, str]:

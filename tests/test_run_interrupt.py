@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from autoenvscaling.cli.exit_codes import ExitCode
 from autoenvscaling.tools.rollouts.store import RolloutStore
 
 from .conftest import FIXTURES, REPO
-from .flywheel_policy import POLICY
+from .flywheel_policy import run_argv
 
 
 def _attempts(store: Path) -> list:
@@ -34,16 +33,8 @@ def test_one_sigint_stops_the_run_before_its_next_round(engine_ready, tmp_path: 
     seed.mkdir()
     shutil.copytree(FIXTURES / "good_task", seed / "word-count")
     run_dir = tmp_path / "run"
-    argv = [
-        sys.executable,
-        "-m",
-        "tests.flywheel_policy",  # the CLI, with the scripted policy registered as POLICY
-        "autoenvscaling.cli.main",
-        "run",
-        "--run-dir",
-        str(run_dir),
-        "--model",
-        POLICY,
+    argv = run_argv(
+        run_dir,
         "--rounds",
         "3",
         "--no-train",
@@ -55,7 +46,7 @@ def test_one_sigint_stops_the_run_before_its_next_round(engine_ready, tmp_path: 
         "2",
         "--solver-max-turns",
         "3",
-    ]
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO), "HARBOR_TELEMETRY": "0"}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     store = run_dir / "rollouts.db"
