@@ -1,5 +1,5 @@
-"""Ctrl-C stops a run cleanly: one SIGINT mid-round ends the command with 130, a resume line,
-the run's report and summary, before the next round starts (it was a bare traceback). Real: the
+"""Ctrl-C stops a run cleanly: one SIGINT mid-round ends the command with 130 and a resume
+line, before the next round starts (it was a bare traceback). Real: the
 CLI in its own process, podman sandboxes, the rollout store; scripted: the policy's replies."""
 
 from __future__ import annotations

@@ -64,11 +64,15 @@ def _same(path: str, expected: str) -> str:
 
 
 # -- families: one skill each ---------------------------------------------------------------------
+def _word_file(rng: random.Random) -> tuple[str, str, list[str]]:
+    """A counting task's input file, its output file and the input's lines (one word each)."""
+    src = _file(rng)
+    return src, _out(rng, src), [rng.choice(_WORDS) for _ in range(rng.randint(6, 30))]
+
+
 def count_lines(rng: random.Random) -> TaskParts:
     """The line count of a file, or (half the variants) the lines equal to a word."""
-    src = _file(rng)
-    out = _out(rng, src)
-    lines = [rng.choice(_WORDS) for _ in range(rng.randint(6, 30))]
+    src, out, lines = _word_file(rng)
     if rng.random() < 0.5:
         word = rng.choice(lines)
         n = sum(1 for w in lines if w == word)
@@ -89,9 +93,7 @@ def line_count(rng: random.Random) -> TaskParts:
     """The line count of a file, the plain form of count-lines alone: the skill the learning
     demonstration trains (the embedded cold start's policy solves it sometimes, the word form
     never: benchmarks/RESULTS.md)."""
-    src = _file(rng)
-    out = _out(rng, src)
-    lines = [rng.choice(_WORDS) for _ in range(rng.randint(6, 30))]
+    src, out, lines = _word_file(rng)
     return _all_lines(rng, src, out, lines)
 
 
