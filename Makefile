@@ -23,7 +23,8 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXA
 LLAMA_VERSION = $(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
 WHEELHOUSE = $(HOME)/.cache/autoenvscaling/wheels/llama-cpp-python-$(LLAMA_VERSION)-$(shell printf '%s' '$(CMAKE_ARGS)' | sha256sum | cut -c1-12)
 
-.PHONY: setup system bases test test-slow typecheck architecture run bench coldstart learn
+.PHONY: setup system bases test test-slow typecheck architecture run bench coldstart learn \
+	learn-proposer
 
 # The engine (podman, rootful, with runc and catatonit for --init), debootstrap for the offline
 # base image, Chromium and a font for the viewer's browser tests, and slirp4netns for a task granted the
@@ -110,6 +111,15 @@ endif
 learn: setup coldstart
 	$(VENV)/bin/autoenvscaling run --preset learn --rounds $(LEARN_ROUNDS) --run-dir $(LEARN_DIR) \
 		$(LEARN_ARGS); status=$$?; \
+	$(VENV)/bin/python -m autoenvscaling.tools.report.curve $(LEARN_DIR); exit $$status
+
+# `make learn-proposer ARM=graded`: the proposer's demonstration: the `learn-proposer` preset
+# (four proposers share a training brief, proposer GRPO with the ARM reward, gate or graded; the
+# served proposer on 6 held-out briefs x 2 before round 1 and after each), then the curve.
+ARM ?= graded
+learn-proposer: setup coldstart
+	$(VENV)/bin/autoenvscaling run --preset learn-proposer --proposer-reward $(ARM) \
+		--rounds $(LEARN_ROUNDS) --run-dir $(LEARN_DIR) $(LEARN_ARGS); status=$$?; \
 	$(VENV)/bin/python -m autoenvscaling.tools.report.curve $(LEARN_DIR); exit $$status
 
 bench: setup

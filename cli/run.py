@@ -283,6 +283,8 @@ def run(
             console.print(f"removed {name} (a copy a killed run left unfinished)")
     values["run_dir"] = str(run_dir)
     values["heldout_dir"] = str(values["heldout_dir"]) if values["heldout_dir"] else None
+    if values.get("proposer_heldout_dir"):
+        values["proposer_heldout_dir"] = str(values["proposer_heldout_dir"])
     values["decontam_dirs"] = [str(p.resolve()) for p in values["decontam_dirs"] or []]
     values["seed_dir"] = str(values["seed_dir"]) if values["seed_dir"] else None
     # Who serves the policy: one rule for the command line and Studio (graphs/config.py).

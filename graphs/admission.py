@@ -50,6 +50,11 @@ def _gate(ctx: FlywheelContext, run: RunDir, solver: ModelConfig | None) -> Gate
     )
 
 
+def proposer_gate(ctx: FlywheelContext, run: RunDir) -> GateConfig:
+    """The gate a proposer repairs against and its submission meets: all but calibrate."""
+    return _gate(ctx, run, None)
+
+
 async def run_proposer(
     ctx: FlywheelContext, run: RunDir, task: SlotTask, model: ModelConfig, graph: Any = None
 ) -> ProposalResult:
@@ -66,7 +71,7 @@ async def run_proposer(
         budget=proposer_budget(ctx.proposer_max_turns),
         max_revisions=ctx.max_revisions,
         compact_prompt=ctx.proposer_compact_prompt,
-        gate=_gate(ctx, run, None),
+        gate=proposer_gate(ctx, run),
         store_path=run.store,
         run_id=task.run_id,
         round=task.round,

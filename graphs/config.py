@@ -90,9 +90,9 @@ class RunConfig(BaseModel):
     tool_output_chars: Annotated[
         int, Cli(help="Cap on one terminal result the model sees, served and in GRPO")
     ] = Field(default=OUTPUT_CHARS, ge=1, description="Cap on one terminal result (characters)")
-    train_steps: Annotated[int, Cli(help="GRPO optimizer steps per round")] = Field(
-        default=2, description="GRPO optimizer steps"
-    )
+    train_steps: Annotated[
+        int, Cli(help="The solver's GRPO optimizer steps per round (0: the solver is not trained)")
+    ] = Field(default=2, ge=0, description="The solver's GRPO optimizer steps")
     learning_rate: Annotated[
         float, Cli(help="GRPO learning rate (LoRA), both roles, constant through a round")
     ] = Field(default=1e-4, gt=0, description="GRPO learning rate (LoRA), both roles")
@@ -155,6 +155,24 @@ class RunConfig(BaseModel):
     heldout_samples: Annotated[
         int, Cli(help="Solver samples per held-out task in each held-out evaluation")
     ] = Field(default=4, ge=0, description="Samples per held-out task (0: no evaluation)")
+    proposer_heldout_briefs: Annotated[
+        int,
+        Cli(
+            help="Held-out briefs the served proposer is evaluated on before round 1 and after "
+            "every round (0: none; graphs/proposer_heldout.py)"
+        ),
+    ] = Field(default=0, ge=0, description="Held-out briefs for the proposer (0: no evaluation)")
+    proposer_heldout_samples: Annotated[
+        int, Cli(help="Proposer attempts per held-out brief in each evaluation")
+    ] = Field(default=2, ge=0, description="Proposer attempts per held-out brief")
+    proposer_heldout_dir: Annotated[
+        str | None,
+        Cli(
+            type=Path,
+            help="Tasks the held-out briefs show the proposer (default: --heldout): never in a "
+            "brief it trains on",
+        ),
+    ] = Field(default=None, description="Example tasks of the proposer's held-out briefs")
     decontam_dirs: Annotated[
         list[str],
         Cli(
@@ -423,6 +441,32 @@ PRESETS["learn"] = {
     "learning_rate": 3e-4,
     # Two samples on each of the 32 held-out tasks a point: a 64-sample interval.
     "heldout_samples": 2,
+}
+
+
+#: "learn-proposer": the proposer's learning demonstration (`make learn-proposer`; README
+#: "Learning on held-out variants"): the embedded preset, turned into "proposer GRPO on training
+#: briefs, then a point on held-out briefs". Each round four proposers share one brief built on
+#: the pool (tasks/generated/pool): one GRPO group of 4. The held-out point serves the proposer 6
+#: briefs built on tasks/generated/heldout (examples it never sees in training), 2 attempts each.
+#: The solver is not trained, measured or refreshed: only the proposer's reward moves the policy.
+#: `--proposer-reward gate | graded` picks the arm (training/proposer/update.py).
+PRESETS["learn-proposer"] = {
+    **PRESETS["embedded"],
+    "proposals": 4,
+    "proposer_group_size": 4,
+    # No revision, as at the held-out point: the group compares what one episode writes.
+    "max_revisions": 0,
+    "proposer_heldout_briefs": 6,
+    "proposer_heldout_samples": 2,
+    "heldout_samples": 0,
+    "baseline_tasks": 0,
+    "refresh_attempts": 0,
+    "train_steps": 0,
+    # As in `learn`: at 0.7 a group's samples are near copies; 3e-4 is the rate that moved the
+    # solver without breaking its tool calls.
+    "temperature": 1.0,
+    "learning_rate": 3e-4,
 }
 
 

@@ -44,12 +44,14 @@ from autoenvscaling.graphs.flywheel_state import (
 from autoenvscaling.graphs.models import ModelConfig, Policy
 from autoenvscaling.graphs.nesting import non_durable
 from autoenvscaling.graphs.proposer import attempt_graph as proposer_graph
+from autoenvscaling.graphs.proposer_heldout import evaluate_proposer_heldout, load_point
 from autoenvscaling.graphs.solver_attempt import SolverAttempt, SolverSettings, attempt_id_for
 from autoenvscaling.graphs.solver_graph import SolverContext, SolveRun
 from autoenvscaling.graphs.solver_graph import graph as solver_graph
 from autoenvscaling.graphs.validation import graph as validation_graph
 from autoenvscaling.tools.report.links import candidate_links, links_markdown
 from autoenvscaling.tools.report.metrics import CandidateRecord, PriceTable, round_metrics
+from autoenvscaling.tools.report.proposer_heldout import ProposerHeldoutEval
 from autoenvscaling.tools.report.run_report import load_history, round_markdown, save_history
 from autoenvscaling.tools.rollouts.claims import run_once
 from autoenvscaling.tools.rollouts.models import Attempt
@@ -302,6 +304,14 @@ async def evaluate_heldout(
     return len(results)
 
 
+async def _proposer_point(
+    ctx: FlywheelContext, run: RunDir, run_id: str, round_: int, policy: Policy
+) -> ProposerHeldoutEval | None:
+    """The served proposer on the held-out briefs (graphs/proposer_heldout.py), point `round_`."""
+    model = _role_model(ctx, policy, "proposer")
+    return await evaluate_proposer_heldout(ctx, run, run_id, round_, policy, model, proposer_graph)
+
+
 # -- nodes -------------------------------------------------------------------------------------
 async def setup(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """Create the run folder and the initial pool (idempotent: a resumed run skips it); start the
@@ -354,6 +364,9 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
         before = time.monotonic()
         await evaluate_heldout(ctx, run, state["run_id"], 0, state["policy"], solver_graph)
         seconds["heldout_before"] = round(time.monotonic() - before, 2)
+        before = time.monotonic()
+        await _proposer_point(ctx, run, state["run_id"], 0, state["policy"])
+        seconds["proposer_heldout_before"] = round(time.monotonic() - before, 2)
 
     brief = await asyncio.to_thread(
         build_brief,
@@ -604,6 +617,9 @@ async def refresh(
     heldout_started = time.monotonic()
     await evaluate_heldout(ctx, run, state["run_id"], round_, policy, solver_graph)
     stage_seconds["heldout"] = round(time.monotonic() - heldout_started, 2)
+    heldout_started = time.monotonic()
+    proposer_point = await _proposer_point(ctx, run, state["run_id"], round_, policy)
+    stage_seconds["proposer_heldout"] = round(time.monotonic() - heldout_started, 2)
     stage_seconds["round_total"] = round(time.time() - state.get("round_started", time.time()), 2)
     training = state.get("training")
     if not ctx.train:
@@ -628,6 +644,9 @@ async def refresh(
     metrics.served = served_checkpoints(ctx, policy)
     metrics.decontamination = decontamination_status(ctx)
     metrics.heldout_configured = bool(ctx.heldout_dir) and ctx.heldout_samples > 0
+    metrics.proposer_heldout = proposer_point
+    if round_ == 1:
+        metrics.proposer_heldout_before = load_point(run, 0)
     splits = await asyncio.to_thread(run_splits, ctx)
     metrics.splits = splits.summary()
     if not splits.disjoint:

@@ -134,6 +134,8 @@ async def train_solver(
     checkpoint to both roles: (summary, new policy or None)."""
     if not ctx.train:
         return {"reason": "training skipped (train=false); the policy is unchanged"}, None
+    if ctx.train_steps <= 0:
+        return {"reason": "train_steps is 0: the solver is not trained in this run"}, None
     round_ = state["round"]
     pool = Pool(run.pool)
     admitted = [c.task_id for c in state.get("candidates", []) if c.round == round_ and c.admitted]

@@ -189,14 +189,15 @@ def test_an_autosubmitted_proposal_is_trained_below_the_same_verdict_by_submit(
     assert plan.summary()["autosubmitted"] == 1
 
 
-def test_the_graded_arm_credits_each_working_stage_a_rejected_task_passed(
+def test_the_graded_arm_credits_each_working_stage_a_rejected_task_reached(
     tmp_path: Path,
 ) -> None:
     """Two rejections the gate scores alike (-1) teach nothing under its reward; graded, a task
-    that failed at its oracle (it parsed and built) scores above one that failed lint, the
+    that failed at its oracle (it parsed and built) scores above one that failed lint, which
+    scores above no task, the
     admission's stage over the proposer's own gate run's. Admission, out of the band and a copy
     keep the gate's reward; every rejection stays below out of the band."""
-    from autoenvscaling.training.proposer.update import GRADED_STEP, graded_reward
+    from autoenvscaling.training.proposer.update import GRADED_STEP, graded_reward, trained_reward
 
     store = tmp_path / "rollouts.db"
     _record(store, [("lint", "brief A", -1.0, "failed")], metadata={"stage": "lint"})
@@ -208,11 +209,14 @@ def test_the_graded_arm_credits_each_working_stage_a_rejected_task_passed(
     assert not gate.groups and "zero advantage" in gate.dropped[0].reason
     graded = plan_proposer_update(store, rounds=[1], run_id="run", arm="graded")
     assert [s.attempt_id for s in graded.groups[0].samples] == ["lint", "oracle", "none"]
-    assert graded.groups[0].rewards == [-1.0, -1.0 + 2 * GRADED_STEP, -1.0]
+    assert graded.groups[0].rewards == [-1.0 + GRADED_STEP, -1.0 + 3 * GRADED_STEP, -1.0]
     assert graded.summary()["reward_arm"] == "graded" and gate.summary()["reward_arm"] == "gate"
     assert graded_reward(1.0, None) == 1.0 and graded_reward(-0.25, "calibrate") == -0.25
     assert graded_reward(-1.0, "dedup") == -1.0  # a copy earns nothing
     assert graded_reward(-1.0, "anti_cheat") < -0.25
+    # Autosubmitted, the graded arm loses half a stage: failing lint still beats no task.
+    assert -1.0 < trained_reward(graded_reward(-1.0, "lint"), True, "graded") < -1.0 + GRADED_STEP
+    assert trained_reward(graded_reward(-1.0, "lint"), True, "gate") == -1.0
 
 
 def test_only_the_starting_policys_own_samples_enter_a_group(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,9 @@ from pydantic import BaseModel, Field
 
 from autoenvscaling.tools.report.heldout import HeldoutEval
 from autoenvscaling.tools.report.metrics import RoundMetrics, as_number
+from autoenvscaling.tools.report.proposer_heldout import ProposerHeldoutEval
 from autoenvscaling.tools.report.run_report import load_history
-from autoenvscaling.tools.stats import wilson
+from autoenvscaling.tools.stats import Rate, wilson
 
 CURVE_JSON = "curve.json"
 CURVE_PNG = "curve.png"
@@ -82,12 +84,46 @@ class Difference(BaseModel):
         return self.interval_low > 0 or self.interval_high < 0
 
 
+class ProposerPoint(BaseModel):
+    """One proposer evaluation on the held-out briefs (graphs/proposer_heldout.py)."""
+
+    point: int
+    when: str
+    updates: int = Field(description="Proposer GRPO updates that produced a checkpoint before it")
+    checkpoint: str
+    samples: int = Field(description="Valid attempts (infrastructure failures excluded)")
+    passes_lint: Rate
+    oracle_solves: Rate
+    submitted: Rate
+    stages: dict[str, int] = Field(
+        default_factory=dict, description="Where the attempts stopped (None: passed every stage)"
+    )
+    reused_from: str | None = None
+
+
+class ProposerRound(BaseModel):
+    """What round N's proposer update did."""
+
+    round: int
+    reward_arm: str | None = None
+    rewards: list[list[float]] = Field(default_factory=list, description="Each trained group's")
+    groups_dropped: list[str] = Field(default_factory=list)
+    checkpoint: str | None = None
+    reason: str | None = None
+
+
 class Curve(BaseModel):
     run_dir: str
     split: str = ""
     points: list[CurvePoint] = Field(default_factory=list)
     rounds: list[CurveRound] = Field(default_factory=list)
     difference: Difference | None = None
+    proposer_split: str = ""
+    proposer_points: list[ProposerPoint] = Field(default_factory=list)
+    proposer_rounds: list[ProposerRound] = Field(default_factory=list)
+    proposer_difference: Difference | None = Field(
+        default=None, description="Held-out briefs passing lint, last point minus first"
+    )
     seconds_total: float = Field(default=0.0, description="Sum of the rounds' wall time")
 
 
@@ -141,6 +177,75 @@ def _round(m: RoundMetrics) -> CurveRound:
     )
 
 
+def _proposer_point(point: int, updates: int, e: ProposerHeldoutEval) -> ProposerPoint:
+    stages = Counter(str(r.stage) for r in e.valid)
+    return ProposerPoint(
+        point=point,
+        when=e.when,
+        updates=updates,
+        checkpoint=e.checkpoint,
+        samples=len(e.valid),
+        passes_lint=e.passes_lint,
+        oracle_solves=e.oracle_solves,
+        submitted=e.submitted,
+        stages=dict(sorted(stages.items())),
+        reused_from=e.reused_from,
+    )
+
+
+def _proposer_round(m: RoundMetrics) -> ProposerRound:
+    t = m.training.get("proposer")
+    t = t if isinstance(t, dict) else {}
+    rewards = t.get("rewards")
+    return ProposerRound(
+        round=m.round,
+        reward_arm=t.get("reward_arm") if isinstance(t.get("reward_arm"), str) else None,
+        rewards=rewards if isinstance(rewards, list) else [],
+        groups_dropped=[str(g) for g in t.get("groups_dropped") or []],
+        checkpoint=t.get("checkpoint") if isinstance(t.get("checkpoint"), str) else None,
+        reason=t.get("reason") if isinstance(t.get("reason"), str) else None,
+    )
+
+
+def _proposer_curve(history: list[RoundMetrics]) -> dict[str, Any]:
+    """The proposer's points, rounds and change (empty when the run did not evaluate it)."""
+    rounds = [_proposer_round(m) for m in history]
+    points: list[ProposerPoint] = []
+    first = history[0].proposer_heldout_before
+    if first is not None:
+        points.append(_proposer_point(0, 0, first))
+    updates = 0
+    for m, r in zip(history, rounds, strict=True):
+        updates += r.checkpoint is not None
+        if m.proposer_heldout is not None:
+            points.append(_proposer_point(m.round, updates, m.proposer_heldout))
+    if not points:
+        return {}
+    split = next(
+        (e.split for m in history for e in (m.proposer_heldout_before, m.proposer_heldout) if e),
+        "",
+    )
+    difference = None
+    valid = [p for p in points if p.samples]
+    if len(valid) >= 2:
+        a, b = valid[0], valid[-1]
+        k1, k2 = round(a.passes_lint.mean * a.samples), round(b.passes_lint.mean * b.samples)
+        d, low, high = newcombe(k1, a.samples, k2, b.samples)
+        difference = Difference(
+            first=a.point,
+            last=b.point,
+            difference=round(d, 4),
+            interval_low=round(low, 4),
+            interval_high=round(high, 4),
+        )
+    return {
+        "proposer_split": split,
+        "proposer_points": points,
+        "proposer_rounds": rounds,
+        "proposer_difference": difference,
+    }
+
+
 def build_curve(run_dir: Path) -> Curve:
     """The curve of the run in `run_dir` (its reports/metrics.json); FileNotFoundError when the
     run has finished no round."""
@@ -177,6 +282,7 @@ def build_curve(run_dir: Path) -> Curve:
         rounds=rounds,
         difference=difference,
         seconds_total=round(sum(r.stage_seconds.get("round_total", 0.0) for r in rounds), 1),
+        **_proposer_curve(history),
     )
 
 
@@ -268,6 +374,27 @@ def curve_lines(curve: Curve) -> list[str]:
         )
     for r in curve.rounds:
         lines.append(f"  round {r.round}: {r.steps} steps; {r.behaviour or r.reason or '-'}")
+    if curve.proposer_points:
+        lines.append(f"the proposer on held-out briefs (examples from {curve.proposer_split}):")
+    for p in curve.proposer_points:
+        lint, oracle = p.passes_lint, p.oracle_solves
+        reused = f"; the same checkpoint as {p.reused_from}" if p.reused_from else ""
+        lines.append(
+            f"  {p.when:>16} ({p.updates} updates): passes lint {lint.mean:.2f} "
+            f"[{lint.low:.2f}, {lint.high:.2f}], oracle solves {oracle.mean:.2f} "
+            f"[{oracle.low:.2f}, {oracle.high:.2f}], submitted {p.submitted.mean:.2f} "
+            f"(n={p.samples}; stopped at {p.stages}){reused}"
+        )
+    d = curve.proposer_difference
+    if d is not None:
+        lines.append(
+            f"  passes lint: change {d.difference:+.2f}, 95% interval [{d.interval_low:+.2f}, "
+            f"{d.interval_high:+.2f}]"
+        )
+    for r in curve.proposer_rounds:
+        if curve.proposer_points:
+            what = r.checkpoint or r.reason or "-"
+            lines.append(f"  round {r.round} proposer ({r.reward_arm}): {r.rewards} -> {what}")
     return lines
 
 

@@ -23,6 +23,7 @@ from autoenvscaling.tools.report.activity import (
 )
 from autoenvscaling.tools.report.domains import DomainCounts, domain_counts
 from autoenvscaling.tools.report.heldout import HeldoutEval, heldout_eval
+from autoenvscaling.tools.report.proposer_heldout import ProposerHeldoutEval
 from autoenvscaling.tools.report.truncation import CompletionTruncation
 from autoenvscaling.tools.rollouts.models import Attempt
 from autoenvscaling.tools.rollouts.store import RolloutStore
@@ -132,6 +133,13 @@ class RoundMetrics(BaseModel):
     )
     heldout_before: HeldoutEval | None = Field(
         default=None, description="Round 1 only: the held-out evaluation before round 1."
+    )
+    proposer_heldout: ProposerHeldoutEval | None = Field(
+        default=None,
+        description="The proposer's held-out evaluation after this round (graphs/proposer_heldout.py)",
+    )
+    proposer_heldout_before: ProposerHeldoutEval | None = Field(
+        default=None, description="Round 1 only: the proposer's held-out evaluation before it."
     )
     splits: str = Field(
         default="",

@@ -98,6 +98,12 @@ def round_markdown(m: RoundMetrics, *, embedded: bool = False) -> str:
         "",
         *([f"Splits: {m.splits}", ""] if m.splits else []),
         *heldout_markdown([e for e in (m.heldout_before, m.heldout) if e is not None]),
+        *(
+            f"Proposer on held-out briefs, {e.when} ({e.briefs} briefs x {e.samples_per_brief}, "
+            f"checkpoint {e.checkpoint}): {e.shown()}\n"
+            for e in (m.proposer_heldout_before, m.proposer_heldout)
+            if e is not None
+        ),
         "Reject reasons (rejecting stage: count): "
         + (", ".join(f"{k}: {v}" for k, v in sorted(m.reject_reasons.items())) or "none"),
         "",

@@ -64,26 +64,26 @@ AUTOSUBMIT_PENALTY = 0.25
 
 #: Which reward the proposer is trained on. "gate": the gate's own (+1 admitted, -0.25 out of
 #: the band, -1 any other rejection or nothing submitted). "graded": the same, except that a
-#: rejected task earns credit for each working stage it passed (`graded_reward`): a task that
-#: builds and is solved by its oracle beats one that does not parse, so a proposer that never
-#: reaches admission still has a gradient.
+#: rejected task earns credit for the stage it reached (`graded_reward`): a submitted task that
+#: fails lint beats no task, one that builds and is solved by its oracle beats one that does not
+#: parse, so a proposer that never reaches admission still has a gradient.
 RewardArm = Literal["gate", "graded"]
 
-#: The stages that check a task works: the gate's, in its order, up to the copy checks. Failing
-#: the k-th scores -1 + k * GRADED_STEP; failing decontam or dedup (a copy, not a new task) earns
-#: nothing.
+#: The stages that check a task works: the gate's, in its order, up to the copy checks. Reaching
+#: the k-th (0: lint) and failing it scores -1 + (k + 1) * GRADED_STEP; failing decontam or
+#: dedup (a copy, not a new task) earns nothing.
 WORKING_STAGES: tuple[str, ...] = STAGES[: STAGES.index("decontam")]
-GRADED_STEP = 0.125
+GRADED_STEP = 0.1
 
 
 def graded_reward(gate_reward: float, stage: str | None) -> float:
     """The graded arm's reward of a proposal the gate gave `gate_reward`, rejected at `stage`
     (None: admitted, or never submitted). Admission (+1) and out-of-band (-0.25) keep the gate's
-    reward; below them, -1 + 0.125 per working stage passed, so every rejection stays under the
-    out-of-band one (anti_cheat, the last: -0.375)."""
+    reward; below them, -1 + 0.1 per working stage reached, so every rejection stays under the
+    out-of-band one (anti_cheat, the last: -0.4)."""
     if gate_reward > REWARD_VALIDATION_FAILED or stage not in WORKING_STAGES:
         return gate_reward
-    return REWARD_VALIDATION_FAILED + WORKING_STAGES.index(stage) * GRADED_STEP
+    return REWARD_VALIDATION_FAILED + (WORKING_STAGES.index(stage) + 1) * GRADED_STEP
 
 
 def rejected_at(metadata: dict[str, Any]) -> str | None:
@@ -93,13 +93,21 @@ def rejected_at(metadata: dict[str, Any]) -> str | None:
     return str(stage) if stage else None
 
 
-def trained_reward(gate_reward: float, autosubmitted: bool) -> float:
-    """The reward a proposal is trained on. An autosubmitted one gets the gate's reward less
-    AUTOSUBMIT_PENALTY, floored at -1: below it, writing files the gate rejects would score under
-    writing nothing at all (-1, never submitted), and the model would learn to write nothing."""
+def trained_reward(gate_reward: float, autosubmitted: bool, arm: RewardArm = "gate") -> float:
+    """The reward a proposal is trained on. An autosubmitted one gets the arm's reward less its
+    autosubmission penalty (`autosubmit_penalty`), floored at -1: below it, writing files the
+    gate rejects would score under writing nothing at all (-1, never submitted), and the model
+    would learn to write nothing."""
     if not autosubmitted:
         return gate_reward
-    return max(REWARD_VALIDATION_FAILED, gate_reward - AUTOSUBMIT_PENALTY)
+    return max(REWARD_VALIDATION_FAILED, gate_reward - autosubmit_penalty(arm))
+
+
+def autosubmit_penalty(arm: RewardArm) -> float:
+    """The gate arm's AUTOSUBMIT_PENALTY; the graded arm's is half a stage: 0.25 would floor
+    every autosubmitted rejection before the oracle at -1 and erase the grades it adds, and half
+    a stage keeps the order (no task < an autosubmitted one failing lint < a submitted one)."""
+    return AUTOSUBMIT_PENALTY if arm == "gate" else GRADED_STEP / 2
 
 
 class ProposerSample(BaseModel):
@@ -289,7 +297,7 @@ def plan_proposer_update(
             members[key].append(
                 ProposerSample(
                     attempt_id=attempt.id,
-                    reward=trained_reward(reward, autosubmitted),
+                    reward=trained_reward(reward, autosubmitted, arm),
                     autosubmitted=autosubmitted,
                     temperature=temperature,
                     messages=transcript.messages,
