@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from autoenvscaling.tools.report.proposer_heldout import ProposerHeldoutEval, ProposerHeldoutSample
 from autoenvscaling.tools.tasks.splits import task_folders
+from autoenvscaling.tools.tasks.task_files import written_task_files
 
 if TYPE_CHECKING:
     from autoenvscaling.graphs.config import FlywheelContext
@@ -178,6 +179,7 @@ async def _serve(
             autosubmitted=result.autosubmitted,
             stage=stage,
             gate_reward=result.reward,
+            files_written=len(written_task_files(result.candidate)),
             infrastructure_error=infra,
             seconds=round(time.monotonic() - started, 1),
         )

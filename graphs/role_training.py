@@ -325,4 +325,6 @@ def _proposer_report(result: TrainResult) -> dict[str, Any]:
         "schedule": result.metrics.get("schedule"),
         # Episodes cut to the trainer's completion length (training/proposer/worker.py).
         "truncation": result.metrics.get("truncation"),
+        # What the update did to behaviour (rewarded / penalised logp before -> after, probe KL).
+        **(result.behaviour.summary() if result.behaviour else {}),
     }

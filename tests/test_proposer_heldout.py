@@ -92,6 +92,7 @@ async def test_the_proposer_is_measured_on_held_out_briefs_apart_from_training(
         0.5,
         2,
     )
+    assert [r.files_written for r in before.rows] == [5, 5]  # all five of a task's files
     # Untrained, the policy after round 1 is the same: its point is the one before, not served.
     assert after.reused_from == "before round 1" and after.rows == before.rows
     with RolloutStore(run / FOLDER / "rollouts.db") as store:
@@ -106,6 +107,7 @@ async def test_the_proposer_is_measured_on_held_out_briefs_apart_from_training(
     report = (run / "reports" / "round-01.md").read_text()
     assert "Proposer on held-out briefs, before round 1" in report
     assert "passes lint 1.00" in report and "oracle solves 0.50" in report
+    assert "task files written 5.00 of 5" in report
     curve = build_curve(run)
     assert [p.passes_lint.mean for p in curve.proposer_points] == [1.0, 1.0]
     assert curve.proposer_difference is not None and curve.proposer_difference.difference == 0

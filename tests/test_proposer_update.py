@@ -205,15 +205,23 @@ def test_the_graded_arm_credits_each_working_stage_a_rejected_task_reached(
     meta = {"stage": None, "admission_stage": "oracle"}
     _record(store, [("oracle", "brief A", -1.0, "failed")], metadata=meta)
     _record(store, [("none", "brief A", -1.0, "failed")])  # never submitted: no stage
+    # Submitted with nothing written: rejected at lint, graded as no task.
+    _record(
+        store, [("empty", "brief A", -1.0, "failed")], metadata={"stage": "lint", "task_files": []}
+    )
     gate = plan_proposer_update(store, rounds=[1], run_id="run")
     assert not gate.groups and "zero advantage" in gate.dropped[0].reason
     graded = plan_proposer_update(store, rounds=[1], run_id="run", arm="graded")
-    assert [s.attempt_id for s in graded.groups[0].samples] == ["lint", "oracle", "none"]
-    assert graded.groups[0].rewards == [-1.0 + GRADED_STEP, -1.0 + 3 * GRADED_STEP, -1.0]
+    assert [s.attempt_id for s in graded.groups[0].samples] == ["lint", "oracle", "none", "empty"]
+    assert graded.groups[0].rewards == [-1.0 + GRADED_STEP, -1.0 + 3 * GRADED_STEP, -1.0, -1.0]
     assert graded.summary()["reward_arm"] == "graded" and gate.summary()["reward_arm"] == "gate"
     assert graded_reward(1.0, None) == 1.0 and graded_reward(-0.25, "calibrate") == -0.25
     assert graded_reward(-1.0, "dedup") == -1.0  # a copy earns nothing
     assert graded_reward(-1.0, "anti_cheat") < -0.25
+    # Lint's step is scaled by the task files written: an empty folder submitted is no task.
+    assert graded_reward(-1.0, "lint", 0) == -1.0
+    assert graded_reward(-1.0, "lint", 2) == pytest.approx(-1.0 + 0.4 * GRADED_STEP)
+    assert graded_reward(-1.0, "build", 0) == -1.0 + 2 * GRADED_STEP  # it built: it had files
     # Autosubmitted, the graded arm loses half a stage: failing lint still beats no task.
     assert -1.0 < trained_reward(graded_reward(-1.0, "lint"), True, "graded") < -1.0 + GRADED_STEP
     assert trained_reward(graded_reward(-1.0, "lint"), True, "gate") == -1.0
@@ -394,6 +402,13 @@ def test_varying_rewards_change_the_weights(tiny_model: Path, tmp_path: Path) ->
     assert result.checkpoint is not None, result.reason
     assert registry.current_id() == result.checkpoint.id
     assert result.steps_done == 2 and result.metrics["param_change_l2"] > 0
+    # Learning measured by behaviour, as for the solver: rewarded proposals likelier after the
+    # update, penalised ones less likely (the direction, not a size), and the probe moved.
+    behaviour = result.behaviour
+    assert behaviour is not None and behaviour.rewarded and behaviour.penalised, behaviour
+    assert behaviour.rewarded.after > behaviour.rewarded.before, behaviour.line()
+    assert behaviour.penalised.after < behaviour.penalised.before, behaviour.line()
+    assert behaviour.probe_kl is not None and behaviour.probe_kl > 0
     import json
 
     worker = json.loads((tmp_path / "work" / "result.json").read_text())

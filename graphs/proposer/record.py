@@ -30,6 +30,7 @@ from autoenvscaling.tools.rollouts.models import Attempt, new_attempt_id, stable
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.rollouts.transcripts import Transcript, chat_messages, save_transcript
 from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
+from autoenvscaling.tools.tasks.task_files import written_task_files
 
 
 def attempt_id_for(settings: ProposerSettings, index: int) -> str:
@@ -231,6 +232,8 @@ def _attempt_row(
             "tool_calls": result.tool_calls,
             "stage": result.verdict.stage if result.verdict else None,
             "reason": result.verdict.reason if result.verdict else None,
+            # Which of a task's five files it wrote (the graded reward's measure below lint).
+            "task_files": written_task_files(result.candidate),
             "gates": [g.model_dump() for g in result.gates],
             "model": settings.model.model,
             # What proposer training scores logprobs at (training/proposer/update.py).

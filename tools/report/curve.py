@@ -95,6 +95,9 @@ class ProposerPoint(BaseModel):
     passes_lint: Rate
     oracle_solves: Rate
     submitted: Rate
+    files_written: float | None = Field(
+        default=None, description="Mean task files written per attempt (of 5)"
+    )
     stages: dict[str, int] = Field(
         default_factory=dict, description="Where the attempts stopped (None: passed every stage)"
     )
@@ -108,6 +111,7 @@ class ProposerRound(BaseModel):
     reward_arm: str | None = None
     rewards: list[list[float]] = Field(default_factory=list, description="Each trained group's")
     groups_dropped: list[str] = Field(default_factory=list)
+    behaviour: str | None = Field(default=None, description="The update's behaviour line")
     checkpoint: str | None = None
     reason: str | None = None
 
@@ -188,6 +192,7 @@ def _proposer_point(point: int, updates: int, e: ProposerHeldoutEval) -> Propose
         passes_lint=e.passes_lint,
         oracle_solves=e.oracle_solves,
         submitted=e.submitted,
+        files_written=e.files_written,
         stages=dict(sorted(stages.items())),
         reused_from=e.reused_from,
     )
@@ -202,6 +207,7 @@ def _proposer_round(m: RoundMetrics) -> ProposerRound:
         reward_arm=t.get("reward_arm") if isinstance(t.get("reward_arm"), str) else None,
         rewards=rewards if isinstance(rewards, list) else [],
         groups_dropped=[str(g) for g in t.get("groups_dropped") or []],
+        behaviour=t.get("behaviour") if isinstance(t.get("behaviour"), str) else None,
         checkpoint=t.get("checkpoint") if isinstance(t.get("checkpoint"), str) else None,
         reason=t.get("reason") if isinstance(t.get("reason"), str) else None,
     )
@@ -382,7 +388,8 @@ def curve_lines(curve: Curve) -> list[str]:
         lines.append(
             f"  {p.when:>16} ({p.updates} updates): passes lint {lint.mean:.2f} "
             f"[{lint.low:.2f}, {lint.high:.2f}], oracle solves {oracle.mean:.2f} "
-            f"[{oracle.low:.2f}, {oracle.high:.2f}], submitted {p.submitted.mean:.2f} "
+            f"[{oracle.low:.2f}, {oracle.high:.2f}], submitted {p.submitted.mean:.2f}, "
+            f"task files written {_files(p.files_written)} of 5 "
             f"(n={p.samples}; stopped at {p.stages}){reused}"
         )
     d = curve.proposer_difference
@@ -395,7 +402,13 @@ def curve_lines(curve: Curve) -> list[str]:
         if curve.proposer_points:
             what = r.checkpoint or r.reason or "-"
             lines.append(f"  round {r.round} proposer ({r.reward_arm}): {r.rewards} -> {what}")
+            if r.behaviour:
+                lines.append(f"    {r.behaviour}")
     return lines
+
+
+def _files(mean: float | None) -> str:
+    return "-" if mean is None else f"{mean:.2f}"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -29,6 +29,10 @@ class ProposerHeldoutSample(BaseModel):
         "gate runs; 'not_submitted' or 'error' when no verdict"
     )
     gate_reward: float | None = None
+    files_written: int | None = Field(
+        default=None,
+        description="Of the task's five files, those it wrote (tools/tasks/task_files.py)",
+    )
     infrastructure_error: bool = False
     seconds: float = 0.0
 
@@ -83,6 +87,12 @@ class ProposerHeldoutEval(BaseModel):
     def oracle_solves(self) -> Rate:
         return rate([float(r.oracle_solved) for r in self.valid])
 
+    @property
+    def files_written(self) -> float | None:
+        """Mean task files written per valid attempt (of 5); None when not recorded."""
+        counts = [r.files_written for r in self.valid if r.files_written is not None]
+        return sum(counts) / len(counts) if counts else None
+
     def shown(self) -> str:
         """`passes lint 0.12 [0.04, 0.31] (3/24); oracle solves ...; submitted ...`."""
         parts = [
@@ -93,6 +103,8 @@ class ProposerHeldoutEval(BaseModel):
                 ("submitted", self.submitted),
             )
         ]
+        if self.files_written is not None:
+            parts.append(f"task files written {self.files_written:.2f} of 5 per attempt")
         if self.infrastructure_failures:
             parts.append(f"{self.infrastructure_failures} infrastructure failure(s)")
         if self.reused_from:

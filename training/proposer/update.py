@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field
 from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, STAGES
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.rollouts.transcripts import load_transcript, normalized
+from autoenvscaling.tools.tasks.task_files import TASK_FILES
 from autoenvscaling.training.backend import TrainJob
 from autoenvscaling.training.worker_backend import WorkerBackend
 
@@ -70,20 +71,37 @@ AUTOSUBMIT_PENALTY = 0.25
 RewardArm = Literal["gate", "graded"]
 
 #: The stages that check a task works: the gate's, in its order, up to the copy checks. Reaching
-#: the k-th (0: lint) and failing it scores -1 + (k + 1) * GRADED_STEP; failing decontam or
-#: dedup (a copy, not a new task) earns nothing.
+#: the k-th (0: lint) and failing it scores -1 + (k + 1) * GRADED_STEP, except lint: a task that
+#: fails it earns the step in proportion to the task's five files it wrote (`TASK_FILES`), so
+#: an empty folder scores as no task. Failing decontam or dedup (a copy) earns nothing.
 WORKING_STAGES: tuple[str, ...] = STAGES[: STAGES.index("decontam")]
 GRADED_STEP = 0.1
 
 
-def graded_reward(gate_reward: float, stage: str | None) -> float:
+def graded_reward(
+    gate_reward: float, stage: str | None, files_written: int = len(TASK_FILES)
+) -> float:
     """The graded arm's reward of a proposal the gate gave `gate_reward`, rejected at `stage`
-    (None: admitted, or never submitted). Admission (+1) and out-of-band (-0.25) keep the gate's
-    reward; below them, -1 + 0.1 per working stage reached, so every rejection stays under the
-    out-of-band one (anti_cheat, the last: -0.4)."""
+    (None: admitted, or never submitted), whose folder held `files_written` of the task's five
+    files. Admission (+1) and out-of-band (-0.25) keep the gate's reward; below them, -1 + 0.1
+    per working stage reached (lint's step scaled by the files written), so every rejection
+    stays under the out-of-band one (anti_cheat, the last: -0.4).
+
+    Why lint's step is scaled: measured (benchmarks/RESULTS.md, issue 40), a flat 0.1 for
+    reaching lint taught a 135M proposer, in one update, to call `submit` on an empty folder."""
     if gate_reward > REWARD_VALIDATION_FAILED or stage not in WORKING_STAGES:
         return gate_reward
+    if stage == "lint":
+        share = min(max(files_written, 0), len(TASK_FILES)) / len(TASK_FILES)
+        return REWARD_VALIDATION_FAILED + GRADED_STEP * share
     return REWARD_VALIDATION_FAILED + (WORKING_STAGES.index(stage) + 1) * GRADED_STEP
+
+
+def files_written(metadata: dict[str, Any]) -> int:
+    """How many of the task's five files a proposal wrote (attempts recorded before the count
+    was: all five, the grade they were trained at)."""
+    written = metadata.get("task_files")
+    return len(TASK_FILES) if written is None else len(written)
 
 
 def rejected_at(metadata: dict[str, Any]) -> str | None:
@@ -290,7 +308,8 @@ def plan_proposer_update(
             autosubmitted = bool(attempt.metadata.get("autosubmitted"))
             reward = float(attempt.reward)
             if arm == "graded":
-                reward = graded_reward(reward, rejected_at(attempt.metadata))
+                meta = attempt.metadata
+                reward = graded_reward(reward, rejected_at(meta), files_written(meta))
             prompt = transcript.messages[:cut]
             key = prompt_key(prompt, transcript.tools)
             prompts.setdefault(key, (prompt, transcript.tools))

@@ -100,6 +100,8 @@ def run(job: ProposerJob) -> WorkerResult:
     from trl.trainer.grpo_config import GRPOConfig
     from trl.trainer.grpo_trainer import GRPOTrainer
 
+    from autoenvscaling.training.grpo.behaviour import BehaviourRecorder, measured
+
     started = time.monotonic()
     hyper = job.hyper
     score_labelled_positions_only()  # CPU: the LM head scores only completion tokens
@@ -174,18 +176,30 @@ def run(job: ProposerJob) -> WorkerResult:
         lr_scheduler_type=RL_LR_SCHEDULE,  # as the solver's GRPO (training/trl_worker.py)
     )
 
-    trainer = GRPOTrainer(
+    # What the update did to behaviour, as the solver's step reports it (training/grpo/
+    # behaviour.py): rewarded and penalised episodes' log-probability before -> after each step
+    # (TRL's env_mask is its tool_mask: the model's own tokens only), and the probe set's KL.
+    behaviour = BehaviourRecorder(temperature=job.temperature)
+    # Any: the measured subclass takes `behaviour=` on top of GRPOTrainer's own arguments.
+    trainer_type: Any = measured(GRPOTrainer) if hyper.measure_behaviour else GRPOTrainer
+    trainer = trainer_type(
+        **({"behaviour": behaviour} if hyper.measure_behaviour else {}),
         model=model,
         reward_funcs=[gate_reward],
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,
-        # TRL hands conversational prompts (message lists); its RolloutFunc alias says list[str].
-        rollout_func=recorded_rollouts,  # pyright: ignore[reportArgumentType]
+        # TRL hands conversational prompts (message lists); its RolloutFunc alias says list[str]
+        # (unchecked here: the measured subclass is typed Any).
+        rollout_func=recorded_rollouts,
         callbacks=[step_progress(job.job_id, hyper.steps)],
     )
+    if hyper.measure_behaviour:  # the policy the update starts from
+        behaviour.start_probe(trainer.model, tokenizer, None)
     trained = train(trainer, job)
+    if hyper.measure_behaviour:
+        behaviour.end_probe(trainer.model_wrapped)
     result = WorkerResult(
         job_id=job.job_id,
         kind=kind,
@@ -204,6 +218,7 @@ def run(job: ProposerJob) -> WorkerResult:
         steps_done=trainer.state.global_step,
         groups_total=len(job.groups),
         episodes=used,
+        behaviour=behaviour.report() if hyper.measure_behaviour else None,
     )
     return save_weights(trainer, tokenizer, job, result)
 
