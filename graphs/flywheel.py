@@ -386,7 +386,11 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
         "brief": brief,
         # The round starts here, before the inspect stage: `review` subtracts inspect's seconds.
         "round_started": round_started,
-        "stage_seconds": {**seconds, "inspect": round(time.monotonic() - started, 2)},
+        # Each stage its own seconds: inspect's are the brief's, not the evaluations' above.
+        "stage_seconds": {
+            **seconds,
+            "inspect": round(max(time.monotonic() - started - sum(seconds.values()), 0.0), 2),
+        },
     }
 
 
@@ -478,9 +482,10 @@ async def admit_one(state: AdmitItem, runtime: Runtime[FlywheelContext]) -> dict
 
 def propose_admit_seconds(state: FlywheelState, now: float) -> dict[str, float]:
     """The stage seconds with the wall time of the propose/admit branches: from the round's
-    start (set before inspect) to `now`, less inspect's own seconds; never negative."""
+    start (set before inspect) to `now`, less the seconds of the stages before it (inspect and,
+    in round 1, the baseline and the evaluations before round 1); never negative."""
     seconds = dict(state.get("stage_seconds", {}))
-    elapsed = now - state.get("round_started", now) - seconds.get("inspect", 0.0)
+    elapsed = now - state.get("round_started", now) - sum(seconds.values())
     seconds["propose_admit"] = round(max(elapsed, 0.0), 2)
     return seconds
 

@@ -300,7 +300,11 @@ def curve_figure(curve: Curve) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax, bx, cx) = plt.subplots(1, 3, figsize=(15, 3.8))
+    panels = 4 if curve.proposer_points else 3
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 3.8))
+    ax, bx, cx = axes[:3]
+    if curve.proposer_points:
+        proposer_panel(axes[3], curve.proposer_points)
     shown = [p for p in curve.points if p.success_rate is not None]
     if shown:
         xs = [p.steps for p in shown]
@@ -347,6 +351,24 @@ def curve_figure(curve: Curve) -> Any:
     return fig
 
 
+def proposer_panel(ax: Any, points: list[ProposerPoint]) -> None:
+    """The proposer on the held-out briefs: each rate with its interval, per point."""
+    xs = [p.point for p in points]
+    for name in ("passes_lint", "oracle_solves", "submitted"):
+        rates: list[Rate] = [getattr(p, name) for p in points]
+        ax.errorbar(
+            xs,
+            [r.mean for r in rates],
+            yerr=[[r.mean - r.low for r in rates], [r.high - r.mean for r in rates]],
+            marker="o",
+            capsize=3,
+            label=name.replace("_", " "),
+        )
+    ax.legend(fontsize="small")
+    ax.set(title="proposer, held-out briefs (95% Wilson)", xlabel="after round", ylim=(0, 1))
+    ax.set_xticks(xs)
+
+
 def write_curve(run_dir: Path) -> tuple[Path, Path]:
     """Write reports/curve.json and reports/curve.png; their paths."""
     import matplotlib.pyplot as plt
@@ -364,6 +386,15 @@ def write_curve(run_dir: Path) -> tuple[Path, Path]:
 
 def curve_lines(curve: Curve) -> list[str]:
     """The curve in a few lines of text (what the command prints)."""
+    lines: list[str] = []
+    if curve.points or any(r.steps for r in curve.rounds):  # the solver was measured or trained
+        lines += solver_lines(curve)
+    lines += proposer_lines(curve)
+    return lines
+
+
+def solver_lines(curve: Curve) -> list[str]:
+    """The solver's points, change and rounds."""
     lines = [f"held-out success on {curve.split or '-'}:"]
     for p in curve.points:
         rate = "-" if p.success_rate is None else f"{p.success_rate:.2f}"
@@ -380,6 +411,12 @@ def curve_lines(curve: Curve) -> list[str]:
         )
     for r in curve.rounds:
         lines.append(f"  round {r.round}: {r.steps} steps; {r.behaviour or r.reason or '-'}")
+    return lines
+
+
+def proposer_lines(curve: Curve) -> list[str]:
+    """The proposer's points on the held-out briefs, change and updates (none when unmeasured)."""
+    lines: list[str] = []
     if curve.proposer_points:
         lines.append(f"the proposer on held-out briefs (examples from {curve.proposer_split}):")
     for p in curve.proposer_points:
