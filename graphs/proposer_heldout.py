@@ -17,6 +17,7 @@ measures only noise) and says so. Idempotent per point: a resumed run reads the 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,7 +118,11 @@ async def evaluate_proposer_heldout(
         )
     path = point_path(run, round_)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(result.model_dump_json(indent=2))
+    # Whole or absent: a run killed mid-write resumes by serving the point again, never by
+    # reading half of one.
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(result.model_dump_json(indent=2))
+    os.replace(tmp, path)
     return result
 
 
