@@ -222,7 +222,8 @@ def test_the_graded_arm_credits_each_working_stage_a_rejected_task_reached(
     assert graded_reward(-1.0, "lint", 0) == -1.0
     assert graded_reward(-1.0, "lint", 2) == pytest.approx(-1.0 + 0.4 * GRADED_STEP)
     assert graded_reward(-1.0, "build", 0) == -1.0 + 2 * GRADED_STEP  # it built: it had files
-    # Autosubmitted, the graded arm loses half a stage: failing lint still beats no task.
+    # Autosubmitted, the graded arm loses half a file's credit: one file still beats no task.
+    assert trained_reward(graded_reward(-1.0, "lint", 1), True, "graded") > -1.0
     assert -1.0 < trained_reward(graded_reward(-1.0, "lint"), True, "graded") < -1.0 + GRADED_STEP
     assert trained_reward(graded_reward(-1.0, "lint"), True, "gate") == -1.0
 

@@ -122,10 +122,12 @@ def trained_reward(gate_reward: float, autosubmitted: bool, arm: RewardArm = "ga
 
 
 def autosubmit_penalty(arm: RewardArm) -> float:
-    """The gate arm's AUTOSUBMIT_PENALTY; the graded arm's is half a stage: 0.25 would floor
-    every autosubmitted rejection before the oracle at -1 and erase the grades it adds, and half
-    a stage keeps the order (no task < an autosubmitted one failing lint < a submitted one)."""
-    return AUTOSUBMIT_PENALTY if arm == "gate" else GRADED_STEP / 2
+    """The gate arm's AUTOSUBMIT_PENALTY; the graded arm's is half of one task file's credit at
+    lint (0.01): 0.25 would floor every autosubmitted rejection before the oracle at -1 and erase
+    the grades, and anything above one file's credit (0.02) would score an autosubmitted task of
+    one file as no task (measured: a group of empty submissions, prose, and one autosubmitted
+    instruction.md was flat). So: no task < any file written, and `submit` beats the budget."""
+    return AUTOSUBMIT_PENALTY if arm == "gate" else GRADED_STEP / len(TASK_FILES) / 2
 
 
 class ProposerSample(BaseModel):
