@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.tools.report.curve import Curve, build_curve, main, newcombe, write_curve
+from autoenvscaling.tools.report.curve import Curve, build_curve, main, write_curve
 from autoenvscaling.tools.report.heldout import heldout_eval
 from autoenvscaling.tools.report.metrics import RoundMetrics
 from autoenvscaling.tools.report.run_report import save_history
 from autoenvscaling.tools.rollouts.models import Attempt
-from autoenvscaling.tools.stats import wilson
+from autoenvscaling.tools.stats import newcombe, wilson
 
 
 def test_newcombe_matches_the_published_example():

@@ -137,10 +137,11 @@ async def test_the_proposer_demonstration_evaluates_heldout_briefs_and_trains_th
     # served without a policy server, so the point after is the one before, and says so).
     data, _ = write_curve(run)
     curve = Curve.model_validate_json(data.read_text())
-    assert [(p.point, p.samples) for p in curve.proposer_points] == [(0, 2), (1, 2)]
-    before = curve.proposer_points[0]
+    assert curve.proposer is not None
+    assert [(p.point, p.samples) for p in curve.proposer.points] == [(0, 2), (1, 2)]
+    before = curve.proposer.points[0]
     assert (before.passes_lint.mean, before.oracle_solves.mean) == (1.0, 0.5)
-    assert curve.proposer_points[1].reused_from == "before round 1"
-    [round_] = curve.proposer_rounds
+    assert curve.proposer.points[1].reused_from == "before round 1"
+    [round_] = curve.proposer.rounds
     assert round_.reward_arm == "graded" and round_.checkpoint and round_.behaviour
     assert not curve.points  # the solver was neither measured nor trained

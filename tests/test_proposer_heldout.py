@@ -108,6 +108,7 @@ async def test_the_proposer_is_measured_on_held_out_briefs_apart_from_training(
     assert "Proposer on held-out briefs, before round 1" in report
     assert "passes lint 1.00" in report and "oracle solves 0.50" in report
     assert "task files written 5.00 of 5" in report
-    curve = build_curve(run)
-    assert [p.passes_lint.mean for p in curve.proposer_points] == [1.0, 1.0]
-    assert curve.proposer_difference is not None and curve.proposer_difference.difference == 0
+    proposer = build_curve(run).proposer
+    assert proposer is not None
+    assert [p.passes_lint.mean for p in proposer.points] == [1.0, 1.0]
+    assert proposer.difference is not None and proposer.difference.difference == 0

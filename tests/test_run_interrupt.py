@@ -48,7 +48,16 @@ def test_one_sigint_stops_the_run_before_its_next_round(engine_ready, tmp_path: 
         "3",
     )
     env = {**os.environ, "PYTHONPATH": str(REPO), "HARBOR_TELEMETRY": "0"}
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # SIGINT as a terminal delivers it: a test runner started in the background (`cmd &` in a
+    # non-interactive shell) passes SIGINT on ignored, and Python then never raises
+    # KeyboardInterrupt; the child starts with the default disposition, as under a terminal.
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     store = run_dir / "rollouts.db"
     deadline = time.monotonic() + 300
     # Interrupt while round 1's first attempt is in flight (recorded, not finished).

@@ -115,3 +115,39 @@ def group_variance_chance(successes: float, n: int, group: int) -> float:
         raise ValueError(f"successes must lie in [0, n={n}], got {successes}")
     p = (successes + 1) / (n + 2)
     return 1.0 - p**group - (1.0 - p) ** group
+
+
+def newcombe(k1: int, n1: int, k2: int, n2: int) -> tuple[float, float, float]:
+    """(p2 - p1, low, high): Newcombe's hybrid-score 95% interval on a difference of two
+    independent proportions, from each one's Wilson interval (Newcombe 1998, method 10)."""
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = wilson(k1, n1)
+    l2, u2 = wilson(k2, n2)
+    d = p2 - p1
+    return d, d - math.hypot(p2 - l2, u1 - p1), d + math.hypot(u2 - p2, p1 - l1)
+
+
+class Difference(BaseModel):
+    """Point `last`'s success rate minus point `first`'s, with Newcombe's 95% interval."""
+
+    first: int
+    last: int
+    difference: float
+    interval_low: float
+    interval_high: float
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.interval_low > 0 or self.interval_high < 0
+
+    @classmethod
+    def of(cls, first: int, last: int, k1: int, n1: int, k2: int, n2: int) -> Difference:
+        """`k2/n2 - k1/n1` of points `first` and `last`, rounded for the reports."""
+        d, low, high = newcombe(k1, n1, k2, n2)
+        return cls(
+            first=first,
+            last=last,
+            difference=round(d, 4),
+            interval_low=round(low, 4),
+            interval_high=round(high, 4),
+        )
