@@ -29,6 +29,7 @@ from autoenvscaling.tools.tasks.task_files import written_task_files
 if TYPE_CHECKING:
     from autoenvscaling.graphs.config import FlywheelContext
     from autoenvscaling.graphs.models import ModelConfig, Policy
+    from autoenvscaling.graphs.proposer import ProposerSettings
     from autoenvscaling.tools.agents.brief import ProposerBrief
     from autoenvscaling.tools.run_dir import RunDir
 
@@ -107,7 +108,11 @@ async def evaluate_proposer_heldout(
         )
         result = point.model_copy(update={"when": when, "reused_from": reused})
     else:
-        rows = await _serve(ctx, run, run_id, round_, policy, model, folder, graph)
+        settings = heldout_settings(ctx, run, run_id, round_, policy, model)
+        briefs = await asyncio.to_thread(heldout_briefs, ctx, folder)
+        out_dir = run.root / FOLDER / f"r{round_:02d}"
+        samples = ctx.proposer_heldout_samples
+        rows = await _serve(briefs, settings, out_dir, samples, ctx.concurrency, graph)
         result = ProposerHeldoutEval(
             when=when,
             split=folder,
@@ -126,24 +131,23 @@ async def evaluate_proposer_heldout(
     return result
 
 
-async def _serve(
+def heldout_settings(
     ctx: FlywheelContext,
     run: RunDir,
     run_id: str,
     round_: int,
     policy: Policy,
     model: ModelConfig,
-    folder: str,
-    graph: Any,
-) -> list[ProposerHeldoutSample]:
+) -> ProposerSettings:
+    """The run's proposer settings for a held-out point: its arm, turns and gate, no revision, no
+    rollout evidence, recorded in the point's own store."""
     from autoenvscaling.graphs.admission import proposer_gate
-    from autoenvscaling.graphs.proposer import ProposerSettings, propose
+    from autoenvscaling.graphs.proposer import ProposerSettings
     from autoenvscaling.graphs.proposer.settings import proposer_budget
 
-    briefs = await asyncio.to_thread(heldout_briefs, ctx, folder)
     root = run.root / FOLDER
     root.mkdir(parents=True, exist_ok=True)
-    settings = ProposerSettings(
+    return ProposerSettings(
         model=model,
         arm=ctx.arm,  # pyright: ignore[reportArgumentType] - a str option; pydantic checks it
         solver_feedback=False,  # a held-out brief has no rollout evidence to cite
@@ -156,16 +160,26 @@ async def _serve(
         round=round_,
         policy_version=policy.version,
     )
-    slots = asyncio.Semaphore(max(1, ctx.concurrency))
-    samples = ctx.proposer_heldout_samples
+
+
+async def _serve(
+    briefs: list[ProposerBrief],
+    settings: ProposerSettings,
+    out_dir: Path,
+    samples: int,
+    concurrency: int,
+    graph: Any,
+) -> list[ProposerHeldoutSample]:
+    """Each brief `samples` times, `concurrency` attempts at once."""
+    from autoenvscaling.graphs.proposer import propose
+
+    slots = asyncio.Semaphore(max(1, concurrency))
 
     async def one(index: int, brief: ProposerBrief) -> ProposerHeldoutSample:
         b, sample = divmod(index, samples)
         async with slots:
             started = time.monotonic()
-            result = await propose(
-                brief, settings, out_dir=root / f"r{round_:02d}", index=index, graph=graph
-            )
+            result = await propose(brief, settings, out_dir=out_dir, index=index, graph=graph)
         verdict = result.verdict
         infra = bool(verdict and verdict.infrastructure_error) or (
             result.outcome == "error" and verdict is None
