@@ -106,6 +106,88 @@ async def test_gc_removes_rejected_images_and_nothing_it_did_not_build(
         api.remove_image(admitted.tag)
 
 
+# Builds two task images in a process of its own, which then exits: their owner is dead.
+BUILD_IN_A_CHILD = """
+import asyncio, sys
+from autoenvscaling.tools.sandbox.images import build_image
+async def main():
+    for folder in sys.argv[2:]:
+        print((await build_image(folder, backend=sys.argv[1])).tag)
+asyncio.run(main())
+"""
+
+
+@pytest.mark.timeout(300)
+async def test_images_of_an_exited_process_whose_folder_is_gone_are_swept(
+    engine, engine_client, tmp_path
+):
+    """A deleted run folder (or a test's temporary one) leaves its task images behind: podman's
+    image listing then slows with every run (seen: 750 images, 45 s a listing, a CI run's
+    listing past its 60 s bound). The sweep removes exactly those of an exited builder whose
+    folder is gone."""
+    import shutil
+    import subprocess
+    import sys
+
+    from autoenvscaling.tools.sandbox.image_gc import sweep_stale_images
+
+    api = engine_client.api
+    gone = make_task(tmp_path, f"FROM debian:bookworm-slim\nRUN echo {uuid.uuid4().hex} > /g\n")
+    kept = make_task(tmp_path, f"FROM debian:bookworm-slim\nRUN echo {uuid.uuid4().hex} > /k\n")
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            BUILD_IN_A_CHILD,
+            engine,
+            str(gone / "environment"),
+            str(kept / "environment"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=True,
+    )
+    gone_tag, kept_tag = child.stdout.split()
+    # This live process's image of a folder that is gone: its owner may still use it.
+    live = make_task(tmp_path, f"FROM debian:bookworm-slim\nRUN echo {uuid.uuid4().hex} > /l\n")
+    live_tag = (await build_image(live / "environment", backend=engine)).tag
+    assert api.inspect_image(kept_tag)["Config"]["Labels"]["autoenvscaling.folder"] == str(kept)
+    shutil.rmtree(gone)
+    shutil.rmtree(live)
+    try:
+        report = sweep_stale_images(engine)
+        assert gone_tag in report.images, report
+        assert kept_tag not in report.images and live_tag not in report.images
+        present = {short(t) for i in list_images(api) for t in i["RepoTags"] or []}
+        assert gone_tag not in present and {kept_tag, live_tag, base_image_tag()} <= present
+    finally:
+        for tag in (kept_tag, live_tag):
+            api.remove_image(tag)
+
+
+def test_staleness_is_judged_by_owner_folder_and_name(tmp_path):
+    from autoenvscaling.tools.sandbox.cleanup import FOLDER_LABEL, OWNER_LABEL, owner
+    from autoenvscaling.tools.sandbox.image_gc import is_stale
+
+    (tmp_path / "here" / "environment").mkdir(parents=True)
+    dead = "no-such-boot:1:1"  # an earlier boot: exited
+
+    def image(tag: str, who: str, folder: str | None) -> dict:
+        labels = {LABEL: "1", OWNER_LABEL: who} | ({FOLDER_LABEL: folder} if folder else {})
+        return {"Id": "sha256:x", "RepoTags": [tag], "Labels": labels}
+
+    gone = str(tmp_path / "gone")
+    assert is_stale(image("autoenvscaling/t:1", dead, gone), "podman")
+    assert is_stale(image("localhost/autoenvscaling/t:1", dead, None), "podman")  # unrecorded
+    assert not is_stale(image("autoenvscaling/t:1", dead, str(tmp_path / "here")), "podman")
+    assert not is_stale(image("autoenvscaling/t:1", owner(), gone), "podman")  # alive
+    assert not is_stale(image("someone-else/app:1", dead, gone), "podman")  # not our name
+    assert not is_stale(image("autoenvscaling/base:1", dead, gone), "podman")
+    # A docker daemon may serve other machines: an owner it cannot place is kept.
+    assert not is_stale(image("autoenvscaling/t:1", dead, gone), "docker")
+
+
 async def test_remove_task_image_of_a_rejected_candidate(engine, engine_client, tmp_path):
     task = make_task(tmp_path, "FROM debian:bookworm-slim\nRUN echo c > /c\n")
     await build_image(task / "environment", backend=engine)

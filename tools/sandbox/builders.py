@@ -26,7 +26,7 @@ import docker.errors
 
 from autoenvscaling.tools.sandbox import buildjail, cleanup, profile
 from autoenvscaling.tools.sandbox.base import BuildError
-from autoenvscaling.tools.sandbox.cleanup import TASK_LABEL, labels
+from autoenvscaling.tools.sandbox.cleanup import image_labels
 from autoenvscaling.tools.sandbox.engine import cli_argv, client, wedge_now
 from autoenvscaling.tools.sandbox.image_tags import missing_hint
 from autoenvscaling.tools.settings import get_settings
@@ -87,7 +87,7 @@ def build_podman(
     """`podman build` of `environment_dir` into `tag`; raises BuildError."""
     argv, env = cli_argv("podman")
     cmd = [*argv, "build", "--network", network, "--layers", "--rm", "--force-rm", "-t", tag]
-    for key, value in labels(**{TASK_LABEL: task_name}).items():
+    for key, value in image_labels(task_name, environment_dir.parent).items():
         cmd += ["--label", f"{key}={value}"]
     cmd += profile.build_flags()
     if force:
@@ -184,7 +184,7 @@ def build_docker(
             forcerm=True,
             nocache=force,
             network_mode="none",
-            labels=labels(**{TASK_LABEL: task_name}),
+            labels=image_labels(task_name, environment_dir.parent),
             decode=True,
             timeout=max(int(timeout_sec), 1),
         ):

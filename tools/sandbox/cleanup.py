@@ -26,6 +26,7 @@ LABEL = "autoenvscaling"
 OWNER_LABEL = "autoenvscaling.owner"
 RUN_LABEL = "autoenvscaling.run"
 TASK_LABEL = "autoenvscaling.task"
+FOLDER_LABEL = "autoenvscaling.folder"  # the task folder a task image was built for
 BASE_LABEL = "autoenvscaling.base"
 IMAGE_REPO = "autoenvscaling"  # built task images: autoenvscaling/<task>:<content-hash>
 BASE_REPO = "autoenvscaling/base"
@@ -49,6 +50,14 @@ def owner() -> str:
 def labels(**extra: str) -> dict[str, str]:
     """The labels of a container or image this process creates."""
     return {LABEL: "1", OWNER_LABEL: owner(), RUN_LABEL: RUN_ID, **extra}
+
+
+def image_labels(task_name: str, task_dir: Path) -> dict[str, str]:
+    """The labels of a task image: ours, its task, and its folder (a folder name with a control
+    character is not recorded: the image then counts as a folder gone once its owner is)."""
+    folder = str(task_dir)
+    recorded = {FOLDER_LABEL: folder} if folder.isprintable() else {}
+    return labels(**{TASK_LABEL: task_name}, **recorded)
 
 
 def _boot_id() -> str:

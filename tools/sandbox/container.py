@@ -34,6 +34,7 @@ from autoenvscaling.tools.sandbox.cleanup import labels as our_labels
 from autoenvscaling.tools.sandbox.cleanup import remove_container, sweep_once
 from autoenvscaling.tools.sandbox.control import EXEC_MARK, ControlChannel, exec_output
 from autoenvscaling.tools.sandbox.engine import call, cli_argv, client, engine_url, inspect_image
+from autoenvscaling.tools.sandbox.image_gc import sweep_stale_images_once
 from autoenvscaling.tools.sandbox.netns import SANDBOX_NETWORK, check_network
 from autoenvscaling.tools.sandbox.proctree import KILL_TREE, exec_quiet, kill_tree_host
 from autoenvscaling.tools.sandbox.shell import PendingOutput, PersistentShell
@@ -148,6 +149,7 @@ class ContainerSandbox(Sandbox):
         api = (await call(client, backend, runtime.service_flags(network))).api
         # The sweep asks the engine's default service (all our containers, whatever runtime).
         await call(sweep_once, backend, lambda engine: client(engine).api)
+        sweep_stale_images_once(backend)  # in the background: the listing grows with the store
         try:
             config = (await call(inspect_image, api, image)).get("Config") or {}
         except Exception as exc:

@@ -183,20 +183,25 @@ def check_runtime() -> BackendStatus:
 
 
 def clean_docker() -> list[str]:
-    """Remove stale containers and scratch of crashed runs (`doctor --clean`); says what."""
+    """Remove stale containers, task images and scratch of exited runs (`doctor --clean`);
+    says what."""
     from autoenvscaling.tools.sandbox.cleanup import cleanup_stale
     from autoenvscaling.tools.sandbox.engine import client
+    from autoenvscaling.tools.sandbox.image_gc import sweep_stale_images
 
     lines = []
     for backend in ("podman", "docker"):
         try:
             report = cleanup_stale(client(backend).api)
+            images = sweep_stale_images(backend)
         except Exception as exc:  # noqa: BLE001 - an engine that is not here
             lines.append(f"{backend}: nothing cleaned ({exc})")
             continue
         lines.append(
             f"{backend}: removed stale containers: {', '.join(report.containers) or 'none'}; "
-            f"scratch folders: {len(report.scratch)}"
+            f"stale task images: {len(images.images)}"
+            + (f" ({len(images.kept)} in use, kept)" if images.kept else "")
+            + f"; scratch folders: {len(report.scratch)}"
         )
     return lines
 

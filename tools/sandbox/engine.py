@@ -49,6 +49,7 @@ from autoenvscaling.tools.sandbox.podman_service import (
 # Names other modules take from here: the engine's one front door.
 __all__ = [
     "ENGINE_CALL_SEC",
+    "LISTING_SEC",
     "FIXED_PATH",
     "PODMAN",
     "EngineUnavailableError",
@@ -71,6 +72,11 @@ __all__ = [
 #: The watchdog's bound on one answer of the engine's API. podman answers in milliseconds; its
 #: slowest answers seen here (a loaded 2-core machine) took ~30 s.
 ENGINE_CALL_SEC = 60.0
+
+#: The bound on a listing of the engine's images: podman reads every image's layers to answer
+#: (~55 ms an image here, whatever the filter), so a store of thousands takes minutes and is not
+#: a wedge.
+LISTING_SEC = 900.0
 
 
 def wedged_error(what: str, backend: Backend = "podman") -> EngineWedgedError:
@@ -182,30 +188,31 @@ def engine_url(backend: Backend, flags: tuple[str, ...] = ()) -> str | None:
     raise SandboxError(f"unknown engine {backend!r}: podman or docker")
 
 
-_CLIENTS: dict[tuple[str, str | None], Any] = {}
+_CLIENTS: dict[tuple[str, str | None, float], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def client(backend: Backend = "podman", flags: tuple[str, ...] = ()) -> Any:
+def client(
+    backend: Backend = "podman", flags: tuple[str, ...] = (), bound: float = ENGINE_CALL_SEC
+) -> Any:
     """A cached `docker.DockerClient` for the engine (podman's service is started if needed;
-    `flags`: the service of a sandbox runtime, runtimes.py)."""
+    `flags`: the service of a sandbox runtime, runtimes.py; `bound`: its read timeout, longer
+    only for a call whose answer grows with the store, LISTING_SEC)."""
     url = engine_url(backend, flags)
-    key = (backend, url)
+    key = (backend, url, bound)
     with _CLIENTS_LOCK:
         if key not in _CLIENTS:
             try:
                 made = (
-                    docker.DockerClient(
-                        base_url=url, max_pool_size=32, timeout=int(ENGINE_CALL_SEC)
-                    )
+                    docker.DockerClient(base_url=url, max_pool_size=32, timeout=int(bound))
                     if url
-                    else docker.from_env(max_pool_size=32, timeout=int(ENGINE_CALL_SEC))
+                    else docker.from_env(max_pool_size=32, timeout=int(bound))
                 )
                 made.ping()
             except Exception as exc:
                 if is_timeout(exc):
                     raise wedged_error(
-                        f"no answer from the {backend} engine's ping within {ENGINE_CALL_SEC:g} s",
+                        f"no answer from the {backend} engine's ping within {bound:g} s",
                         backend,
                     ) from exc
                 raise EngineUnavailableError(

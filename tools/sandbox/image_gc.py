@@ -1,12 +1,17 @@
-"""Removal of the task images we built: all but those to keep, or one rejected task's.
+"""Removal of the task images we built: all but those to keep, one rejected task's, or those no
+process can use again.
 
 Only images labelled `autoenvscaling=1` whose every tag is `autoenvscaling/...` (base images
 never) are ours to remove; an image a container uses is kept and reported, and one another live
-run built is left to that run.
+run built is left to that run. A task image whose builder has exited and whose task folder is
+gone (a deleted run, a test's temporary folder) is stale: each process sweeps those once, in the
+background, at its first sandbox (`sweep_stale_images_once`), so the store does not grow with
+every run; podman's image listing slows with the store (~55 ms an image here).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -15,15 +20,17 @@ import docker.errors
 
 from autoenvscaling.tools.sandbox import cleanup
 from autoenvscaling.tools.sandbox.base import Backend
+from autoenvscaling.tools.sandbox.cache_lock import CacheLock
 from autoenvscaling.tools.sandbox.cleanup import (
     BASE_REPO,
+    FOLDER_LABEL,
     IMAGE_REPO,
     LABEL,
     OWNER_LABEL,
     RUN_LABEL,
     CleanupReport,
 )
-from autoenvscaling.tools.sandbox.engine import client
+from autoenvscaling.tools.sandbox.engine import LISTING_SEC, client
 from autoenvscaling.tools.sandbox.image_tags import image_tag
 
 
@@ -51,13 +58,76 @@ def _labelled_images(api: Any) -> list[dict[str, Any]]:
     return list_images(api, filters={"label": f"{LABEL}=1"})
 
 
+def _listing_api(backend: Backend) -> Any:
+    return client(backend, bound=LISTING_SEC).api
+
+
+def is_stale(image: dict[str, Any], backend: Backend) -> bool:
+    """A task image of ours that no process can use again: its builder has exited and its task
+    folder is gone. podman's store is this machine's, so an owner from an earlier boot (or one
+    not recorded) has exited too; a docker daemon may serve other machines, whose owners we
+    cannot tell: kept."""
+    if not _ours(image):
+        return False
+    image_labels = image.get("Labels") or {}
+    alive = cleanup.owner_alive(image_labels.get(OWNER_LABEL, ""))
+    if alive or (alive is None and backend != "podman"):
+        return False
+    folder = image_labels.get(FOLDER_LABEL)
+    return not folder or not (Path(folder) / "environment").is_dir()
+
+
+def sweep_stale_images(backend: Backend = "podman") -> CleanupReport:
+    """Remove the stale task images (`is_stale`). Each is removed under its tag's build lock, so
+    a build of the same tag in a live process waits, then builds it again."""
+    api = _listing_api(backend)
+    report = CleanupReport()
+    for image in _labelled_images(api):
+        if not is_stale(image, backend):
+            continue
+        tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
+        try:
+            for tag in tags or [image["Id"]]:
+                name = tag.removeprefix("localhost/")
+                with CacheLock(f"build-{name.replace('/', '_').replace(':', '_')}"):
+                    api.remove_image(tag, force=False, noprune=False)
+            report.images.extend([t.removeprefix("localhost/") for t in tags] or [image["Id"]])
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:  # a container uses it: the container sweep's
+            report.kept.append(f"{tags or image['Id']}: {exc.explanation or exc}")
+    return report
+
+
+_SWEEPING: dict[Backend, threading.Thread] = {}
+_SWEEPING_LOCK = threading.Lock()
+
+
+def sweep_stale_images_once(backend: Backend) -> threading.Thread:
+    """`sweep_stale_images` in a background thread, the first time this process asks; the
+    thread (joined by whoever must see the store swept). A failed sweep is left to the next."""
+
+    def sweep() -> None:
+        try:
+            sweep_stale_images(backend)
+        except Exception:  # noqa: BLE001 - a sweep must never stop the work; doctor --clean says
+            pass
+
+    with _SWEEPING_LOCK:
+        if backend not in _SWEEPING:
+            thread = threading.Thread(target=sweep, name="aes-image-sweep", daemon=True)
+            thread.start()
+            _SWEEPING[backend] = thread
+        return _SWEEPING[backend]
+
+
 def gc_images(keep: Iterable[str], *, backend: Backend = "podman") -> CleanupReport:
     """Remove the task images we built, except those named in `keep` (tags or image ids).
 
     Only images labelled `autoenvscaling=1` whose every tag is `autoenvscaling/...` (or that
     have no tag left) are candidates; images in use by a container are skipped and reported.
     """
-    api = client(backend).api
+    api = _listing_api(backend)
     keep = {k.removeprefix("localhost/") for k in keep}
     report = CleanupReport()
     for image in _labelled_images(api):
