@@ -23,7 +23,7 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXA
 LLAMA_VERSION = $(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
 WHEELHOUSE = $(HOME)/.cache/autoenvscaling/wheels/llama-cpp-python-$(LLAMA_VERSION)-$(shell printf '%s' '$(CMAKE_ARGS)' | sha256sum | cut -c1-12)
 
-.PHONY: setup system bases test test-slow typecheck architecture run bench coldstart learn \
+.PHONY: setup system bases test test-slow typecheck docs architecture run bench coldstart learn \
 	learn-proposer
 
 # The engine (podman, rootful, with runc and catatonit for --init), debootstrap for the offline
@@ -83,6 +83,11 @@ test-slow: setup
 # The type checker over the package (config: [tool.pyright] in pyproject.toml); fails on any error.
 typecheck: $(VENV)/.installed-$(EXTRAS)
 	$(VENV)/bin/pyright --pythonpath $(VENV)/bin/python
+
+# The docs site from docs/ into site/ (mkdocs.yml). Strict: a broken link, a missing page or a
+# missing include fails the build (not `-q`: MkDocs counts no warning below its log level).
+docs: $(VENV)/.installed-$(EXTRAS)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 # Redraw ARCHITECTURE.md's flywheel diagram from the compiled graph (tests/test_architecture.py
 # fails until the committed file matches).

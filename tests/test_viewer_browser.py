@@ -40,7 +40,7 @@ from .viewer_server import serve
 pytestmark = pytest.mark.timeout(120)
 
 CHROMIUM = os.environ.get("AUTOENVSCALING_CHROMIUM", "/usr/bin/chromium")
-#: Where to save each page's screenshot (docs/ holds the ones the README links).
+#: Where to save each page's screenshot (docs/viewer/ holds the ones docs/runs.md shows).
 SCREENSHOTS = os.environ.get("VIEWER_SCREENSHOTS")
 
 

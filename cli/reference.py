@@ -1,0 +1,8 @@
+"""The `autoenvscaling` command as a click command: what the docs' CLI reference is generated from
+(mkdocs-click reads its commands, options and help, so the page cannot drift from the code)."""
+
+import typer
+
+from autoenvscaling.cli.main import app
+
+command = typer.main.get_command(app)
