@@ -1,7 +1,7 @@
 """autoenvscaling: the card's top-level folders as one importable package.
 
-Each subpackage here is a relative symlink to a folder at the repository root
-(`autoenvscaling/graphs -> ../graphs`), so the code lives where the card puts it while every
-static tool (type checker, IDE, code map) resolves `autoenvscaling.<folder>` by plain path
-lookup. setuptools follows the links for wheels and editable installs alike.
+The subpackages live at the repository root (`graphs/`, `tools/`, `mcp_servers/`, `training/`,
+`prompts/`, `cli/`, `viewer/`); pyproject's `package-dir` maps each onto `autoenvscaling.<folder>`
+for wheels and editable installs. Inside the package, imports of the package are relative, so a
+tool that resolves imports by path reads the same graph Python does.
 """

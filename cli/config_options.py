@@ -18,7 +18,7 @@ import typer
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from autoenvscaling.graphs.config import PRESETS, RunConfig, cli_marker
+from ..graphs.config import PRESETS, RunConfig, cli_marker
 
 
 def _preset_fields() -> set[str]:

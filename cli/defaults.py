@@ -37,8 +37,8 @@ def model_or_embedded(
         name = model or REMOTE_DEFAULT
         yield ResolvedModel(model=name, base_url=base_url, label=name)
         return
-    from autoenvscaling.training.serving.embedded_server import EmbeddedLlamaServer
-    from autoenvscaling.training.serving.embedded_setup import ensure_embedded_assets
+    from ..training.serving.embedded_server import EmbeddedLlamaServer
+    from ..training.serving.embedded_setup import ensure_embedded_assets
 
     console.print(
         "no --model given: using the embedded default policy (SmolLM2-135M-Instruct on a local "

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from enum import IntEnum
 from typing import Literal
 
-from autoenvscaling.tools.trials.faults import Fault
+from ..tools.trials.faults import Fault
 
 
 class ExitCode(IntEnum):

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from autoenvscaling.cli.options import JsonOpt
+from .options import JsonOpt
 
 export_app = typer.Typer(no_args_is_help=True, help="Export a run's pool or rollouts.")
 console = Console(stderr=True)
@@ -42,7 +42,7 @@ def pool(
     as_json: JsonOpt = False,
 ) -> None:
     """Write the pool as a Harbor dataset (`harbor run -p OUT`), a validity card per task."""
-    from autoenvscaling.tools.export import ExportError, export_pool
+    from ..tools.export import ExportError, export_pool
 
     target = out or run_dir / "export" / "pool"
     try:
@@ -79,10 +79,10 @@ def pool(
 
 def role_tool_schemas(store: Path | str) -> dict[str, list[dict[str, Any]]]:
     """The OpenAI function schemas of each role's MCP tools, listed by the servers themselves."""
-    from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
-    from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
-    from autoenvscaling.mcp_servers.terminal import build_terminal_server
-    from autoenvscaling.tools.rollouts.postgres import is_postgres_url
+    from ..mcp_servers.filesystem import build_filesystem_server
+    from ..mcp_servers.rollouts import build_rollouts_server
+    from ..mcp_servers.terminal import build_terminal_server
+    from ..tools.rollouts.postgres import is_postgres_url
 
     async def listed(server: Any) -> list[dict[str, Any]]:
         return [
@@ -129,8 +129,8 @@ def rollouts(
     """Write the run's attempts as Harbor trajectories (ATIF), chat JSONL or an HF dataset."""
     from pydantic import ValidationError
 
-    from autoenvscaling.tools.export import RolloutFilter, export_rollouts
-    from autoenvscaling.tools.run_dir import RunDir
+    from ..tools.export import RolloutFilter, export_rollouts
+    from ..tools.run_dir import RunDir
 
     if fmt not in ("atif", "jsonl", "hf"):
         raise typer.BadParameter(f"--format must be atif, jsonl or hf, not {fmt!r}")

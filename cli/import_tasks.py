@@ -21,12 +21,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from autoenvscaling.cli.exit_codes import ExitCode, exit_code_for_kinds
-from autoenvscaling.cli.options import BackendOpt
-from autoenvscaling.cli.progress import TaskProgress
+from .exit_codes import ExitCode, exit_code_for_kinds
+from .options import BackendOpt
+from .progress import TaskProgress
 
 if TYPE_CHECKING:
-    from autoenvscaling.tools.gate.importer import ImportedTask, ImportReport
+    from ..tools.gate.importer import ImportedTask, ImportReport
 
 import_app = typer.Typer(no_args_is_help=True)
 console = Console(stderr=True)
@@ -84,8 +84,8 @@ def import_dataset_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Report what the gate would say of every task of DATASET, before building anything."""
-    from autoenvscaling.tools.gate.import_rewrite import rewrite_task
-    from autoenvscaling.tools.gate.importer import find_tasks, import_dataset, import_task
+    from ..tools.gate.import_rewrite import rewrite_task
+    from ..tools.gate.importer import find_tasks, import_dataset, import_task
 
     dataset = dataset.resolve()
     if rewrite is not None:
@@ -112,8 +112,8 @@ def import_dataset_command(
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
     if rewrite is not None:
-        from autoenvscaling.tools.gate.importer import BaseImages
-        from autoenvscaling.tools.gate.lint import lint_task
+        from ..tools.gate.importer import BaseImages
+        from ..tools.gate.lint import lint_task
 
         bases = BaseImages(backend, ask_engine=engine)
         for row in result.tasks:
@@ -138,9 +138,9 @@ def import_dataset_command(
 def _run_gate(
     result: ImportReport, dataset: Path, rewrite: Path | None, backend: str, allow: bool
 ) -> None:
-    from autoenvscaling.graphs.validation import validate_batch
-    from autoenvscaling.tools.gate import GateConfig
-    from autoenvscaling.tools.gate.importer import GateResult
+    from ..graphs.validation import validate_batch
+    from ..tools.gate import GateConfig
+    from ..tools.gate.importer import GateResult
 
     folders = [(rewrite or dataset) / row.task for row in result.tasks]
     config = GateConfig(backend=backend, allow_internet=allow)

@@ -13,9 +13,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from autoenvscaling.cli.exit_codes import exit_code_for
-from autoenvscaling.cli.options import BackendOpt, HarborEnvOpt, JsonOpt, ModelOpt
-from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
+from ..tools.agents.solver_interface import SOLVER_MAX_TURNS
+from .exit_codes import exit_code_for
+from .options import BackendOpt, HarborEnvOpt, JsonOpt, ModelOpt
 
 for _var, _value in (
     ("HARBOR_TELEMETRY", "0"),
@@ -72,7 +72,7 @@ def trial(
     as_json: JsonOpt = False,
 ) -> None:
     """Run real Harbor trials of TASKS and print one result per task."""
-    from autoenvscaling.tools.trials.trial import run_trials
+    from ..tools.trials.trial import run_trials
 
     skipped = [t for t in tasks if not (t / "task.toml").is_file()]
     for path in skipped:
@@ -81,7 +81,7 @@ def trial(
     if not tasks:
         raise typer.BadParameter("no Harbor task folders given")
 
-    from autoenvscaling.cli.progress import TaskProgress
+    from .progress import TaskProgress
 
     with TaskProgress("trials", total=len(tasks), quiet=as_json, console=console) as bar:
 
@@ -101,7 +101,7 @@ def trial(
                 environment_options=json.loads(harbor_env.read_text()) if harbor_env else None,
             )
         )
-    from autoenvscaling.tools.trials.faults import trial_failure
+    from ..tools.trials.faults import trial_failure
 
     # The task's own solution (or nothing) ran: past the agent's limits is the task's fault.
     actor = "reference" if agent in ("oracle", "nop") else "policy"
@@ -141,12 +141,12 @@ def solve(
     as_json: JsonOpt = False,
 ) -> None:
     """Let the solver attempt TASKS in real Harbor trials; every attempt goes to the store."""
-    from autoenvscaling.cli.defaults import model_or_embedded
-    from autoenvscaling.cli.progress import TaskProgress
-    from autoenvscaling.graphs.agent_loop import LoopBudget
-    from autoenvscaling.graphs.models import ModelConfig
-    from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
-    from autoenvscaling.tools.sandbox.harbor_backends import HarborBackendError, check_stages
+    from ..graphs.agent_loop import LoopBudget
+    from ..graphs.models import ModelConfig
+    from ..graphs.solver_attempt import SolverSettings, solve_task
+    from ..tools.sandbox.harbor_backends import HarborBackendError, check_stages
+    from .defaults import model_or_embedded
+    from .progress import TaskProgress
 
     try:  # our solver attaches to the sandbox: refuse a backend without one before a model starts
         check_stages(backend, ["solve"])
@@ -202,20 +202,20 @@ def doctor(
 ) -> None:
     """Say which sandbox backends work on this machine, and why not for the others; check that
     the embedded policy server answers a chat with tools on this CPU."""
-    from autoenvscaling.tools.sandbox.doctor import BackendStatus, clean_docker, diagnose
+    from ..tools.sandbox.doctor import BackendStatus, clean_docker, diagnose
 
     if clean:
         for line in clean_docker():
             console.print(line)
-        from autoenvscaling.tools.gate.harness import SCRATCH_PREFIX
-        from autoenvscaling.tools.scratch import sweep_scratch
+        from ..tools.gate.harness import SCRATCH_PREFIX
+        from ..tools.scratch import sweep_scratch
 
         gone = sweep_scratch(SCRATCH_PREFIX) + sweep_scratch("aes-trials-")
         console.print(f"gate: removed {len(gone)} trial folder(s) of killed processes")
 
     statuses = asyncio.run(diagnose())
     if server:
-        from autoenvscaling.training.serving.server_check import check_embedded_server
+        from ..training.serving.server_check import check_embedded_server
 
         check = check_embedded_server()
         detail = check.detail
@@ -242,7 +242,7 @@ def chat_template(
 ) -> None:
     """The policy's chat format: the tool template the trainer tokenizes with and the embedded
     server renders with, for a model whose own template has no tools (SmolLM2...)."""
-    from autoenvscaling.training.chat_format import tool_chat_template, write_tool_template
+    from ..training.chat_format import tool_chat_template, write_tool_template
 
     if out is None:
         typer.echo(tool_chat_template(), nl=False)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from autoenvscaling.mcp_servers.serve import ServerName
+    from ..mcp_servers.serve import ServerName
 
 mcp_app = typer.Typer(
     help="Run an MCP server over stdio (default) or streamable HTTP (--transport http).",
@@ -26,7 +26,7 @@ PortOpt = Annotated[
 
 
 def _serve(name: ServerName, transport: str, host: str, port: int | None, **options: Any) -> None:
-    from autoenvscaling.mcp_servers.serve import serve
+    from ..mcp_servers.serve import serve
 
     # stdout carries the protocol under stdio: logs go to stderr, and only warnings.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -72,8 +72,8 @@ def terminal(
     port: PortOpt = None,
 ) -> None:
     """A persistent bash per MCP session, in the sandbox --ref points at, or in a fresh workspace."""
-    from autoenvscaling.mcp_servers.terminal import attached_shells, workspace_shells
-    from autoenvscaling.tools.sandbox import SandboxLimits, SandboxRef
+    from ..mcp_servers.terminal import attached_shells, workspace_shells
+    from ..tools.sandbox import SandboxLimits, SandboxRef
 
     text = ref_file.read_text() if ref_file else ref
     if text:
@@ -105,7 +105,7 @@ def filesystem(
     port: PortOpt = None,
 ) -> None:
     """Read, write, edit, list, glob and grep inside one folder."""
-    from autoenvscaling.tools.files.models import FsLimits
+    from ..tools.files.models import FsLimits
 
     limits = FsLimits(
         max_file_bytes=max_file_bytes,
@@ -130,9 +130,9 @@ def rollouts(
     port: PortOpt = None,
 ) -> None:
     """Read-only queries over the rollout store: pass rates, failures, trajectories, search."""
-    from autoenvscaling.tools.rollouts.models import RolloutStoreError
-    from autoenvscaling.tools.rollouts.postgres import is_postgres_url
-    from autoenvscaling.tools.rollouts.store import RolloutStore
+    from ..tools.rollouts.models import RolloutStoreError
+    from ..tools.rollouts.postgres import is_postgres_url
+    from ..tools.rollouts.store import RolloutStore
 
     # A store not written yet is fine: the server opens it on first use.
     if is_postgres_url(db) or Path(db).exists():

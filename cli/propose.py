@@ -12,9 +12,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from autoenvscaling.cli.exit_codes import exit_code_for
-from autoenvscaling.cli.options import ModelOpt
-from autoenvscaling.graphs.config import PROPOSER_MAX_TURNS
+from ..graphs.config import PROPOSER_MAX_TURNS
+from .exit_codes import exit_code_for
+from .options import ModelOpt
 
 propose_app = typer.Typer(no_args_is_help=False)
 console = Console(stderr=True)
@@ -61,18 +61,18 @@ def propose(
     ] = False,
 ) -> None:
     """Let N proposers write Harbor tasks; each submission goes through the full admission gate."""
-    from autoenvscaling.graphs.models import ModelConfig
-    from autoenvscaling.graphs.proposer import ARMS, ProposerSettings, gate_config, propose
-    from autoenvscaling.graphs.proposer.settings import proposer_budget
-    from autoenvscaling.tools.agents.brief import build_brief
-    from autoenvscaling.tools.rollouts.store import RolloutStore
+    from ..graphs.models import ModelConfig
+    from ..graphs.proposer import ARMS, ProposerSettings, gate_config, propose
+    from ..graphs.proposer.settings import proposer_budget
+    from ..tools.agents.brief import build_brief
+    from ..tools.rollouts.store import RolloutStore
 
     if arm not in ARMS:
         raise typer.BadParameter(f"--arm must be one of {', '.join(ARMS)}, not {arm!r}")
     if not pool.is_dir():
         raise typer.BadParameter(f"--pool {pool} is not a folder of Harbor tasks")
-    from autoenvscaling.cli.defaults import model_or_embedded
-    from autoenvscaling.cli.progress import TaskProgress
+    from .defaults import model_or_embedded
+    from .progress import TaskProgress
 
     def settings_for(resolved) -> ProposerSettings:  # noqa: ANN001
         proposer = ModelConfig(

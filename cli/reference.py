@@ -3,6 +3,6 @@
 
 import typer
 
-from autoenvscaling.cli.main import app
+from .main import app
 
 command = typer.main.get_command(app)

@@ -24,17 +24,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from autoenvscaling.cli.config_options import with_config_options
-from autoenvscaling.cli.exit_codes import ExitCode, exit_code_for
-from autoenvscaling.cli.options import JsonOpt
-from autoenvscaling.cli.progress import TaskProgress
-from autoenvscaling.graphs.config import FlywheelContext, RunConfig
+from ..graphs.config import FlywheelContext, RunConfig
+from .config_options import with_config_options
+from .exit_codes import ExitCode, exit_code_for
+from .options import JsonOpt
+from .progress import TaskProgress
 
 if TYPE_CHECKING:
-    from autoenvscaling.graphs.flywheel_state import TrainingSummary
-    from autoenvscaling.graphs.policy_servers import PolicyServers
-    from autoenvscaling.tools.report.metrics import CandidateRecord, RoundMetrics
-    from autoenvscaling.tools.trials.faults import Fault
+    from ..graphs.flywheel_state import TrainingSummary
+    from ..graphs.policy_servers import PolicyServers
+    from ..tools.report.metrics import CandidateRecord, RoundMetrics
+    from ..tools.trials.faults import Fault
 
 run_app = typer.Typer()
 console = Console(stderr=True)
@@ -98,8 +98,8 @@ async def _stream(
 async def _saver(graph_db: Path | str) -> AsyncIterator[Any]:
     """The run's checkpointer (graph.sqlite, or a postgresql:// URL), restoring the flywheel
     state's models."""
-    from autoenvscaling.graphs.checkpointer import open_saver
-    from autoenvscaling.graphs.flywheel import checkpoint_serde
+    from ..graphs.checkpointer import open_saver
+    from ..graphs.flywheel import checkpoint_serde
 
     async with open_saver(graph_db, checkpoint_serde()) as saver:
         yield saver
@@ -108,7 +108,7 @@ async def _saver(graph_db: Path | str) -> AsyncIterator[Any]:
 async def _checkpointed(graph_db: Path | str, thread: str = THREAD) -> bool:
     """Whether the run's graph database holds a checkpoint of its thread (a run that really
     started)."""
-    from autoenvscaling.tools.rollouts.postgres import is_postgres_url, redacted
+    from ..tools.rollouts.postgres import is_postgres_url, redacted
 
     on_postgres = is_postgres_url(str(graph_db))
     if not on_postgres and not Path(graph_db).is_file():
@@ -155,9 +155,9 @@ def run_summary(
     attempt's `fault` metadata; a gate that could not judge a candidate is infrastructure), the
     run report's path, the error that stopped the run (or None; `error_fault` says whose fault
     it was: an infrastructure stop, the policy server lost, is 3), and the exit status they give."""
-    from autoenvscaling.tools.report.run_report import load_history
-    from autoenvscaling.tools.rollouts.store import RolloutStore
-    from autoenvscaling.tools.run_dir import RunDir
+    from ..tools.report.run_report import load_history
+    from ..tools.rollouts.store import RolloutStore
+    from ..tools.run_dir import RunDir
 
     run = RunDir(run_dir)
     manifest_path = run_dir / "manifest.json"
@@ -217,11 +217,11 @@ def run(
 
     Exit status: 0 the run finished and no attempt errored; 1 the run stopped on an error, or an
     attempt errored through its task's fault; 3 an attempt was lost to infrastructure."""
-    from autoenvscaling.graphs.flywheel import build_flywheel
+    from ..graphs.flywheel import build_flywheel
 
     values = dict(config_values)  # the settings given (None: not given), by field name
     if preset_name:
-        from autoenvscaling.graphs.config import given_over_preset
+        from ..graphs.config import given_over_preset
 
         try:
             values = given_over_preset(values, preset_name)
@@ -235,9 +235,9 @@ def run(
             raise typer.BadParameter("--resume needs the --run-dir of the run to continue")
         run_dir = Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     run_dir = run_dir.resolve()
-    from autoenvscaling.graphs.checkpointer import run_thread
-    from autoenvscaling.tools.rollouts.postgres import is_postgres_url
-    from autoenvscaling.tools.run_dir import RunDir
+    from ..graphs.checkpointer import run_thread
+    from ..tools.rollouts.postgres import is_postgres_url
+    from ..tools.run_dir import RunDir
 
     store: str | None = values.get("store")
     if store is not None and not is_postgres_url(store):
@@ -271,13 +271,13 @@ def run(
         )
         resume = False
     run_dir.mkdir(parents=True, exist_ok=True)
-    from autoenvscaling.tools.gate.harness import SCRATCH_PREFIX
-    from autoenvscaling.tools.scratch import sweep_scratch
+    from ..tools.gate.harness import SCRATCH_PREFIX
+    from ..tools.scratch import sweep_scratch
 
     for name in sweep_scratch(SCRATCH_PREFIX):  # trial folders of a gate that was killed
         console.print(f"removed {name} (left by a gate that was killed)")
     if (run_dir / "pool").is_dir():  # half-copied tasks of a killed run
-        from autoenvscaling.tools.tasks.pool import Pool
+        from ..tools.tasks.pool import Pool
 
         for name in Pool(run_dir / "pool").sweep():
             console.print(f"removed {name} (a copy a killed run left unfinished)")
@@ -292,7 +292,7 @@ def run(
     embedded = RunConfig.from_values(values).embedded_default()
 
     async def main() -> None:
-        from autoenvscaling.graphs.policy_servers import PolicyServers
+        from ..graphs.policy_servers import PolicyServers
 
         # The run owns its policy servers: they stop when it ends, crash or Ctrl-C included;
         # a server that crashed for good stops the run at once (PolicyServerCrashed: exit 3).
@@ -301,8 +301,8 @@ def run(
             await servers.supervise(work(servers))
 
     async def work(servers: PolicyServers) -> None:
-        from autoenvscaling.graphs.flywheel_roles import embedded_defaults
-        from autoenvscaling.training.backend import TrainingError
+        from ..graphs.flywheel_roles import embedded_defaults
+        from ..training.backend import TrainingError
 
         if embedded:
             for key, value in (await embedded_defaults(servers, console)).items():
@@ -324,8 +324,8 @@ def run(
             graph = build_flywheel(checkpointer=saver)
             config = {"configurable": {"thread_id": thread}, "recursion_limit": 10_000}
             if resume:  # the server is new: load the policy the saved state names
-                from autoenvscaling.graphs.flywheel_roles import rebind_policy
-                from autoenvscaling.tools.run_dir import RunDir
+                from ..graphs.flywheel_roles import rebind_policy
+                from ..tools.run_dir import RunDir
 
                 saved = await graph.aget_state(config)
                 name = await rebind_policy(ctx, RunDir(run_dir), saved.values.get("policy"))
@@ -341,7 +341,7 @@ def run(
 
     import click
 
-    from autoenvscaling.training.serving.supervision import PolicyServerCrashed
+    from ..training.serving.supervision import PolicyServerCrashed
 
     failed: str | None = None
     fault: Fault | None = None  # whose fault the error that stopped the run is (None: the work's)
@@ -366,7 +366,7 @@ def run(
         console.print_exception(show_locals=False)
         failed = f"{type(exc).__name__}: {exc}"
         console.print(f"[red]the run failed[/]: {failed}")
-    from autoenvscaling.tools.report.run_report import write_run_report
+    from ..tools.report.run_report import write_run_report
 
     try:
         path = write_run_report(run_dir, embedded=embedded)
@@ -390,14 +390,14 @@ async def _cold_start(
 ) -> dict[str, Any]:
     """Build (once per machine) and serve the cold-start checkpoint; the values that name it for
     both roles. Its card (what it holds, what it cost) is copied into the run folder."""
-    from autoenvscaling.graphs.cold_start import (
+    from ..graphs.cold_start import (
         adopt_cold_start,
         cold_start_checkpoint,
         cold_start_splits,
         settings_for,
     )
-    from autoenvscaling.graphs.flywheel import REPO_SEED
-    from autoenvscaling.graphs.models import Policy
+    from ..graphs.flywheel import REPO_SEED
+    from ..graphs.models import Policy
 
     if not values.get("base_model"):
         raise typer.BadParameter("--cold-start needs the policy's HF weights (--base-model)")
@@ -406,7 +406,7 @@ async def _cold_start(
     if server is None:
         raise typer.BadParameter("--cold-start needs a policy server that swaps checkpoints")
     if embedded:
-        from autoenvscaling.training.serving.embedded_setup import embedded_cache_dir
+        from ..training.serving.embedded_setup import embedded_cache_dir
 
         cache = embedded_cache_dir() / "cold-start"
     else:
@@ -449,7 +449,7 @@ def report(
     run_dir: Annotated[Path, typer.Argument(help="Run folder", exists=True, file_okay=False)],
 ) -> None:
     """Write RUN_DIR/reports/run.md and PNG plots from the run's recorded metrics."""
-    from autoenvscaling.tools.report.run_report import write_run_report
+    from ..tools.report.run_report import write_run_report
 
     manifest = (
         json.loads((run_dir / "manifest.json").read_text())

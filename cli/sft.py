@@ -40,8 +40,8 @@ def sft_data(
 ) -> None:
     """Replay SEED's reference solutions through the served solver (kept at reward 1.0) and
     harvest solved / admitted attempts from RUN folders; write deduplicated SFT data to OUT."""
-    from autoenvscaling.graphs.sft_replay import replay_tasks, served_solver_interface
-    from autoenvscaling.training.sft.data import (
+    from ..graphs.sft_replay import replay_tasks, served_solver_interface
+    from ..training.sft.data import (
         deduplicate,
         harvest_run,
         to_hf_dataset,
@@ -135,18 +135,18 @@ def cold_start(
 ) -> None:
     """Build the embedded policy's cold start once per machine (what `autoenvscaling run` then
     serves to both roles); later calls find it and return at once. `make run` calls this first."""
-    from autoenvscaling.cli.train import parse_trl_config
-    from autoenvscaling.graphs.cold_start import (
+    from ..graphs.cold_start import (
         cold_start_checkpoint,
         cold_start_splits,
         settings_for,
     )
-    from autoenvscaling.graphs.config import RunConfig, preset
-    from autoenvscaling.training.serving.embedded_setup import (
+    from ..graphs.config import RunConfig, preset
+    from ..training.serving.embedded_setup import (
         embedded_cache_dir,
         ensure_embedded_assets,
         ensure_hf_base_model,
     )
+    from .train import parse_trl_config
 
     config = RunConfig(**preset("embedded"), cold_start_trl_config=parse_trl_config(trl_config))
     # The run's own split (cli/run.py), never the pool's seed: a build on any other folder is one

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
+from ..tools.agents.solver_interface import SOLVER_MAX_TURNS
 
 train_app = typer.Typer(help="Training commands.")
 console = Console(stderr=True)
@@ -23,7 +23,7 @@ console = Console(stderr=True)
 
 def _task_dirs(paths: list[Path]) -> list[Path]:
     """Each path is a task folder (has task.toml) or a pool of task folders."""
-    from autoenvscaling.tools.tasks.format import TaskFormatError, load_pool
+    from ..tools.tasks.format import TaskFormatError, load_pool
 
     found: list[Path] = []
     for path in paths:
@@ -154,21 +154,21 @@ def train(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Train the policy with GRPO on TASKS (or SFT on --sft DATASET) and publish a new checkpoint."""
-    from autoenvscaling.cli.progress import TaskProgress
-    from autoenvscaling.tools.sandbox.harbor_backends import (
+    from ..tools.sandbox.harbor_backends import (
         HarborBackendError,
         check_stages,
         validate_backend,
     )
-    from autoenvscaling.training.backend import (
+    from ..training.backend import (
         TrainHyperParams,
         TrainingError,
         TrainJob,
         TrainProgress,
     )
-    from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
-    from autoenvscaling.training.worker_backend import AccelerateLauncher
+    from ..training.checkpoints import CheckpointRegistry
+    from ..training.grpo.trl_backend import TRLGRPOBackend
+    from ..training.worker_backend import AccelerateLauncher
+    from .progress import TaskProgress
 
     sandbox_options = json.loads(harbor_env.read_text()) if harbor_env else {}
     trl_fields = parse_trl_config(trl_config)
@@ -178,7 +178,7 @@ def train(
     except HarborBackendError as exc:
         raise typer.BadParameter(str(exc), param_hint="--sandbox") from None
     if base is None:  # the same embedded default as `run`, as HF weights for the trainer
-        from autoenvscaling.training.serving.embedded_setup import (
+        from ..training.serving.embedded_setup import (
             ensure_embedded_assets,
             ensure_hf_base_model,
         )
@@ -228,7 +228,7 @@ def train(
         ),
     )
     if sft is not None:
-        from autoenvscaling.training.sft.trl_backend import SFTJob, TRLSFTBackend
+        from ..training.sft.trl_backend import SFTJob, TRLSFTBackend
 
         job: TrainJob = SFTJob(
             **job_kwargs, dataset=sft.resolve(), batch_size=batch_size, max_length=max_length

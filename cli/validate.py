@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from autoenvscaling.cli.exit_codes import ExitCode, exit_code_for_kinds
-from autoenvscaling.cli.options import BackendOpt, HarborEnvOpt
-from autoenvscaling.cli.progress import TaskProgress
+from .exit_codes import ExitCode, exit_code_for_kinds
+from .options import BackendOpt, HarborEnvOpt
+from .progress import TaskProgress
 
 validate_app = typer.Typer(no_args_is_help=True)
 console = Console(stderr=True)
@@ -116,9 +116,9 @@ def validate(
     """Run the admission gate on TASKS and print one verdict per task."""
     from pydantic import ValidationError
 
-    from autoenvscaling.cli.defaults import ResolvedModel, model_or_embedded
-    from autoenvscaling.graphs.validation import validate_batch
-    from autoenvscaling.tools.gate import GateConfig
+    from ..graphs.validation import validate_batch
+    from ..tools.gate import GateConfig
+    from .defaults import ResolvedModel, model_or_embedded
 
     if calibrate_policy and solver:
         raise typer.BadParameter("--calibrate-policy and --solver both name the solver; pick one")
@@ -144,9 +144,13 @@ def validate(
         }
         try:
             if resolved is None:
-                return GateConfig(solver=solver, **common).with_skip(*(skip or []))
-            from autoenvscaling.graphs.models import ModelConfig
-            from autoenvscaling.graphs.proposer import gate_config
+                from ..graphs.solver_attempt import SOLVER_AGENT
+
+                return GateConfig(solver=solver, solver_agent=SOLVER_AGENT, **common).with_skip(
+                    *(skip or [])
+                )
+            from ..graphs.models import ModelConfig
+            from ..graphs.proposer import gate_config
 
             policy = ModelConfig(
                 model=resolved.model, base_url=resolved.base_url, tool_choice=resolved.tool_choice
@@ -159,8 +163,8 @@ def validate(
         with TaskProgress("validate", total=len(tasks), quiet=as_json, console=console) as bar:
             return asyncio.run(validate_batch(tasks, config, on_event=_progress(bar, as_json)))
 
-    from autoenvscaling.tools.gate.harness import SCRATCH_PREFIX
-    from autoenvscaling.tools.scratch import sweep_scratch
+    from ..tools.gate.harness import SCRATCH_PREFIX
+    from ..tools.scratch import sweep_scratch
 
     for name in sweep_scratch(SCRATCH_PREFIX):  # trial folders of a gate that was killed
         console.print(f"removed {escape(name)} (left by a gate that was killed)")

@@ -40,7 +40,7 @@ def view(
     candidates and verdicts, rollouts as conversations, trials. Read-only."""
     import uvicorn
 
-    from autoenvscaling.viewer.app import create_app
+    from ..viewer.app import create_app
 
     if not run_dir.is_dir():
         raise typer.BadParameter(f"{run_dir} is not a folder", param_hint="RUN_DIR")

@@ -17,7 +17,7 @@ from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from autoenvscaling.tools.rollouts.postgres import is_postgres_url
+from ..tools.rollouts.postgres import is_postgres_url
 
 #: The thread of a run whose checkpoints are a SQLite file of its own.
 SQLITE_THREAD = "flywheel"

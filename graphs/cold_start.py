@@ -30,15 +30,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.graphs.proposer.replay import FileForm, ServedProposer
-from autoenvscaling.tools.one_time import record_one_time_build
-from autoenvscaling.tools.tasks.splits import SplitCheck, check_splits, require_disjoint
+from ..tools.one_time import record_one_time_build
+from ..tools.tasks.splits import SplitCheck, check_splits, require_disjoint
+from .proposer.replay import FileForm, ServedProposer
 
 if TYPE_CHECKING:
-    from autoenvscaling.graphs.config import RunConfig
-    from autoenvscaling.graphs.models import Policy
-    from autoenvscaling.training.policy import Checkpoint, PolicyServer
-    from autoenvscaling.training.sft.data import SFTExample
+    from ..training.policy import Checkpoint, PolicyServer
+    from ..training.sft.data import SFTExample
+    from .config import RunConfig
+    from .models import Policy
 
 DATASET = "cold-start.jsonl"
 CARD = "card.json"
@@ -177,7 +177,7 @@ def fingerprint(
 ) -> str:
     """Changes when anything the checkpoint depends on changes (`dataset`: the dataset only —
     the replays are scripted, so the policy's weights do not enter it)."""
-    from autoenvscaling.tools.tasks.snapshot import content_hash
+    from ..tools.tasks.snapshot import content_hash
 
     fields = _DATASET_FIELDS if dataset else None
     # No override is no field: a cache built before `trl_config` existed stays valid.
@@ -210,7 +210,7 @@ def _prompts_hash() -> str:
 def export_row(example: SFTExample, *, run_id: str = "cold-start") -> dict[str, Any]:
     """An example as a row of `export rollouts --format jsonl` (tools/export/rollouts.py),
     plus its `source`; training/sft/data.py reads such rows back."""
-    from autoenvscaling.tools.export.rollouts import wire_messages
+    from ..tools.export.rollouts import wire_messages
 
     return {
         "id": example.attempt_id,
@@ -243,11 +243,11 @@ async def build_dataset(
     progress: Callable[[str], None] | None = None,
 ) -> ColdStartCard:
     """Replay both roles on `tasks_dir` (and harvest `runs`) into `cache/cold-start.jsonl`."""
-    from autoenvscaling.graphs.proposer.replay import replay_authorings
-    from autoenvscaling.graphs.sft_replay import replay_tasks, served_solver_interface
-    from autoenvscaling.tools.rollouts.store import RolloutStore
-    from autoenvscaling.tools.rollouts.transcripts import load_transcript
-    from autoenvscaling.training.sft.data import SFTExample, deduplicate, harvest_run
+    from ..tools.rollouts.store import RolloutStore
+    from ..tools.rollouts.transcripts import load_transcript
+    from ..training.sft.data import SFTExample, deduplicate, harvest_run
+    from .proposer.replay import replay_authorings
+    from .sft_replay import replay_tasks, served_solver_interface
 
     settings = settings or ColdStartSettings()
     say = progress or (lambda _msg: None)
@@ -346,9 +346,9 @@ async def cold_start_checkpoint(
     """The cold-start checkpoint in `cache` (a registry), built once per fingerprint: the
     dataset (`build_dataset`), then SFT on it; the card records both, and the run's `splits`
     (`cold_start_splits`) when given."""
-    from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainProgress
-    from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.sft.trl_backend import SFTJob, TRLSFTBackend
+    from ..training.backend import TrainHyperParams, TrainingError, TrainProgress
+    from ..training.checkpoints import CheckpointRegistry
+    from ..training.sft.trl_backend import SFTJob, TRLSFTBackend
 
     settings = settings or ColdStartSettings()
     say = progress or (lambda _msg: None)
@@ -472,7 +472,7 @@ _SFT_METRICS = (
 
 def _machine_wide(cache: Path) -> bool:
     """The cache every process on the machine shares (the embedded one, `make coldstart`'s)."""
-    from autoenvscaling.training.serving.embedded_setup import embedded_cache_dir
+    from ..training.serving.embedded_setup import embedded_cache_dir
 
     return cache.resolve().is_relative_to(embedded_cache_dir().resolve())
 
@@ -495,8 +495,8 @@ async def adopt_cold_start(
     checkpoint: Checkpoint, run_checkpoints: Path, server: PolicyServer, current: Policy
 ) -> Policy:
     """Put the cold-start checkpoint in the run's registry (same id) and serve it to both roles."""
-    from autoenvscaling.graphs.role_training import adopt_checkpoint
-    from autoenvscaling.training.checkpoints import CheckpointRegistry
+    from ..training.checkpoints import CheckpointRegistry
+    from .role_training import adopt_checkpoint
 
     registry = CheckpointRegistry(run_checkpoints)
     if not registry.exists(checkpoint.id):

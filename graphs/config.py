@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
 
-from autoenvscaling.graphs.policy_servers import PolicyServers
-from autoenvscaling.tools.agents.solver_interface import OUTPUT_CHARS, SOLVER_MAX_TURNS
+from ..tools.agents.solver_interface import OUTPUT_CHARS, SOLVER_MAX_TURNS
+from .policy_servers import PolicyServers
 
 #: The task folders shipped with the package (tasks/seed, tasks/starter).
 REPO_TASKS = Path(__file__).resolve().parents[1] / "tasks"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoenvscaling.graphs.config import RunConfig
+from .config import RunConfig
 
 #: Where TRL 1.16 cannot express the served episode exactly, and what stands in for it.
 TRL_DIFFERENCES = (

@@ -30,36 +30,36 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, Send, interrupt
 from pydantic import BaseModel
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
-from autoenvscaling.graphs.config import FlywheelContext
-from autoenvscaling.graphs.episode_budget import episode_record
-from autoenvscaling.graphs.flywheel_roles import release_embedded_default
-from autoenvscaling.graphs.flywheel_state import (
+from ..tools.report.links import candidate_links, links_markdown
+from ..tools.report.metrics import CandidateRecord, PriceTable, round_metrics
+from ..tools.report.proposer_heldout import ProposerHeldoutEval
+from ..tools.report.run_report import load_history, round_markdown, save_history
+from ..tools.rollouts.claims import run_once
+from ..tools.rollouts.models import Attempt
+from ..tools.rollouts.store import RolloutStore
+from ..tools.run_dir import RunDir
+from ..tools.sandbox.harbor_backends import check_stages
+from ..tools.tasks.pool import BandDecision, Pool, PoolEntry, band_decision
+from ..tools.tasks.splits import SplitCheck, check_splits, task_folders
+from .agent_loop import LoopBudget
+from .config import FlywheelContext
+from .episode_budget import episode_record
+from .flywheel_roles import release_embedded_default
+from .flywheel_state import (
     AdmitItem,
     FlywheelInput,
     FlywheelState,
     SlotTask,
     TrainingSummary,
 )
-from autoenvscaling.graphs.models import ModelConfig, Policy
-from autoenvscaling.graphs.nesting import non_durable
-from autoenvscaling.graphs.proposer import attempt_graph as proposer_graph
-from autoenvscaling.graphs.proposer_heldout import evaluate_proposer_heldout, load_point
-from autoenvscaling.graphs.solver_attempt import SolverAttempt, SolverSettings, attempt_id_for
-from autoenvscaling.graphs.solver_graph import SolverContext, SolveRun
-from autoenvscaling.graphs.solver_graph import graph as solver_graph
-from autoenvscaling.graphs.validation import graph as validation_graph
-from autoenvscaling.tools.report.links import candidate_links, links_markdown
-from autoenvscaling.tools.report.metrics import CandidateRecord, PriceTable, round_metrics
-from autoenvscaling.tools.report.proposer_heldout import ProposerHeldoutEval
-from autoenvscaling.tools.report.run_report import load_history, round_markdown, save_history
-from autoenvscaling.tools.rollouts.claims import run_once
-from autoenvscaling.tools.rollouts.models import Attempt
-from autoenvscaling.tools.rollouts.store import RolloutStore
-from autoenvscaling.tools.run_dir import RunDir
-from autoenvscaling.tools.sandbox.harbor_backends import check_stages
-from autoenvscaling.tools.tasks.pool import BandDecision, Pool, PoolEntry, band_decision
-from autoenvscaling.tools.tasks.splits import SplitCheck, check_splits, task_folders
+from .models import ModelConfig, Policy
+from .nesting import non_durable
+from .proposer import attempt_graph as proposer_graph
+from .proposer_heldout import evaluate_proposer_heldout, load_point
+from .solver_attempt import SolverAttempt, SolverSettings, attempt_id_for
+from .solver_graph import SolverContext, SolveRun
+from .solver_graph import graph as solver_graph
+from .validation import graph as validation_graph
 
 REPO_SEED = Path(__file__).resolve().parents[1] / "tasks" / "seed"
 
@@ -83,7 +83,7 @@ def _ctx(runtime: Runtime[FlywheelContext]) -> FlywheelContext:
 async def _serving(runtime: Runtime[FlywheelContext], policy: Policy | None) -> FlywheelContext:
     """`_ctx`, after starting the embedded default if this run needs it and nothing started it
     (the first node of a run, or of a resumed one: `policy` is what the state serves)."""
-    from autoenvscaling.graphs.flywheel_roles import serve_embedded_default
+    from .flywheel_roles import serve_embedded_default
 
     return await serve_embedded_default(runtime.context or _NO_CONTEXT, policy)
 
@@ -354,7 +354,7 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
     ctx = await _serving(runtime, state["policy"])
     started, round_started = time.monotonic(), time.time()
     run = _run(ctx)
-    from autoenvscaling.tools.agents.brief import build_brief
+    from ..tools.agents.brief import build_brief
 
     seconds: dict[str, float] = {}
     if state["round"] == 1:
@@ -424,7 +424,7 @@ async def propose_one(
     """One proposer attempt in its own workspace: episodes and revisions against the gate's
     checks (all but calibrate), recorded as a proposer rollout."""
     task = state  # the slot's task, sent by `propose`
-    from autoenvscaling.graphs.admission import run_proposer
+    from .admission import run_proposer
 
     ctx = await _serving(runtime, task.policy)
     # The attempt graph (episode -> gate -> revise) runs as this node's subgraph.
@@ -437,7 +437,7 @@ async def propose_one(
 async def admit_one(state: AdmitItem, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """The validation gate on one final candidate; admitted tasks join the pool."""
     item = state  # the final candidate, sent by `propose_one`
-    from autoenvscaling.graphs.admission import run_gate
+    from .admission import run_gate
 
     ctx = await _serving(runtime, item.policy)
     run = _run(ctx)
@@ -446,14 +446,14 @@ async def admit_one(state: AdmitItem, runtime: Runtime[FlywheelContext]) -> dict
         ctx, run, item, _role_model(ctx, item.policy, "solver"), validation_graph
     )
     if record.admitted:
-        from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
+        from ..tools.tasks.format import TaskFormatError, load_task
 
         try:
             task = load_task(Path(record.snapshot or record.path))
             category, difficulty = task.category or "", task.difficulty or ""
         except TaskFormatError:
             category = difficulty = ""
-        from autoenvscaling.tools.tasks.pool import PoolCopyError
+        from ..tools.tasks.pool import PoolCopyError
 
         try:
             # The pool receives the frozen bytes the gate checked, never the live candidate folder.
@@ -521,7 +521,7 @@ async def review(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dic
 
 async def train(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """Train the shared policy on this round's admitted tasks plus replay; swap it in for both roles."""
-    from autoenvscaling.graphs.role_training import (
+    from .role_training import (
         run_modes,
         serve_checkpoint,
         solver_start,
@@ -706,7 +706,7 @@ def checkpoint_serde() -> JsonPlusSerializer:
     """The serializer for a flywheel checkpointer: restores the models of the flywheel's state
     and of the graphs that run inside its nodes under the same checkpointer (the validation
     graph), by name, and refuses any other class a checkpoint might name (strict msgpack)."""
-    from autoenvscaling.graphs.validation import ValidationState
+    from .validation import ValidationState
 
     models = state_models(FlywheelState, SlotTask, AdmitItem, ValidationState)
     return JsonPlusSerializer(

@@ -12,15 +12,15 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autoenvscaling.graphs.config import preset
-from autoenvscaling.graphs.models import Policy
-from autoenvscaling.tools.run_dir import RunDir
+from ..tools.run_dir import RunDir
+from .config import preset
+from .models import Policy
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from autoenvscaling.graphs.config import FlywheelContext
-    from autoenvscaling.graphs.policy_servers import PolicyServers
+    from .config import FlywheelContext
+    from .policy_servers import PolicyServers
 
 
 async def embedded_defaults(
@@ -35,7 +35,7 @@ async def embedded_defaults(
 
     `model_path` / `base_model` serve and train another GGUF / HF pair (e.g. a warmed-up model).
     """
-    from autoenvscaling.training.serving.embedded_setup import ensure_embedded_assets
+    from ..training.serving.embedded_setup import ensure_embedded_assets
 
     if console:
         console.print("embedded policy: setting up (first time only) and starting the server...")
@@ -53,7 +53,7 @@ async def embedded_defaults(
     if base_model is not None:
         values["base_model"] = str(base_model)
     else:
-        from autoenvscaling.training.serving.embedded_setup import ensure_hf_base_model
+        from ..training.serving.embedded_setup import ensure_hf_base_model
 
         try:
             values["base_model"] = str(await asyncio.to_thread(ensure_hf_base_model, assets))
@@ -94,7 +94,7 @@ async def serve_embedded_default(ctx: FlywheelContext, policy: Policy | None) ->
     async with ctx.serving_lock:
         if ctx.served is not None:  # a parallel branch started it first
             return ctx.served
-        from autoenvscaling.graphs.policy_servers import PolicyServers
+        from .policy_servers import PolicyServers
 
         servers = PolicyServers()
         try:
@@ -127,8 +127,8 @@ async def rebind_policy(ctx: FlywheelContext, run: RunDir, policy: Policy | None
     resuming against a server that lacks the policy would score the wrong model."""
     if policy is None or not policy.checkpoint_id:
         return None
-    from autoenvscaling.training.checkpoints import CheckpointRegistry
-    from autoenvscaling.training.policy import PolicySwapError
+    from ..training.checkpoints import CheckpointRegistry
+    from ..training.policy import PolicySwapError
 
     server = ctx.servers.for_config(ctx)
     if server is None:

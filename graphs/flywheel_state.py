@@ -14,10 +14,10 @@ from typing import Annotated, Any, Required, TypedDict
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.graphs.models import Policy
-from autoenvscaling.graphs.proposer.settings import ProposalResult
-from autoenvscaling.tools.agents.brief import ProposerBrief
-from autoenvscaling.tools.report.metrics import CandidateRecord, RoundMetrics
+from ..tools.agents.brief import ProposerBrief
+from ..tools.report.metrics import CandidateRecord, RoundMetrics
+from .models import Policy
+from .proposer.settings import ProposalResult
 
 
 class TrainingSummary(BaseModel):

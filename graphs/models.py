@@ -79,7 +79,7 @@ class ModelConfig(BaseModel):
 
 def load_chat_model(config: ModelConfig) -> BaseChatModel:
     if config.model.startswith("scripted:"):
-        from autoenvscaling.graphs.scripted_model import load_scripted
+        from .scripted_model import load_scripted
 
         return load_scripted(config.model.removeprefix("scripted:"))
     from langchain.chat_models import init_chat_model

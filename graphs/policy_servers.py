@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Self, TypeVar
 
 if TYPE_CHECKING:
-    from autoenvscaling.graphs.config import RunConfig
-    from autoenvscaling.training.policy import PolicyRef, PolicyServer
-    from autoenvscaling.training.serving.embedded_server import EmbeddedLlamaServer
-    from autoenvscaling.training.serving.supervision import ServerCrash
+    from ..training.policy import PolicyRef, PolicyServer
+    from ..training.serving.embedded_server import EmbeddedLlamaServer
+    from ..training.serving.supervision import ServerCrash
+    from .config import RunConfig
 
 T = TypeVar("T")
 
@@ -46,7 +46,7 @@ class PolicyServers:
         """Start the embedded (llama.cpp) server once; later calls return what it serves."""
         if self.embedded is not None:
             return self.embedded.current()
-        from autoenvscaling.training.serving.embedded_server import EmbeddedLlamaServer
+        from ..training.serving.embedded_server import EmbeddedLlamaServer
 
         server = EmbeddedLlamaServer(model_path=model_path)
         self._loop = asyncio.get_running_loop()
@@ -69,7 +69,7 @@ class PolicyServers:
 
     def raise_if_down(self) -> None:
         if self.down is not None:
-            from autoenvscaling.training.serving.supervision import PolicyServerCrashed
+            from ..training.serving.supervision import PolicyServerCrashed
 
             raise PolicyServerCrashed(self.down)
 
@@ -77,7 +77,7 @@ class PolicyServers:
         """Await `work`; if the policy server goes down for good meanwhile, cancel it and raise
         `PolicyServerCrashed` (the crash's signal and log tail): nothing the run does afterwards
         could reach its model."""
-        from autoenvscaling.training.serving.supervision import PolicyServerCrashed
+        from ..training.serving.supervision import PolicyServerCrashed
 
         self._loop = asyncio.get_running_loop()
         self._down_event = event = asyncio.Event()
@@ -102,7 +102,7 @@ class PolicyServers:
         if config.policy_server == "embedded":
             return self.embedded
         if config.policy_server == "vllm" and config.policy_base_url:
-            from autoenvscaling.training.serving.vllm_server import VLLMPolicyServer
+            from ..training.serving.vllm_server import VLLMPolicyServer
 
             return VLLMPolicyServer(
                 base_url=config.policy_base_url, base_model=config.base_model or ""

@@ -17,27 +17,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from autoenvscaling.graphs.episode_budget import solver_episode
-from autoenvscaling.graphs.models import Policy
-from autoenvscaling.tools.stats import group_variance_chance
-from autoenvscaling.tools.tasks.pool import Pool, PoolEntry
-from autoenvscaling.training.backend import TrainHyperParams, TrainingError, TrainJob, TrainResult
-from autoenvscaling.training.checkpoints import CheckpointRegistry
-from autoenvscaling.training.grpo.trl_backend import TRLGRPOBackend
-from autoenvscaling.training.policy import Checkpoint, PolicyServer, PolicySwapError
-from autoenvscaling.training.proposer.update import (
+from ..tools.stats import group_variance_chance
+from ..tools.tasks.pool import Pool, PoolEntry
+from ..training.backend import TrainHyperParams, TrainingError, TrainJob, TrainResult
+from ..training.checkpoints import CheckpointRegistry
+from ..training.grpo.trl_backend import TRLGRPOBackend
+from ..training.policy import Checkpoint, PolicyServer, PolicySwapError
+from ..training.proposer.update import (
     DEFAULT_TEMPERATURE,
     ProposerJob,
     TRLProposerBackend,
     plan_proposer_update,
     update_due,
 )
-from autoenvscaling.training.worker_backend import WorkerBackend
+from ..training.worker_backend import WorkerBackend
+from .episode_budget import solver_episode
+from .models import Policy
 
 if TYPE_CHECKING:
-    from autoenvscaling.graphs.config import FlywheelContext
-    from autoenvscaling.graphs.flywheel_state import FlywheelState
-    from autoenvscaling.tools.run_dir import RunDir
+    from ..tools.run_dir import RunDir
+    from .config import FlywheelContext
+    from .flywheel_state import FlywheelState
 
 
 def run_modes(ctx: FlywheelContext) -> str:

@@ -20,17 +20,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
-from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
-from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
-from autoenvscaling.training.sft.data import (
+from ..training.sft.data import (
     NotReplayableError,
     ReplayPlan,
     SFTExample,
     replay_plan,
     solver_example,
 )
+from .agent_loop import LoopBudget
+from .models import ModelConfig
+from .scripted_model import register, reply, tool_call
+from .solver_attempt import SolverSettings, solve_task
 
 REPLAY_RUN_ID = "sft-replay"
 REPLAY_POLICY = "reference-replay"
@@ -59,7 +59,7 @@ async def served_solver_interface() -> SolverInterface:
     """The solver's system prompt and tools exactly as the served solver gives them to its model:
     the one solver interface (tools/agents/solver_interface.py). tests/test_sft_data.py checks the
     rendering against what a served attempt really sends to its endpoint."""
-    from autoenvscaling.tools.agents import solver_interface as agent_interface
+    from ..tools.agents import solver_interface as agent_interface
 
     return SolverInterface(
         system_prompt=agent_interface.system_prompt(),
@@ -98,9 +98,9 @@ async def replay_task(
     trials_dir: Path | None = None,
 ) -> tuple[ReplayResult, SFTExample | None]:
     """Replay one task's reference solution; the example when the verifier gives 1.0."""
-    from autoenvscaling.tools.rollouts.store import RolloutStore
-    from autoenvscaling.tools.tasks.domains import needs_desktop
-    from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
+    from ..tools.rollouts.store import RolloutStore
+    from ..tools.tasks.domains import needs_desktop
+    from ..tools.tasks.format import TaskFormatError, load_task
 
     task_dir = Path(task_dir).resolve()
     result = ReplayResult(task_id=task_dir.name)

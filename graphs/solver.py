@@ -17,28 +17,28 @@ from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from autoenvscaling.graphs.agent_loop import build_agent_loop, steps_from_messages
-from autoenvscaling.graphs.mcp_tools import open_mcp_tools
-from autoenvscaling.graphs.models import ModelConfig, load_chat_model
-from autoenvscaling.graphs.solver_attempt import SolverSettings, record_start
-from autoenvscaling.mcp_servers.terminal import (
+from ..mcp_servers.terminal import (
     ShellOpener,
     attached_shells,
     build_terminal_server,
     exec_shells,
 )
-from autoenvscaling.prompts import load_prompt
-from autoenvscaling.tools.agents.prompt_fit import prompt_tokens, reply_cap
-from autoenvscaling.tools.agents.solver_interface import (
+from ..prompts import load_prompt
+from ..tools.agents.prompt_fit import prompt_tokens, reply_cap
+from ..tools.agents.solver_interface import (
     first_messages,
     openai_tools,
     render_mcp_result,
 )
-from autoenvscaling.tools.rollouts.kept import kept_store
-from autoenvscaling.tools.rollouts.models import new_attempt_id
-from autoenvscaling.tools.rollouts.store import RolloutStore
-from autoenvscaling.tools.tasks.domains import needs_desktop
-from autoenvscaling.tools.trials.script_agent import PlainAgent
+from ..tools.rollouts.kept import kept_store
+from ..tools.rollouts.models import new_attempt_id
+from ..tools.rollouts.store import RolloutStore
+from ..tools.tasks.domains import needs_desktop
+from ..tools.trials.script_agent import PlainAgent
+from .agent_loop import build_agent_loop, steps_from_messages
+from .mcp_tools import open_mcp_tools
+from .models import ModelConfig, load_chat_model
+from .solver_attempt import SolverSettings, record_start
 
 
 class SolverAgent(PlainAgent):

@@ -12,15 +12,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
-from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.tools.agents.solver_interface import OUTPUT_CHARS, SOLVER_MAX_TURNS
-from autoenvscaling.tools.gate.config import SOLVER_AGENT
-from autoenvscaling.tools.rollouts.kept import kept_store
-from autoenvscaling.tools.rollouts.models import Outcome, stable_attempt_id
-from autoenvscaling.tools.rollouts.store import RolloutStore
-from autoenvscaling.tools.trials.faults import Fault, trial_failure
-from autoenvscaling.tools.trials.trial import TrialBackend, TrialOutcome, run_trial
+from ..tools.agents.solver_interface import OUTPUT_CHARS, SOLVER_MAX_TURNS
+from ..tools.rollouts.kept import kept_store
+from ..tools.rollouts.models import Outcome, stable_attempt_id
+from ..tools.rollouts.store import RolloutStore
+from ..tools.trials.faults import Fault, trial_failure
+from ..tools.trials.trial import TrialBackend, TrialOutcome, run_trial
+from .agent_loop import LoopBudget
+from .models import ModelConfig
+
+#: Our solver as a Harbor agent (graphs/solver.py; it attaches to the sandbox it runs in). Past
+#: trial configs name this path: it stays. The gate gets it as GateConfig.solver_agent.
+SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
 
 
 class SolverSettings(BaseModel):
@@ -134,8 +137,8 @@ def task_facts(task_dir: Path) -> tuple[str, bool]:
 
 @functools.lru_cache(maxsize=4096)
 def _task_facts(task_dir: Path, _stamps: tuple[int, ...]) -> tuple[str, bool]:
-    from autoenvscaling.tools.tasks.domains import needs_desktop
-    from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
+    from ..tools.tasks.domains import needs_desktop
+    from ..tools.tasks.format import TaskFormatError, load_task
 
     try:
         category = load_task(task_dir).category or ""

@@ -12,10 +12,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import BaseModel, ConfigDict, Field
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
-from autoenvscaling.graphs.config import from_run
-from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
+from .agent_loop import LoopBudget
+from .config import from_run
+from .models import ModelConfig
+from .solver_attempt import SolverSettings, solve_task
 
 
 class SolverContext(BaseModel):

@@ -29,7 +29,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, Command, Send
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.gate import (
+from ..tools.gate import (
     STAGES,
     GateConfig,
     StageName,
@@ -39,8 +39,9 @@ from autoenvscaling.tools.gate import (
     make_verdict,
     run_stage,
 )
-from autoenvscaling.tools.gate.harness import slots
-from autoenvscaling.tools.gate.pipeline import next_stage
+from ..tools.gate.harness import slots
+from ..tools.gate.pipeline import next_stage
+from .solver_attempt import SOLVER_AGENT
 
 # --------------------------------------------------------------------------- state
 
@@ -66,7 +67,12 @@ type ValidationGraph = CompiledStateGraph[
 
 
 def _config(runtime: Runtime[GateConfig]) -> GateConfig:
-    return runtime.context if runtime.context is not None else GateConfig()
+    """The run's gate config; our solver agent named when the context does not name one (the
+    gate's own layer names no agent of this one)."""
+    config = runtime.context if runtime.context is not None else GateConfig()
+    if config.solver_agent is None:
+        return config.model_copy(update={"solver_agent": SOLVER_AGENT})
+    return config
 
 
 def _stage_node(stage: StageName):

@@ -15,10 +15,10 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import Field
 
-from autoenvscaling.tools.agents.solver_interface import DESKTOP_TOOLS
-from autoenvscaling.tools.sandbox import desktop
-from autoenvscaling.tools.sandbox.base import SandboxError
-from autoenvscaling.tools.sandbox.desktop import NO_SANDBOX, DesktopError, DesktopResult, Execs
+from ..tools.agents.solver_interface import DESKTOP_TOOLS
+from ..tools.sandbox import desktop
+from ..tools.sandbox.base import SandboxError
+from ..tools.sandbox.desktop import NO_SANDBOX, DesktopError, DesktopResult, Execs
 
 __all__ = ["NO_SANDBOX", "DesktopError", "add_desktop_tools", "as_mcp"]
 

@@ -17,8 +17,7 @@ from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from autoenvscaling.mcp_servers.host_paths import scrubber
-from autoenvscaling.tools.files.models import (
+from ..tools.files.models import (
     EditResult,
     FsLimits,
     GlobResult,
@@ -27,8 +26,9 @@ from autoenvscaling.tools.files.models import (
     ReadResult,
     WriteResult,
 )
-from autoenvscaling.tools.files.rooted import RootedFs
-from autoenvscaling.tools.files.safe_paths import PathRefusedError
+from ..tools.files.rooted import RootedFs
+from ..tools.files.safe_paths import PathRefusedError
+from .host_paths import scrubber
 
 T = TypeVar("T")
 

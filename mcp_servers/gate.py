@@ -16,10 +16,10 @@ from mcp.server.fastmcp import FastMCP
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.gate import STAGES, GateConfig, StageName, Verdict, validate_task
-from autoenvscaling.tools.gate.gpu import scored_for_proposer
-from autoenvscaling.tools.gate.kinds import Kind
-from autoenvscaling.tools.tasks.format import check_task
+from ..tools.gate import STAGES, GateConfig, StageName, Verdict, validate_task
+from ..tools.gate.gpu import scored_for_proposer
+from ..tools.gate.kinds import Kind
+from ..tools.tasks.format import check_task
 
 # The stages a proposer may never run against itself.
 NEVER_CHECKED: tuple[StageName, ...] = ("calibrate",)

@@ -19,8 +19,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from autoenvscaling.mcp_servers.host_paths import scrubber
-from autoenvscaling.tools.rollouts.models import (
+from ..tools.rollouts.models import (
     Attempt,
     Failure,
     Outcome,
@@ -30,8 +29,9 @@ from autoenvscaling.tools.rollouts.models import (
     SearchHit,
     StoreSummary,
 )
-from autoenvscaling.tools.rollouts.store import RolloutStore
-from autoenvscaling.tools.text_cap import cap_text
+from ..tools.rollouts.store import RolloutStore
+from ..tools.text_cap import cap_text
+from .host_paths import scrubber
 
 T = TypeVar("T")
 READ_ONLY = ToolAnnotations(

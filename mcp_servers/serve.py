@@ -19,15 +19,15 @@ log = logging.getLogger(__name__)
 def build_server(name: ServerName, **options: Any) -> FastMCP:
     """`build_<name>_server(**options)`, imported lazily so one server's deps never load another's."""
     if name == "terminal":
-        from autoenvscaling.mcp_servers.terminal import build_terminal_server
+        from .terminal import build_terminal_server
 
         return build_terminal_server(**options)
     if name == "filesystem":
-        from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
+        from .filesystem import build_filesystem_server
 
         return build_filesystem_server(**options)
     if name == "rollouts":
-        from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
+        from .rollouts import build_rollouts_server
 
         return build_rollouts_server(**options)
     raise ValueError(f"unknown MCP server {name!r}: choose terminal, filesystem or rollouts")

@@ -21,8 +21,7 @@ from mcp.server.fastmcp.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from autoenvscaling.mcp_servers.desktop import NO_SANDBOX, DesktopError, add_desktop_tools
-from autoenvscaling.tools.agents.solver_interface import (
+from ..tools.agents.solver_interface import (
     IDLE_NOTE,
     READ_TIMEOUT_SEC,
     RUN_TIMEOUT_SEC,
@@ -30,7 +29,7 @@ from autoenvscaling.tools.agents.solver_interface import (
     TOOLS,
     clamp_timeout,
 )
-from autoenvscaling.tools.sandbox import (
+from ..tools.sandbox import (
     Backend,
     PersistentShell,
     SandboxLimits,
@@ -38,11 +37,12 @@ from autoenvscaling.tools.sandbox import (
     ShellResult,
     attach,
 )
-from autoenvscaling.tools.sandbox.base import Shell
-from autoenvscaling.tools.sandbox.desktop import Execs
-from autoenvscaling.tools.sandbox.exec_shell import ExecShell
-from autoenvscaling.tools.sandbox.shell import ShellBusyError
-from autoenvscaling.tools.text_cap import cap_text
+from ..tools.sandbox.base import Shell
+from ..tools.sandbox.desktop import Execs
+from ..tools.sandbox.exec_shell import ExecShell
+from ..tools.sandbox.shell import ShellBusyError
+from ..tools.text_cap import cap_text
+from .desktop import NO_SANDBOX, DesktopError, add_desktop_tools
 
 ShellOpener = Callable[[], AbstractAsyncContextManager[Shell]]
 """Opens one shell for one MCP session and cleans up after it (the sandbox too, if it owns it)."""
@@ -102,7 +102,7 @@ def workspace_shells(
 
     @asynccontextmanager
     async def open_shell() -> AsyncIterator[PersistentShell]:
-        from autoenvscaling.tools.sandbox.container import start_workspace
+        from ..tools.sandbox.container import start_workspace
 
         sandbox = await start_workspace(
             backend=backend, limits=limits, network=network, workdir=workdir

@@ -12,6 +12,7 @@ import ast
 import re
 import sys
 from pathlib import Path
+from typing import Literal, NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "ARCHITECTURE.md"
@@ -61,40 +62,64 @@ def import_rule(text: str) -> dict[str, set[str]]:
     return rule
 
 
-def imports_of(path: Path) -> list[tuple[int, str]]:
-    """Every module an import statement in the file names (lazy imports in functions included)."""
-    found: list[tuple[int, str]] = []
+#: A module path written as a string (a Harbor agent or environment import path, a worker
+#: module): an import the interpreter makes later, held to the same rule.
+MODULE_STRING = re.compile(rf"{PACKAGE}(\.[a-z_][a-z0-9_]*)+(:[A-Za-z_]\w*)?")
+
+
+class Import(NamedTuple):
+    line: int
+    module: str  # absolute; a relative import resolved by the file's path
+    kind: Literal["absolute", "relative", "string", "escapes"]
+
+
+def imports_of(path: Path, repo: Path = REPO) -> list[Import]:
+    """Every module an import statement in the file names (lazy imports in functions included),
+    relative ones resolved by the file's path; and every module path a string constant names
+    (`autoenvscaling.x.y:Class`)."""
+    found: list[Import] = []
+    package = [PACKAGE, *path.parent.relative_to(repo).parts]
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
+            found += [Import(node.lineno, alias.name, "absolute") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            found.append(Import(node.lineno, node.module or "", "absolute"))
+        elif isinstance(node, ast.ImportFrom) and node.level > len(package):
+            found.append(Import(node.lineno, "." * node.level + (node.module or ""), "escapes"))
         elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: always inside the same package
-                found.append((node.lineno, "." * node.level + (node.module or "")))
-            else:
-                found.append((node.lineno, node.module or ""))
-    return found
+            base = package[: len(package) - node.level + 1]
+            names = [node.module] if node.module else [a.name for a in node.names]
+            found += [Import(node.lineno, ".".join([*base, n]), "relative") for n in names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if MODULE_STRING.fullmatch(node.value):
+                found.append(Import(node.lineno, node.value.split(":")[0], "string"))
+    return sorted(found)
 
 
 def violations(rule: dict[str, set[str]], repo: Path = REPO) -> list[str]:
-    """Each import of a folder the table does not allow, as 'file:line imports module'."""
+    """Each import of a folder the table does not allow, as 'file:line imports module'. Inside
+    the package, imports of the package are relative: resolved by path, as static tools do."""
     out: list[str] = []
     for folder, allowed in sorted(rule.items()):
         for path in sorted((repo / folder).rglob("*.py")):
             rel = path.relative_to(repo).as_posix()
             # `python -m autoenvscaling.<folder>` entry points are the CLI's faces.
             may = allowed | {"cli"} if path.name == "__main__.py" else allowed
-            for line, module in imports_of(path):
+            for line, module, kind in imports_of(path, repo):
                 parts = module.split(".")
-                if parts[0] in rule:
-                    out.append(f"{rel}:{line} imports {module}: write {PACKAGE}.{module}")
-                elif parts[0] == PACKAGE and len(parts) > 1:
-                    target = parts[1]
-                    if target != folder and target not in may:
-                        out.append(
-                            f"{rel}:{line} imports {module} ({folder}/ may not import {target}/)"
-                        )
-                elif module.startswith("."):
-                    out.append(f"{rel}:{line} relative import {module}: write {PACKAGE}.…")
+                if kind == "escapes":
+                    out.append(f"{rel}:{line} relative import {module} climbs out of the package")
+                elif parts[0] in rule:
+                    out.append(f"{rel}:{line} imports {module}: import it relatively")
+                elif parts[0] != PACKAGE:
+                    continue
+                elif kind == "absolute":
+                    out.append(f"{rel}:{line} imports {module}: import the package relatively")
+                elif len(parts) > 1 and parts[1] in rule and parts[1] not in may | {folder}:
+                    verb = "names" if kind == "string" else "imports"
+                    out.append(
+                        f"{rel}:{line} {verb} {module} ({folder}/ may not import {parts[1]}/)"
+                    )
     return out
 
 

@@ -14,6 +14,7 @@ from .architecture_doc import (
     diagram_block,
     flywheel_mermaid,
     import_rule,
+    imports_of,
     violations,
 )
 
@@ -47,39 +48,65 @@ def test_the_import_check_catches_an_upward_import(tmp_path: Path):
     for folder in FOLDERS:
         (tmp_path / folder).mkdir()
     (tmp_path / "tools" / "bad.py").write_text(
-        "def f():\n    from autoenvscaling.graphs.flywheel import graph\n    import graphs.x\n"
+        "def f():\n"
+        "    from ..graphs.flywheel import graph\n"
+        "    import graphs.x\n"
+        "    from autoenvscaling.tools import pool\n"
+        'AGENT = "autoenvscaling.graphs.solver:SolverAgent"\n'
+        "from ...outside import y\n"
     )
-    (tmp_path / "graphs" / "ok.py").write_text("from autoenvscaling.tools import pool\n")
+    (tmp_path / "graphs" / "ok.py").write_text(
+        "from ..tools import pool\nfrom . import ok\nLABEL = 'autoenvscaling.owner'\n"
+    )
     assert violations(rule, tmp_path) == [
         "tools/bad.py:2 imports autoenvscaling.graphs.flywheel (tools/ may not import graphs/)",
-        "tools/bad.py:3 imports graphs.x: write autoenvscaling.graphs.x",
+        "tools/bad.py:3 imports graphs.x: import it relatively",
+        "tools/bad.py:4 imports autoenvscaling.tools: import the package relatively",
+        "tools/bad.py:5 names autoenvscaling.graphs.solver (tools/ may not import graphs/)",
+        "tools/bad.py:6 relative import ...outside climbs out of the package",
     ]
 
 
 @pytest.mark.timeout(60)
-def test_every_package_import_path_is_a_real_path():
-    """The layout static tools resolve: autoenvscaling/<folder> is a relative link to <folder>."""
+def test_the_package_has_no_link_and_every_import_resolves_by_path():
+    """What a tool that resolves imports by path sees: no symlink anywhere in the package's
+    folders, and every import of the package (all relative) names a file or folder that is
+    there; the arrows between the folders are drawn from those paths."""
     root = DOC.parent
+    arrows: set[tuple[str, str]] = set()
+    for path in (root / "autoenvscaling").rglob("*"):
+        assert not path.is_symlink(), path
     for folder in FOLDERS:
-        link = root / "autoenvscaling" / folder
-        assert link.is_symlink() and link.readlink() == Path("..") / folder, link
-        assert (link / "__init__.py").is_file()
+        for path in (root / folder).rglob("*"):
+            assert not path.is_symlink(), path
+        for path in (root / folder).rglob("*.py"):
+            for imp in imports_of(path, root):
+                if imp.kind != "relative":
+                    continue
+                parts = imp.module.split(".")[1:]
+                target = root.joinpath(*parts)
+                resolved = target.with_suffix(".py").is_file() or (target / "__init__.py").is_file()
+                # `from .mod import name` names a module; `from . import name` may name an object.
+                assert resolved or target.parent.joinpath("__init__.py").is_file(), (path, imp)
+                if parts and parts[0] != folder:
+                    arrows.add((folder, parts[0]))
+    assert {("graphs", "tools"), ("cli", "graphs"), ("mcp_servers", "tools")} <= arrows, arrows
 
 
 @pytest.mark.timeout(60)
-def test_setuptools_finds_every_package_through_the_links():
-    """pyproject's package discovery (what wheels and editable installs use) reaches every
-    package of every folder through autoenvscaling/."""
+def test_pyproject_maps_every_package_of_every_folder():
+    """setuptools' package-dir maps the folders onto the package (wheels, editable installs);
+    its package list is every folder's packages, no more."""
     import tomllib
-
-    from setuptools import find_packages
 
     root = DOC.parent
     setuptools_cfg = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
-    found = set(find_packages(where=str(root), **setuptools_cfg["packages"]["find"]))
     expected = {"autoenvscaling"} | {
         "autoenvscaling." + init.parent.relative_to(root).as_posix().replace("/", ".")
         for folder in FOLDERS
         for init in (root / folder).rglob("__init__.py")
     }
-    assert found == expected
+    assert set(setuptools_cfg["packages"]) == expected
+    assert setuptools_cfg["package-dir"] == {"autoenvscaling": "autoenvscaling"} | {
+        f"autoenvscaling.{folder}": folder for folder in FOLDERS
+    }

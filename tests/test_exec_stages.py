@@ -120,7 +120,15 @@ async def test_cheat_agent_over_exec_is_caught_by_what_it_wrote(engine_ready, mo
             "I wrote an empty JSON array instead of counting.",
         ],
     )
-    config = GateConfig(backend=backend, cheat_model=hack, near_miss=False, tamperer_probe="off")
+    from autoenvscaling.graphs.solver_attempt import SOLVER_AGENT
+
+    config = GateConfig(
+        backend=backend,
+        cheat_model=hack,
+        solver_agent=SOLVER_AGENT,
+        near_miss=False,
+        tamperer_probe="off",
+    )
     assert "gate:anti_cheat/cheat_agent" in config.sandbox_stages()
     hacked = await run_stage("anti_cheat", FIXTURES / "hack_tasks" / "json_shape_only", config)
     assert not hacked.passed and not hacked.infrastructure_error, hacked.reason

@@ -12,6 +12,7 @@ import pytest
 
 from autoenvscaling.graphs.proposer import revision_prompt
 from autoenvscaling.graphs.scripted_model import register, reply, tool_call
+from autoenvscaling.graphs.solver_attempt import SOLVER_AGENT
 from autoenvscaling.tools.gate import GateConfig, make_verdict, run_stage
 
 from .conftest import FIXTURES
@@ -25,7 +26,14 @@ SOLVE_TOP_WORDS = (
 
 def _config(model: str) -> GateConfig:
     # Only the cheat agent decides here: the near-miss and tamperer probes are off.
-    return GateConfig(cheat_model=model, near_miss=False, tamperer_probe="off", trial_concurrency=4)
+    # The gate names no agent of the graphs layer: the solver's agent is given (as graphs do).
+    return GateConfig(
+        cheat_model=model,
+        solver_agent=SOLVER_AGENT,
+        near_miss=False,
+        tamperer_probe="off",
+        trial_concurrency=4,
+    )
 
 
 @pytest.mark.timeout(600)

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from autoenvscaling.tools.sandbox.base import Backend, RuntimeSetting
+from .sandbox.base import Backend, RuntimeSetting
 
 
 class Settings(BaseSettings):

@@ -14,17 +14,17 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, model_validator
 
-from autoenvscaling.tools.agents.solver_interface import (
+from ..tools.agents.solver_interface import (
     MAX_TIMEOUT_SEC,
     OUTPUT_CHARS,
     SOLVER_MAX_TURNS,
 )
-from autoenvscaling.tools.sandbox.harbor_backends import (
+from ..tools.sandbox.harbor_backends import (
     HarborBackendError,
     check_stages,
     validate_backend,
 )
-from autoenvscaling.training.policy import Checkpoint
+from .policy import Checkpoint
 
 
 class TrainHyperParams(BaseModel):

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.training.policy import Checkpoint, CheckpointKind
+from .policy import Checkpoint, CheckpointKind
 
 MANIFEST = "manifest.json"
 WEIGHTS = "weights"

@@ -4,8 +4,8 @@ template TRL renders tools with and parses tool calls from. Workers only (torch 
 
 from __future__ import annotations
 
-from autoenvscaling.training.backend import TrainJob
-from autoenvscaling.training.worker_protocol import emit
+from .backend import TrainJob
+from .worker_protocol import emit
 
 
 def device_of(job: TrainJob) -> str:
@@ -27,7 +27,7 @@ def ensure_tool_template(tokenizer) -> str | None:
     """
     from trl.chat_template_utils import add_response_schema, supports_tool_calling
 
-    from autoenvscaling.training.chat_format import CHATML_TOKENS, END_OF_TURN, tool_chat_template
+    from .chat_format import CHATML_TOKENS, END_OF_TURN, tool_chat_template
 
     if tokenizer.chat_template and supports_tool_calling(tokenizer):
         try:

@@ -24,9 +24,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.training.backend import TrainJob
-from autoenvscaling.training.policy_loading import device_of
-from autoenvscaling.training.worker_protocol import (
+from .backend import TrainJob
+from .policy_loading import device_of
+from .worker_protocol import (
     WEIGHTS_DIR,
     WorkerResult,
     emit,

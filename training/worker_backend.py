@@ -24,9 +24,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.training.backend import ProgressCallback, TrainingError, TrainJob, TrainResult
-from autoenvscaling.training.checkpoints import CheckpointRegistry
-from autoenvscaling.training.worker_protocol import (
+from .backend import ProgressCallback, TrainingError, TrainJob, TrainResult
+from .checkpoints import CheckpointRegistry
+from .worker_protocol import (
     LOG_FILE,
     PARENT_PID_ENV,
     WORKER_ENV,

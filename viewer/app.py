@@ -25,14 +25,14 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from autoenvscaling.tools.rollouts.models import Outcome, Role
-from autoenvscaling.viewer.candidates import candidate_detail, list_candidates
-from autoenvscaling.viewer.conversation import conversation
-from autoenvscaling.viewer.curves import HEIGHT, PAD, WIDTH, charts
-from autoenvscaling.viewer.overview import live_status, overview
-from autoenvscaling.viewer.revisions import revisions
-from autoenvscaling.viewer.run_folder import PathOutsideRun, RunFolder
-from autoenvscaling.viewer.trials import list_trials, trial_detail
+from ..tools.rollouts.models import Outcome, Role
+from .candidates import candidate_detail, list_candidates
+from .conversation import conversation
+from .curves import HEIGHT, PAD, WIDTH, charts
+from .overview import live_status, overview
+from .revisions import revisions
+from .run_folder import PathOutsideRun, RunFolder
+from .trials import list_trials, trial_detail
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 100

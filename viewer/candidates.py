@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from autoenvscaling.tools.gate.kinds import Kind, Missing
-from autoenvscaling.tools.gate.results import StageResult, Verdict
-from autoenvscaling.tools.report.links import calibration_attempts, trial_dirs, verdict_files
-from autoenvscaling.viewer.run_folder import PathOutsideRun, RunFolder
+from ..tools.gate.kinds import Kind, Missing
+from ..tools.gate.results import StageResult, Verdict
+from ..tools.report.links import calibration_attempts, trial_dirs, verdict_files
+from .run_folder import PathOutsideRun, RunFolder
 
 #: The most of instruction.md (its start) and task.toml (whole) read for a title and category.
 HEADLINE_BYTES = 1024 * 1024

@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollouts.models import Attempt, Step
-from autoenvscaling.tools.rollouts.transcripts import Transcript, content_text
-from autoenvscaling.tools.text_cap import cap_text
-from autoenvscaling.viewer.run_folder import RunFolder
+from ..tools.rollouts.models import Attempt, Step
+from ..tools.rollouts.transcripts import Transcript, content_text
+from ..tools.text_cap import cap_text
+from .run_folder import RunFolder
 
 #: The most of one tool result a page shows (head + tail, marked).
 TOOL_RESULT_BYTES = 6000

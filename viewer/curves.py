@@ -11,7 +11,7 @@ import statistics
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.report.metrics import RoundMetrics, as_number
+from ..tools.report.metrics import RoundMetrics, as_number
 
 WIDTH, HEIGHT, PAD = 360, 170, 34
 

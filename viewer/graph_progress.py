@@ -22,7 +22,7 @@ from typing import Any, Literal
 import ormsgpack
 from pydantic import BaseModel, Field
 
-from autoenvscaling.viewer.regular_files import regular_or_absent
+from .regular_files import regular_or_absent
 
 THREAD = "flywheel"
 TaskState = Literal["running", "done", "failed", "waiting"]

@@ -14,12 +14,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.report.metrics import RoundMetrics
-from autoenvscaling.tools.rollouts.models import Attempt
-from autoenvscaling.tools.run_dir import Manifest
-from autoenvscaling.viewer.candidates import CandidateSummary, list_candidates
-from autoenvscaling.viewer.graph_progress import GraphProgress, read_progress
-from autoenvscaling.viewer.run_folder import RunFolder
+from ..tools.report.metrics import RoundMetrics
+from ..tools.rollouts.models import Attempt
+from ..tools.run_dir import Manifest
+from .candidates import CandidateSummary, list_candidates
+from .graph_progress import GraphProgress, read_progress
+from .run_folder import RunFolder
 
 #: The manifest's settings in the groups a person looks for; the rest follow as "other".
 GROUPS: dict[str, tuple[str, ...]] = {

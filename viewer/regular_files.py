@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from autoenvscaling.tools.files.safe_paths import PathRefusedError, SafeRoot
+from ..tools.files.safe_paths import PathRefusedError, SafeRoot
 
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 

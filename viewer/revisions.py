@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollouts.transcripts import Transcript
+from ..tools.rollouts.transcripts import Transcript
 
 _BLOCK = re.compile(r'<file path="([^"\n]+)">\n?(.*?)</file>', re.DOTALL)
 _WRITES = {"write_file", "edit_file"}

@@ -17,14 +17,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from autoenvscaling.tools.report.metrics import RoundMetrics
-from autoenvscaling.tools.rollouts.models import RolloutStoreError
-from autoenvscaling.tools.rollouts.postgres import is_postgres_url
-from autoenvscaling.tools.rollouts.store import RolloutStore
-from autoenvscaling.tools.rollouts.transcripts import Transcript, load_transcript, transcript_path
-from autoenvscaling.tools.run_dir import Manifest, RunDir
-from autoenvscaling.tools.tasks.pool import PoolIndex
-from autoenvscaling.viewer.regular_files import (
+from ..tools.report.metrics import RoundMetrics
+from ..tools.rollouts.models import RolloutStoreError
+from ..tools.rollouts.postgres import is_postgres_url
+from ..tools.rollouts.store import RolloutStore
+from ..tools.rollouts.transcripts import Transcript, load_transcript, transcript_path
+from ..tools.run_dir import Manifest, RunDir
+from ..tools.tasks.pool import PoolIndex
+from .regular_files import (
     PathOutsideRun,
     inside,
     open_regular,

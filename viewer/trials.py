@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.viewer.run_folder import FileText, PathOutsideRun, RunFolder
+from .run_folder import FileText, PathOutsideRun, RunFolder
 
 _MARKERS = ("result.json", "config.json", "trial.log")
 _DEPTH = 4

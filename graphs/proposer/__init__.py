@@ -21,22 +21,22 @@ Modules, one idea each: `settings` (what an attempt is given and returns, the ga
 (`propose`: one attempt run and recorded), `studio` (the graph `langgraph.json` serves).
 """
 
-from autoenvscaling.graphs.proposer.episode import attempt_graph
-from autoenvscaling.graphs.proposer.prompts import (
+from .episode import attempt_graph
+from .prompts import (
     brief_prompt,
     fit_first_prompt,
     revision_prompt,
     system_prompt,
 )
-from autoenvscaling.graphs.proposer.record import propose
-from autoenvscaling.graphs.proposer.settings import (
+from .record import propose
+from .settings import (
     ARMS,
     ProposalResult,
     ProposerSettings,
     gate_config,
 )
-from autoenvscaling.graphs.proposer.studio import ProposerContext, build_proposer_graph, graph
-from autoenvscaling.graphs.proposer.workspace import proposer_tools
+from .studio import ProposerContext, build_proposer_graph, graph
+from .workspace import proposer_tools
 
 __all__ = [
     "ARMS",

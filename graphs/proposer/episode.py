@@ -25,32 +25,32 @@ from langgraph.graph import START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
-from autoenvscaling.graphs.nesting import non_durable
-from autoenvscaling.graphs.proposer.prompts import revision_prompt
-from autoenvscaling.graphs.proposer.settings import (
+from ...prompts import load_prompt
+from ...tools.files.rooted import RootedFs
+from ...tools.files.safe_paths import PathRefusedError
+from ...tools.gate import REWARD_VALIDATION_FAILED, Verdict, sealed
+from ...tools.gate.gpu import scored_for_proposer
+from ...tools.rollouts.transcripts import chat_messages
+from ...tools.tasks.file_blocks import (
+    ReplyFormatError,
+    parse_file_blocks,
+    read_file_blocks,
+)
+from ...tools.tasks.format import TaskFormatError, write_task
+from ...tools.tasks.snapshot import content_hash
+from ...tools.trials.verifier import default_to_separate
+from ...training.chat_format import parse_reply
+from ..agent_loop import LoopBudget
+from ..nesting import non_durable
+from ..validation import ValidationInput
+from ..validation import graph as validation_graph
+from .prompts import revision_prompt
+from .settings import (
     GateRun,
     ProposalResult,
     ProposerSettings,
     SetAsideReply,
 )
-from autoenvscaling.graphs.validation import ValidationInput
-from autoenvscaling.graphs.validation import graph as validation_graph
-from autoenvscaling.prompts import load_prompt
-from autoenvscaling.tools.files.rooted import RootedFs
-from autoenvscaling.tools.files.safe_paths import PathRefusedError
-from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, Verdict, sealed
-from autoenvscaling.tools.gate.gpu import scored_for_proposer
-from autoenvscaling.tools.rollouts.transcripts import chat_messages
-from autoenvscaling.tools.tasks.file_blocks import (
-    ReplyFormatError,
-    parse_file_blocks,
-    read_file_blocks,
-)
-from autoenvscaling.tools.tasks.format import TaskFormatError, write_task
-from autoenvscaling.tools.tasks.snapshot import content_hash
-from autoenvscaling.tools.trials.verifier import default_to_separate
-from autoenvscaling.training.chat_format import parse_reply
 
 #: langgraph's END, typed as the literal the nodes' `Command[Literal[...]]` routes name.
 END: Final = "__end__"

@@ -7,17 +7,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.graphs.proposer.settings import Arm
-from autoenvscaling.prompts import load_prompt
-from autoenvscaling.tools.agents.brief import TRIM_LEVELS, ProposerBrief
-from autoenvscaling.tools.agents.prompt_fit import (
+from ...prompts import load_prompt
+from ...tools.agents.brief import TRIM_LEVELS, ProposerBrief
+from ...tools.agents.prompt_fit import (
     prompt_tokens,
     reply_cap,
     reply_reserve,
     too_large,
 )
-from autoenvscaling.tools.gate import Verdict
+from ...tools.gate import Verdict
+from ..models import ModelConfig
+from .settings import Arm
 
 
 def system_prompt(arm: Arm, band: tuple[float, float], *, compact: bool = False) -> str:

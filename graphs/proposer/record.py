@@ -13,24 +13,24 @@ from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from autoenvscaling.graphs.agent_loop import build_agent_loop, steps_from_messages
-from autoenvscaling.graphs.models import load_chat_model
-from autoenvscaling.graphs.nesting import non_durable
-from autoenvscaling.graphs.proposer.episode import (
+from ...tools.agents.brief import ProposerBrief
+from ...tools.rollouts.models import Attempt, new_attempt_id, stable_attempt_id
+from ...tools.rollouts.store import RolloutStore
+from ...tools.rollouts.transcripts import Transcript, chat_messages, save_transcript
+from ...tools.tasks.format import TaskFormatError, load_task
+from ...tools.tasks.task_files import written_task_files
+from ..agent_loop import build_agent_loop, steps_from_messages
+from ..models import load_chat_model
+from ..nesting import non_durable
+from .episode import (
     AttemptState,
     EpisodeContext,
     attempt_graph,
     recursion_limit,
 )
-from autoenvscaling.graphs.proposer.prompts import FittedPrompt, fit_first_prompt
-from autoenvscaling.graphs.proposer.settings import ProposalResult, ProposerSettings
-from autoenvscaling.graphs.proposer.workspace import proposer_tools
-from autoenvscaling.tools.agents.brief import ProposerBrief
-from autoenvscaling.tools.rollouts.models import Attempt, new_attempt_id, stable_attempt_id
-from autoenvscaling.tools.rollouts.store import RolloutStore
-from autoenvscaling.tools.rollouts.transcripts import Transcript, chat_messages, save_transcript
-from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
-from autoenvscaling.tools.tasks.task_files import written_task_files
+from .prompts import FittedPrompt, fit_first_prompt
+from .settings import ProposalResult, ProposerSettings
+from .workspace import proposer_tools
 
 
 def attempt_id_for(settings: ProposerSettings, index: int) -> str:

@@ -28,11 +28,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.graphs.proposer.record import propose
-from autoenvscaling.graphs.proposer.settings import ProposerSettings, gate_config, proposer_budget
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
-from autoenvscaling.tools.agents.brief import build_brief
+from ...tools.agents.brief import build_brief
+from ..models import ModelConfig
+from ..scripted_model import register, reply, tool_call
+from .record import propose
+from .settings import ProposerSettings, gate_config, proposer_budget
 
 #: The order a task author writes files in: what it is, what it asks, where it runs, how it is
 #: solved, how it is checked.

@@ -8,17 +8,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
-from autoenvscaling.graphs.config import (
+from ...tools.agents.solver_interface import SOLVER_MAX_TURNS
+from ...tools.gate import GateConfig, Verdict
+from ...tools.rollouts.models import Outcome
+from ...tools.sandbox import SandboxLimits
+from ..agent_loop import LoopBudget
+from ..config import (
     PROPOSER_MAX_TOTAL_TOKENS,
     PROPOSER_MAX_TURNS,
     PROPOSER_TIME_BUDGET_SEC,
 )
-from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
-from autoenvscaling.tools.gate import GateConfig, Verdict
-from autoenvscaling.tools.rollouts.models import Outcome
-from autoenvscaling.tools.sandbox import SandboxLimits
+from ..models import ModelConfig
 
 Arm = Literal["terminal", "error_feedback", "prompt_only"]
 ARMS: tuple[Arm, ...] = ("terminal", "error_feedback", "prompt_only")
@@ -144,9 +144,10 @@ def gate_config(
     **more: Any,
 ) -> GateConfig:
     """The gate a proposer faces; `solver` (a model) turns on calibration with our solver agent."""
-    from autoenvscaling.graphs.solver_attempt import SOLVER_AGENT, SolverSettings
+    from ..solver_attempt import SOLVER_AGENT, SolverSettings
 
     kwargs: dict[str, Any] = {
+        "solver_agent": SOLVER_AGENT,
         "backend": backend,
         "band": band,
         "pool_dir": Path(pool_dir) if pool_dir else None,

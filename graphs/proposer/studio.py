@@ -12,14 +12,14 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import BaseModel, ConfigDict, Field
 
-from autoenvscaling.graphs.config import PROPOSER_TIME_BUDGET_SEC, from_run
-from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.graphs.proposer import settings as settings_module
-from autoenvscaling.graphs.proposer.episode import attempt_graph
-from autoenvscaling.graphs.proposer.record import propose
-from autoenvscaling.graphs.proposer.settings import ProposerSettings, proposer_budget
-from autoenvscaling.tools.agents.brief import ProposerBrief, build_brief
-from autoenvscaling.tools.rollouts.store import RolloutStore
+from ...tools.agents.brief import ProposerBrief, build_brief
+from ...tools.rollouts.store import RolloutStore
+from ..config import PROPOSER_TIME_BUDGET_SEC, from_run
+from ..models import ModelConfig
+from . import settings as settings_module
+from .episode import attempt_graph
+from .record import propose
+from .settings import ProposerSettings, proposer_budget
 
 
 class ProposerContext(BaseModel):

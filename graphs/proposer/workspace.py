@@ -9,17 +9,17 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from autoenvscaling.graphs.mcp_tools import open_mcp_tools
-from autoenvscaling.graphs.proposer.settings import TASK_MOUNT, ProposerSettings
-from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
-from autoenvscaling.mcp_servers.gate import build_gate_server
-from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
-from autoenvscaling.mcp_servers.terminal import ShellOpener, build_terminal_server
-from autoenvscaling.tools.rollouts.postgres import is_postgres_url
-from autoenvscaling.tools.sandbox import PersistentShell, SandboxLimits
-from autoenvscaling.tools.sandbox.base import Shell
-from autoenvscaling.tools.sandbox.harbor_backends import our_engine
-from autoenvscaling.tools.tasks.privileges import strip_privileges
+from ...mcp_servers.filesystem import build_filesystem_server
+from ...mcp_servers.gate import build_gate_server
+from ...mcp_servers.rollouts import build_rollouts_server
+from ...mcp_servers.terminal import ShellOpener, build_terminal_server
+from ...tools.rollouts.postgres import is_postgres_url
+from ...tools.sandbox import PersistentShell, SandboxLimits
+from ...tools.sandbox.base import Shell
+from ...tools.sandbox.harbor_backends import our_engine
+from ...tools.tasks.privileges import strip_privileges
+from ..mcp_tools import open_mcp_tools
+from .settings import TASK_MOUNT, ProposerSettings
 
 #: The tools the compact system prompt names (prompts/proposer_terminal_compact.md): a small
 #: policy is served these only (17 schemas cost ~2k tokens of every call; these ~0.7k).
@@ -48,7 +48,7 @@ def workspace_with_task(
 
     @asynccontextmanager
     async def open_shell() -> AsyncIterator[PersistentShell]:
-        from autoenvscaling.tools.sandbox.container import start_workspace
+        from ...tools.sandbox.container import start_workspace
 
         sandbox = await start_workspace(
             backend=engine,
@@ -75,8 +75,8 @@ def harbor_workspace_with_task(
 
     @asynccontextmanager
     async def open_shell() -> AsyncIterator[Shell]:
-        from autoenvscaling.tools.sandbox.exec_shell import ExecShell
-        from autoenvscaling.tools.sandbox.harbor_workspace import (
+        from ...tools.sandbox.exec_shell import ExecShell
+        from ...tools.sandbox.harbor_workspace import (
             FolderSyncShell,
             start_harbor_workspace,
             stop_harbor_workspace,

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.agents.brief_render import domain_lines, evidence_text, pool_table
-from autoenvscaling.tools.rollouts.postgres import is_postgres_url
-from autoenvscaling.tools.rollouts.store import RolloutStore
-from autoenvscaling.tools.tasks.domains import DOMAINS, Domain, task_domain
-from autoenvscaling.tools.tasks.file_blocks import cap_file_blocks, render_file_blocks
-from autoenvscaling.tools.tasks.format import HarborTask, load_pool
-from autoenvscaling.tools.text_cap import tail_text
+from ..rollouts.postgres import is_postgres_url
+from ..rollouts.store import RolloutStore
+from ..tasks.domains import DOMAINS, Domain, task_domain
+from ..tasks.file_blocks import cap_file_blocks, render_file_blocks
+from ..tasks.format import HarborTask, load_pool
+from ..text_cap import tail_text
+from .brief_render import domain_lines, evidence_text, pool_table
 
 DEFAULT_BAND = (0.25, 0.75)
 

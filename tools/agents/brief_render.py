@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoenvscaling.tools.tasks.domains import DOMAIN_BLURBS, DOMAINS
+from ..tasks.domains import DOMAIN_BLURBS, DOMAINS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from autoenvscaling.tools.agents.brief import CategoryStats, DomainStats, FailureNote, TaskRate
+    from .brief import CategoryStats, DomainStats, FailureNote, TaskRate
 
 
 def _pct(value: float | None) -> str:

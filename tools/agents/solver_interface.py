@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from autoenvscaling.prompts import load_prompt
-from autoenvscaling.tools.text_cap import cap_text
+from ...prompts import load_prompt
+from ..text_cap import cap_text
 
 #: The tool result a model sees is capped to this many bytes (head + tail), on every path.
 OUTPUT_CHARS = 2000

@@ -1,8 +1,8 @@
 """What leaves a run: the pool as a Harbor dataset with validity cards, and the rollouts."""
 
-from autoenvscaling.tools.export.pool import ExportedPool, ExportError, export_pool
-from autoenvscaling.tools.export.rollouts import RolloutExport, RolloutFilter, export_rollouts
-from autoenvscaling.tools.export.validity import CARD_FILE, ValidityCard, read_card
+from .pool import ExportedPool, ExportError, export_pool
+from .rollouts import RolloutExport, RolloutFilter, export_rollouts
+from .validity import CARD_FILE, ValidityCard, read_card
 
 __all__ = [
     "CARD_FILE",

@@ -26,10 +26,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.export.validity import ValidityCard, build_card, write_card
-from autoenvscaling.tools.rollouts.store import RolloutStore
-from autoenvscaling.tools.run_dir import RunDir
-from autoenvscaling.tools.tasks.pool import Pool
+from ..rollouts.store import RolloutStore
+from ..run_dir import RunDir
+from ..tasks.pool import Pool
+from .validity import ValidityCard, build_card, write_card
 
 DEFAULT_ORG = "autoenvscaling"
 _NAME_CHARS = re.compile(r"[^a-zA-Z0-9._-]+")

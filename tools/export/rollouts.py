@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollouts.models import Outcome, Role, Trajectory
-from autoenvscaling.tools.rollouts.store import RolloutStore
-from autoenvscaling.tools.rollouts.transcripts import load_transcript
+from ..rollouts.models import Outcome, Role, Trajectory
+from ..rollouts.store import RolloutStore
+from ..rollouts.transcripts import load_transcript
 
 Format = Literal["atif", "jsonl", "hf"]
 AGENT_NAME = "autoenvscaling"

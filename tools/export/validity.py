@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.gate.results import Verdict
-from autoenvscaling.tools.run_dir import Manifest, RunDir
-from autoenvscaling.tools.tasks.pool import PoolEntry
+from ..gate.results import Verdict
+from ..run_dir import Manifest, RunDir
+from ..tasks.pool import PoolEntry
 
 CARD_FILE = "validity.json"
 CARD_VERSION = 1

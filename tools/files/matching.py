@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from autoenvscaling.tools.files.safe_paths import PathRefusedError
+from .safe_paths import PathRefusedError
 
 try:  # google-re2: linear-time matching, so no pattern can make grep hang
     import re2 as _re2

@@ -17,8 +17,8 @@ import time
 from collections.abc import Iterator
 from pathlib import PurePosixPath
 
-from autoenvscaling.tools.files.matching import compile_search, glob_match, split_lines
-from autoenvscaling.tools.files.models import (
+from .matching import compile_search, glob_match, split_lines
+from .models import (
     EditResult,
     Entry,
     FsLimits,
@@ -29,7 +29,7 @@ from autoenvscaling.tools.files.models import (
     ReadResult,
     WriteResult,
 )
-from autoenvscaling.tools.files.safe_paths import (
+from .safe_paths import (
     DIR_FLAGS,
     PathRefusedError,
     SafeRoot,

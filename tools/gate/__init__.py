@@ -4,9 +4,9 @@ Plain async functions over a task folder (`run_stage`, `validate_task`); the Lan
 validation subgraph (graphs/validation.py) runs the same functions, one node per stage.
 """
 
-from autoenvscaling.tools.gate.config import STAGES, GateConfig, StageName
-from autoenvscaling.tools.gate.pipeline import run_stage, sealed, validate_task
-from autoenvscaling.tools.gate.results import (
+from .config import STAGES, GateConfig, StageName
+from .pipeline import run_stage, sealed, validate_task
+from .results import (
     REWARD_VALIDATION_FAILED,
     StageResult,
     Verdict,

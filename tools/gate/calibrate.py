@@ -22,12 +22,12 @@ import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 
-from autoenvscaling.tools.gate.config import GateConfig, StageName
-from autoenvscaling.tools.gate.harness import failure_excerpt, gate_trial
-from autoenvscaling.tools.gate.results import StageResult
-from autoenvscaling.tools.stats import rate
-from autoenvscaling.tools.trials.faults import TrialFailure, trial_failure
-from autoenvscaling.tools.trials.trial import TrialOutcome
+from ..stats import rate
+from ..trials.faults import TrialFailure, trial_failure
+from ..trials.trial import TrialOutcome
+from .config import GateConfig, StageName
+from .harness import failure_excerpt, gate_trial
+from .results import StageResult
 
 Prior = Mapping[StageName, StageResult]
 

@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from autoenvscaling.tools.sandbox.harbor_backends import (
+from ..sandbox.harbor_backends import (
     HarborBackendError,
     check_stages,
     validate_backend,
@@ -25,8 +25,6 @@ StageName = Literal[
 #: ARCHITECTURE.md). A candidate stops at the first stage it fails.
 STAGES: tuple[StageName, ...] = get_args(StageName)
 
-#: Our solver as a Harbor agent (graphs/solver.py); it attaches to the sandbox it runs in.
-SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
 GateBackend = str  # one of our engines, harbor-docker, or harbor:<type>
 #: When anti_cheat's isolation probes (a live tamperer, interpreter wrappers) run: "auto" on
 #: tasks whose verifier is separate, "on" on every task, "off" on none.
@@ -120,6 +118,12 @@ class GateConfig(BaseSettings):
         description="OpenAI-compatible endpoint for `cheat_model` (None: the provider's).",
     )
     cheat_max_turns: int = Field(default=20, ge=1, description="Turn budget of the cheat agent.")
+    solver_agent: str | None = Field(
+        default=None,
+        description="Our solver as a Harbor agent (import path 'module:Class'), which the cheat "
+        "agent runs with `cheat_model`. The layer above sets it (graphs.solver.SOLVER_AGENT): the "
+        "gate names no agent of a higher layer itself.",
+    )
     cheat_agent: str | None = Field(
         default=None,
         description="Another Harbor agent (import path 'module:Class') to run as the cheat "
@@ -244,9 +248,11 @@ class GateConfig(BaseSettings):
             rows += ["gate:anti_cheat/tamperer"] if self.tamperer_probe == "on" else []
             rows += ["gate:anti_cheat/interpreters"] if self.tamper_interpreters == "on" else []
             # The cheat agent is our solver agent unless another Harbor agent is named.
-            ours = self.cheat_agent == SOLVER_AGENT or (self.cheat_model and not self.cheat_agent)
+            ours = (self.cheat_agent is not None and self.cheat_agent == self.solver_agent) or (
+                self.cheat_model and not self.cheat_agent
+            )
             rows += ["gate:anti_cheat/cheat_agent"] if ours else []
-        if "calibrate" not in self.skip and self.solver == SOLVER_AGENT:
+        if "calibrate" not in self.skip and self.solver and self.solver == self.solver_agent:
             rows.append("gate:calibrate/our_solver")
         return rows
 

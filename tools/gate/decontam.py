@@ -23,10 +23,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.gate.config import GateConfig, StageName
-from autoenvscaling.tools.gate.results import NOT_CONFIGURED_STATUS, StageResult
-from autoenvscaling.tools.tasks.format import load_task
-from autoenvscaling.tools.tasks.similarity import load_heldout, words
+from ..tasks.format import load_task
+from ..tasks.similarity import load_heldout, words
+from .config import GateConfig, StageName
+from .results import NOT_CONFIGURED_STATUS, StageResult
 
 Prior = Mapping[StageName, StageResult]
 

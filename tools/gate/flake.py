@@ -30,8 +30,8 @@ from harbor.models.agent.context import AgentContext
 from harbor.models.trial.paths import TrialPaths
 from harbor.utils.env import resolve_env_vars
 
-from autoenvscaling.tools.tasks.format import load_task
-from autoenvscaling.tools.trials.script_agent import NoWebTools
+from ..tasks.format import load_task
+from ..trials.script_agent import NoWebTools
 
 #: Import path of the agent, as `gate_trial` takes it.
 RERUN_AGENT = "autoenvscaling.tools.gate.flake:VerifierRerunAgent"

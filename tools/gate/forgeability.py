@@ -21,8 +21,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.gate.lint.written_paths import is_written, written_by_verifier
-from autoenvscaling.tools.trials.verifier import shared_verifier_risk
+from ..trials.verifier import shared_verifier_risk
+from .lint.written_paths import is_written, written_by_verifier
 
 Route = Literal["agent_program", "git_in_agent_repo", "agent_python_path", "shared_root"]
 
@@ -98,8 +98,8 @@ def _agent_path(path: str, workdir: str) -> bool:
 
 
 def _workdir(task: Path) -> str:
-    from autoenvscaling.tools.gate.lint.model import TaskView
-    from autoenvscaling.tools.tasks.dockerfile import Dockerfile, DockerfileError
+    from ..tasks.dockerfile import Dockerfile, DockerfileError
+    from .lint.model import TaskView
 
     view = TaskView.of(task)
     if view.workdir:

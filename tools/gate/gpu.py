@@ -16,17 +16,17 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.tools.gate.kinds import BRIEFED_NEEDS
-from autoenvscaling.tools.gate.lint.harbor_compat import OUR_BACKENDS
-from autoenvscaling.tools.gate.lint.model import LintFinding, LintReport
-from autoenvscaling.tools.gate.results import (
+from ..tasks.limits import TaskLimits
+from .kinds import BRIEFED_NEEDS
+from .lint.harbor_compat import OUR_BACKENDS
+from .lint.model import LintFinding, LintReport
+from .results import (
     NEEDS_GPU_STATUS,
     REWARD_VALIDATION_FAILED,
     StageResult,
     Verdict,
     excerpt,
 )
-from autoenvscaling.tools.tasks.limits import TaskLimits
 
 #: The most GPUs one machine holds (an 8-GPU node). A task that asks for more asks for what no
 #: backend gives one task: its limit error stands, a rejection like any other out-of-range field.

@@ -11,12 +11,12 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.tools.gate.config import GateConfig
-from autoenvscaling.tools.gate.network import declares_internet
-from autoenvscaling.tools.gate.results import excerpt
-from autoenvscaling.tools.sandbox.netns import gives_internet
-from autoenvscaling.tools.scratch import make_scratch
-from autoenvscaling.tools.trials.trial import TrialOutcome, run_trial
+from ..sandbox.netns import gives_internet
+from ..scratch import make_scratch
+from ..trials.trial import TrialOutcome, run_trial
+from .config import GateConfig
+from .network import declares_internet
+from .results import excerpt
 
 #: Temporary trial folders of the gate; a killed gate's are swept by `sweep_scratch`.
 SCRATCH_PREFIX = "aes-gate-"

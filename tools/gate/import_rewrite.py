@@ -18,8 +18,8 @@ import re
 import shutil
 from pathlib import Path
 
-from autoenvscaling.tools.gate.importer import Change
-from autoenvscaling.tools.gate.lint import LintReport
+from .importer import Change
+from .lint import LintReport
 
 _RELATIVE_TOKEN = re.compile(
     r"(?<![\w/$.{-])(?:\./|\.\./)?[A-Za-z_][\w.-]*(?:/[\w.-]+)*\.(?:py|sh|txt|json|csv|log|ini|toml|cfg)\b"

@@ -26,17 +26,17 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, computed_field
 
-from autoenvscaling.tools.gate.forgeability import ForgeRoute, forgeability
-from autoenvscaling.tools.gate.kinds import (
+from ..sandbox.harbor_backends import our_engine
+from .forgeability import ForgeRoute, forgeability
+from .kinds import (
     Kind,
     Missing,
     lint_missing,
     missing_base_images,
     missing_network,
 )
-from autoenvscaling.tools.gate.lint import LintReport, lint_task
-from autoenvscaling.tools.gate.lint.dockerfile_rules import OFFLINE_BASES
-from autoenvscaling.tools.sandbox.harbor_backends import our_engine
+from .lint import LintReport, lint_task
+from .lint.dockerfile_rules import OFFLINE_BASES
 
 
 class Change(BaseModel):
@@ -143,7 +143,7 @@ class BaseImages:
         engine = our_engine(backend)
         if ask_engine and engine is not None:
             try:
-                from autoenvscaling.tools.sandbox.engine import client
+                from ..sandbox.engine import client
 
                 self._api = client(engine).api
             except Exception:  # noqa: BLE001 - no engine here: judge by the offline bases
@@ -160,7 +160,7 @@ class BaseImages:
                 bare = image.removeprefix("docker.io/").removeprefix("library/")
                 self._held[image] = bare in OFFLINE_BASES
             else:
-                from autoenvscaling.tools.sandbox.image_tags import image_id
+                from ..sandbox.image_tags import image_id
 
                 try:
                     self._held[image] = image_id(self._api, image) is not None
@@ -169,7 +169,7 @@ class BaseImages:
         return self._held[image]
 
     def missing(self, task: Path) -> list[Missing]:
-        from autoenvscaling.tools.sandbox.image_tags import parent_images
+        from ..sandbox.image_tags import parent_images
 
         dockerfile = task / "environment" / "Dockerfile"
         if not dockerfile.is_file():

@@ -21,9 +21,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.gate.network import Phase, network_need
-from autoenvscaling.tools.sandbox.base import DEFAULT_BACKEND
-from autoenvscaling.tools.sandbox.harbor_backends import our_engine
+from ..sandbox.base import DEFAULT_BACKEND
+from ..sandbox.harbor_backends import our_engine
+from .network import Phase, network_need
 
 Kind = Literal["task_wrong", "cannot_run_here", "infrastructure"]
 Need = Literal["base_image", "internet", "gpus", "compose"]
@@ -67,8 +67,8 @@ def _engine_images(task: Path, backend: str) -> list[Missing]:
     engine = our_engine(backend)
     if engine is None:
         return []
-    from autoenvscaling.tools.sandbox.engine import client
-    from autoenvscaling.tools.sandbox.image_tags import image_id, parent_images
+    from ..sandbox.engine import client
+    from ..sandbox.image_tags import image_id, parent_images
 
     images = parent_images(task / "environment" / "Dockerfile")
     try:

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.tasks.dockerfile import Dockerfile, DockerfileError
+from ..tasks.dockerfile import Dockerfile, DockerfileError
 
 Phase = Literal["build", "verifier", "solution"]
 

@@ -10,20 +10,20 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 
-from autoenvscaling.tools.gate.anti_cheat.stage import anti_cheat
-from autoenvscaling.tools.gate.calibrate import calibrate
-from autoenvscaling.tools.gate.config import STAGES, GateConfig, StageName
-from autoenvscaling.tools.gate.decontam import decontam
-from autoenvscaling.tools.gate.kinds import missing_for
-from autoenvscaling.tools.gate.results import (
+from ..tasks.snapshot import content_hash
+from .anti_cheat.stage import anti_cheat
+from .calibrate import calibrate
+from .config import STAGES, GateConfig, StageName
+from .decontam import decontam
+from .kinds import missing_for
+from .results import (
     REWARD_VALIDATION_FAILED,
     StageResult,
     Verdict,
     make_verdict,
 )
-from autoenvscaling.tools.gate.static_stages import dedup, lint
-from autoenvscaling.tools.gate.trial_stages import build, nop, oracle, repeat
-from autoenvscaling.tools.tasks.snapshot import content_hash
+from .static_stages import dedup, lint
+from .trial_stages import build, nop, oracle, repeat
 
 StageFn = Callable[[Path, GateConfig, Mapping[StageName, StageResult]], Awaitable[StageResult]]
 

@@ -10,10 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.gate.config import STAGES, StageName
-from autoenvscaling.tools.gate.kinds import Kind, Missing, sentence
-from autoenvscaling.tools.tasks.host_env import redact_host_values
-from autoenvscaling.tools.trials.verifier import VerifierMode, verifier_mode
+from ..tasks.host_env import redact_host_values
+from ..trials.verifier import VerifierMode, verifier_mode
+from .config import STAGES, StageName
+from .kinds import Kind, Missing, sentence
 
 #: Proposer rewards (ARCHITECTURE.md): admitted, failed calibration only, failed validation.
 REWARD_ADMITTED = 1.0

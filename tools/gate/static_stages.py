@@ -8,13 +8,13 @@ from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from autoenvscaling.tools.gate.config import GateConfig, StageName
-from autoenvscaling.tools.gate.gpu import gpu_lint_result
-from autoenvscaling.tools.gate.lint import lint_task
-from autoenvscaling.tools.gate.network import network_need
-from autoenvscaling.tools.gate.results import StageResult, excerpt
-from autoenvscaling.tools.tasks.format import TaskFormatError, load_pool, load_task
-from autoenvscaling.tools.tasks.similarity import DedupIndex, task_text
+from ..tasks.format import TaskFormatError, load_pool, load_task
+from ..tasks.similarity import DedupIndex, task_text
+from .config import GateConfig, StageName
+from .gpu import gpu_lint_result
+from .lint import lint_task
+from .network import network_need
+from .results import StageResult, excerpt
 
 Prior = Mapping[StageName, StageResult]
 

@@ -7,17 +7,17 @@ import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 
-from autoenvscaling.tools.gate.config import GateConfig, StageName
-from autoenvscaling.tools.gate.flake import RERUN_AGENT, caught_flake_rate
-from autoenvscaling.tools.gate.harness import environment_options, failure_excerpt, gate_trial
-from autoenvscaling.tools.gate.network import Phase, network_need
-from autoenvscaling.tools.gate.results import StageResult, excerpt
-from autoenvscaling.tools.sandbox.base import BuildError, SandboxError
-from autoenvscaling.tools.sandbox.harbor_backends import our_engine
-from autoenvscaling.tools.sandbox.netns import gives_internet
-from autoenvscaling.tools.tasks.format import load_task
-from autoenvscaling.tools.trials.faults import TrialFailure, trial_failure
-from autoenvscaling.tools.trials.trial import DISK_FULL, TrialOutcome
+from ..sandbox.base import BuildError, SandboxError
+from ..sandbox.harbor_backends import our_engine
+from ..sandbox.netns import gives_internet
+from ..tasks.format import load_task
+from ..trials.faults import TrialFailure, trial_failure
+from ..trials.trial import DISK_FULL, TrialOutcome
+from .config import GateConfig, StageName
+from .flake import RERUN_AGENT, caught_flake_rate
+from .harness import environment_options, failure_excerpt, gate_trial
+from .network import Phase, network_need
+from .results import StageResult, excerpt
 
 Prior = Mapping[StageName, StageResult]
 
@@ -91,7 +91,7 @@ async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     loaded = load_task(task)
     env = loaded.config.environment
     if engine := our_engine(config.backend):
-        from autoenvscaling.tools.sandbox.images import build_image
+        from ..sandbox.images import build_image
 
         try:
             image = await build_image(

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollouts.models import Attempt, Role
+from ..rollouts.models import Attempt, Role
 
 #: The words graphs/agent_loop.py puts in an attempt's error when the conversation outgrew the
 #: model's context window (stop reason max_tokens): the prompt left the model no room to answer.

@@ -24,16 +24,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.report.heldout import HeldoutEval
-from autoenvscaling.tools.report.metrics import RoundMetrics, as_number
-from autoenvscaling.tools.report.proposer_curve import (
+from ..stats import Difference
+from .heldout import HeldoutEval
+from .metrics import RoundMetrics, as_number
+from .proposer_curve import (
     ProposerCurve,
     proposer_curve,
     proposer_lines,
     proposer_panel,
 )
-from autoenvscaling.tools.report.run_report import load_history
-from autoenvscaling.tools.stats import Difference
+from .run_report import load_history
 
 CURVE_JSON = "curve.json"
 CURVE_PNG = "curve.png"

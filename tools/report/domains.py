@@ -14,9 +14,9 @@ from functools import cache
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollouts.models import Attempt
-from autoenvscaling.tools.tasks.domains import DEFAULT_DOMAIN, DOMAINS, Domain, folder_domain
-from autoenvscaling.tools.tasks.pool import Pool
+from ..rollouts.models import Attempt
+from ..tasks.domains import DEFAULT_DOMAIN, DOMAINS, Domain, folder_domain
+from ..tasks.pool import Pool
 
 
 class DomainCounts(BaseModel):

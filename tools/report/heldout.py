@@ -13,8 +13,8 @@ import statistics
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollouts.models import Attempt
-from autoenvscaling.tools.stats import wilson
+from ..rollouts.models import Attempt
+from ..stats import wilson
 
 #: A verifier's reward at or above this is a success (verifiers are binary: 0 or 1).
 SUCCESS = 1.0

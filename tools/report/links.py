@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.report.metrics import CandidateRecord
+from .metrics import CandidateRecord
 
 
 class CandidateLinks(BaseModel):

@@ -14,21 +14,21 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.report.activity import (
+from ..rollouts.models import Attempt
+from ..rollouts.store import RolloutStore
+from ..tasks.domains import DEFAULT_DOMAIN, Domain, folder_domain
+from ..tasks.pool import Pool
+from .activity import (
     GrpoGroups,
     RoleActivity,
     activity_warnings,
     grpo_groups,
     role_activity,
 )
-from autoenvscaling.tools.report.domains import DomainCounts, domain_counts
-from autoenvscaling.tools.report.heldout import HeldoutEval, heldout_eval
-from autoenvscaling.tools.report.proposer_heldout import ProposerHeldoutEval
-from autoenvscaling.tools.report.truncation import CompletionTruncation
-from autoenvscaling.tools.rollouts.models import Attempt
-from autoenvscaling.tools.rollouts.store import RolloutStore
-from autoenvscaling.tools.tasks.domains import DEFAULT_DOMAIN, Domain, folder_domain
-from autoenvscaling.tools.tasks.pool import Pool
+from .domains import DomainCounts, domain_counts
+from .heldout import HeldoutEval, heldout_eval
+from .proposer_heldout import ProposerHeldoutEval
+from .truncation import CompletionTruncation
 
 
 class CandidateRecord(BaseModel):

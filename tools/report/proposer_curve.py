@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.report.metrics import RoundMetrics
-from autoenvscaling.tools.report.proposer_heldout import ProposerHeldoutEval
-from autoenvscaling.tools.stats import Difference, Rate
+from ..stats import Difference, Rate
+from .metrics import RoundMetrics
+from .proposer_heldout import ProposerHeldoutEval
 
 
 class ProposerPoint(BaseModel):

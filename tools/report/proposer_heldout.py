@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.gate.config import STAGES
-from autoenvscaling.tools.stats import Rate, rate
+from ..gate.config import STAGES
+from ..stats import Rate, rate
 
 
 class ProposerHeldoutSample(BaseModel):

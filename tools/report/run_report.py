@@ -10,10 +10,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.tools.report.activity import activity_markdown
-from autoenvscaling.tools.report.domains import domain_markdown
-from autoenvscaling.tools.report.heldout import heldout_change, heldout_markdown, heldout_points
-from autoenvscaling.tools.report.metrics import RoundMetrics, as_number
+from .activity import activity_markdown
+from .domains import domain_markdown
+from .heldout import heldout_change, heldout_markdown, heldout_points
+from .metrics import RoundMetrics, as_number
 
 EMBEDDED_NOTE = (
     "The embedded policy is SmolLM2-135M-Instruct, a plumbing model: it exercises every code path "

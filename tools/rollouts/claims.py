@@ -19,10 +19,10 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
-from autoenvscaling.tools.rollouts.kept import kept_store
-from autoenvscaling.tools.rollouts.models import Attempt, AttemptNotFoundError
-from autoenvscaling.tools.rollouts.postgres import is_postgres_url
-from autoenvscaling.tools.rollouts.store import RolloutStore
+from .kept import kept_store
+from .models import Attempt, AttemptNotFoundError
+from .postgres import is_postgres_url
+from .store import RolloutStore
 
 #: How often a coordinator asks again about an attempt another one is running.
 POLL_SEC = 1.0

@@ -17,14 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
-from autoenvscaling.tools.rollouts.models import (
+from .models import (
     ATTEMPTS,
     Attempt,
     AttemptNotFoundError,
     RolloutStoreError,
 )
-from autoenvscaling.tools.rollouts.postgres import PgConnection, is_postgres_url, redacted
-from autoenvscaling.tools.rollouts.schema import (
+from .postgres import PgConnection, is_postgres_url, redacted
+from .schema import (
     SCHEMA_VERSION,
     SchemaOutdatedError,
     check_version,
@@ -97,7 +97,7 @@ class StoreConnection:
                 "(pip install 'autoenvscaling[postgres]')"
             ) from None
 
-        from autoenvscaling.tools.rollouts import pg_schema
+        from . import pg_schema
 
         try:
             conn = self._pg()
@@ -130,7 +130,7 @@ class StoreConnection:
 
     def _schema_version(self, conn: Any) -> int:
         if self.postgres:
-            from autoenvscaling.tools.rollouts import pg_schema
+            from . import pg_schema
 
             return pg_schema.schema_version(conn) or 0
         return int(conn.execute("PRAGMA user_version").fetchone()[0])

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from autoenvscaling.tools.rollouts.store import RolloutStore
+from .store import RolloutStore
 
 
 class KeptStore:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollouts.columns import Table
+from .columns import Table
 
 Role = Literal["solver", "proposer"]
 Outcome = Literal["solved", "failed", "timeout", "error"]

@@ -10,8 +10,8 @@ with one schema.
 
 from __future__ import annotations
 
-from autoenvscaling.tools.rollouts.postgres import PgConnection
-from autoenvscaling.tools.rollouts.schema import MIGRATIONS, SchemaTooNewError
+from .postgres import PgConnection
+from .schema import MIGRATIONS, SchemaTooNewError
 
 #: Entry i moves the schema from version i to i + 1, as MIGRATIONS[i] does for SQLite.
 PG_MIGRATIONS: list[str] = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from autoenvscaling.tools.rollouts.models import RolloutStoreError
+from .models import RolloutStoreError
 
 #: ts_headline's counterpart of `snippet(..., '[', ']', ' … ', 24)`.
 HEADLINE = (

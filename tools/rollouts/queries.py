@@ -6,8 +6,9 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
-from autoenvscaling.tools.rollouts.connection import StoreConnection
-from autoenvscaling.tools.rollouts.models import (
+from ..text_cap import tail_text
+from .connection import StoreConnection
+from .models import (
     ATTEMPTS,
     FAILED_OUTCOMES,
     STEPS,
@@ -22,7 +23,6 @@ from autoenvscaling.tools.rollouts.models import (
     StoreSummary,
     Trajectory,
 )
-from autoenvscaling.tools.text_cap import tail_text
 
 #: Matches ranked per search and table, newest first (see StoreQueries.search).
 SEARCH_WINDOW = 5000
@@ -268,7 +268,7 @@ class StoreQueries(StoreConnection):
 
     def _search_postgres(self, text: str, limit: int, *, raw: bool) -> list[SearchHit]:
         """`search` with PostgreSQL's full-text search (pg_search.py): same words, same hits."""
-        from autoenvscaling.tools.rollouts import pg_search
+        from . import pg_search
 
         query = pg_search.tsquery(text, raw=raw)
         if query is None:

@@ -15,7 +15,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from autoenvscaling.tools.rollouts.models import (
+from ..text_cap import cap_text
+from .models import (
     ATTEMPTS,
     STEPS,
     Attempt,
@@ -25,8 +26,7 @@ from autoenvscaling.tools.rollouts.models import (
     new_attempt_id,
     now_utc,
 )
-from autoenvscaling.tools.rollouts.queries import StoreQueries
-from autoenvscaling.tools.text_cap import cap_text
+from .queries import StoreQueries
 
 if TYPE_CHECKING:
     import datasets

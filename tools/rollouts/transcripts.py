@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollouts.postgres import is_postgres_url
+from .postgres import is_postgres_url
 
 TRANSCRIPTS_DIR = "transcripts"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -69,7 +69,7 @@ def load_transcript(store_path: str | os.PathLike[str], attempt_id: str) -> Tran
 
 
 def _pg_save(url: str, transcript: Transcript) -> None:
-    from autoenvscaling.tools.rollouts.connection import StoreConnection
+    from .connection import StoreConnection
 
     with StoreConnection(url) as store, store._write() as conn:
         conn.execute(
@@ -80,7 +80,7 @@ def _pg_save(url: str, transcript: Transcript) -> None:
 
 
 def _pg_load(url: str, attempt_id: str) -> Transcript | None:
-    from autoenvscaling.tools.rollouts.connection import StoreConnection
+    from .connection import StoreConnection
 
     with StoreConnection(url, read_only=True) as store:
         row = (

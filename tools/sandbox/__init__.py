@@ -4,7 +4,7 @@ The contract (base.py) imports none of its implementations; tests/test_import_gr
 `tools/` free of import circles.
 """
 
-from autoenvscaling.tools.sandbox.base import (
+from .base import (
     Backend,
     BuildError,
     ExecOutput,
@@ -13,14 +13,14 @@ from autoenvscaling.tools.sandbox.base import (
     SandboxLimits,
     SandboxRef,
 )
-from autoenvscaling.tools.sandbox.shell import PersistentShell, ShellResult
+from .shell import PersistentShell, ShellResult
 
 
 async def attach(ref: SandboxRef) -> Sandbox:
     """Attach to a live sandbox started by another process (or this one)."""
     # Imported here: the container pulls in the whole engine stack, which the contract's
     # importers (settings, models) must not load.
-    from autoenvscaling.tools.sandbox.container import ContainerSandbox
+    from .container import ContainerSandbox
 
     return await ContainerSandbox.attach(ref)
 

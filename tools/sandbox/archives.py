@@ -22,14 +22,14 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 import docker.errors
 
-from autoenvscaling.tools.sandbox.base import SandboxError
-from autoenvscaling.tools.sandbox.cleanup import scratch_dir
-from autoenvscaling.tools.sandbox.engine import call
-from autoenvscaling.tools.sandbox.runtimes import RUNTIMES
-from autoenvscaling.tools.settings import get_settings
+from ..settings import get_settings
+from .base import SandboxError
+from .cleanup import scratch_dir
+from .engine import call
+from .runtimes import RUNTIMES
 
 if TYPE_CHECKING:
-    from autoenvscaling.tools.sandbox.container import ContainerSandbox
+    from .container import ContainerSandbox
 
 
 #: How much of the engine's stream is read (skipped members included), in multiples of the cap.
@@ -141,7 +141,7 @@ def _archive_api(box: ContainerSandbox) -> Any:
     """The engine's archive API, or `exec tar` where the runtime's root is out of its reach."""
     if RUNTIMES[box.ref.handle.get("runtime", "runc")].engine_copies:
         return box._api
-    from autoenvscaling.tools.sandbox.exec_archive import ExecArchive
+    from .exec_archive import ExecArchive
 
     return ExecArchive(box.ref.backend)
 

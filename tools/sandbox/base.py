@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from autoenvscaling.tools.sandbox.shell import PersistentShell, ShellResult
+    from .shell import PersistentShell, ShellResult
 
 Backend = Literal["podman", "docker"]
 DEFAULT_BACKEND: Backend = "podman"

@@ -21,13 +21,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.tools.one_time import record_one_time_build
-from autoenvscaling.tools.sandbox.base import Backend, SandboxError
-from autoenvscaling.tools.sandbox.cache_lock import CacheLock
-from autoenvscaling.tools.sandbox.cleanup import BASE_LABEL, BASE_REPO
-from autoenvscaling.tools.sandbox.engine import FIXED_PATH, cli_argv, client, inspect_image
-from autoenvscaling.tools.sandbox.image_tags import image_id
-from autoenvscaling.tools.settings import get_settings
+from ..one_time import record_one_time_build
+from ..settings import get_settings
+from .base import Backend, SandboxError
+from .cache_lock import CacheLock
+from .cleanup import BASE_LABEL, BASE_REPO
+from .engine import FIXED_PATH, cli_argv, client, inspect_image
+from .image_tags import image_id
 
 log = logging.getLogger(__name__)
 Log = Callable[[str], None]

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import docker.errors
 
-from autoenvscaling.tools.sandbox import buildjail, cleanup, profile
-from autoenvscaling.tools.sandbox.base import BuildError
-from autoenvscaling.tools.sandbox.cleanup import image_labels
-from autoenvscaling.tools.sandbox.engine import cli_argv, client, wedge_now
-from autoenvscaling.tools.sandbox.image_tags import missing_hint
-from autoenvscaling.tools.settings import get_settings
+from ..settings import get_settings
+from . import buildjail, cleanup, profile
+from .base import BuildError
+from .cleanup import image_labels
+from .engine import cli_argv, client, wedge_now
+from .image_tags import missing_hint
 
 Log = Callable[[str], None]
 

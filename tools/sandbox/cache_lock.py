@@ -6,7 +6,7 @@ from __future__ import annotations
 import fcntl
 from typing import IO
 
-from autoenvscaling.tools.sandbox.podman_service import config_dir
+from .podman_service import config_dir
 
 
 class CacheLock:

@@ -19,8 +19,8 @@ from typing import Any
 import docker.errors
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.sandbox.base import Backend, SandboxError
-from autoenvscaling.tools.scratch import make_scratch, process_start_time, sweep_scratch
+from ..scratch import make_scratch, process_start_time, sweep_scratch
+from .base import Backend, SandboxError
 
 LABEL = "autoenvscaling"
 OWNER_LABEL = "autoenvscaling.owner"

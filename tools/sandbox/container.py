@@ -20,8 +20,9 @@ from typing import Any
 
 import docker.errors
 
-from autoenvscaling.tools.sandbox import archives, layerfs, profile, runtimes, streams
-from autoenvscaling.tools.sandbox.base import (
+from ..settings import get_settings
+from . import archives, layerfs, profile, runtimes, streams
+from .base import (
     Backend,
     ExecOutput,
     Sandbox,
@@ -30,15 +31,14 @@ from autoenvscaling.tools.sandbox.base import (
     SandboxLimits,
     SandboxRef,
 )
-from autoenvscaling.tools.sandbox.cleanup import labels as our_labels
-from autoenvscaling.tools.sandbox.cleanup import remove_container, sweep_once
-from autoenvscaling.tools.sandbox.control import EXEC_MARK, ControlChannel, exec_output
-from autoenvscaling.tools.sandbox.engine import call, cli_argv, client, engine_url, inspect_image
-from autoenvscaling.tools.sandbox.image_gc import sweep_stale_images_once
-from autoenvscaling.tools.sandbox.netns import SANDBOX_NETWORK, check_network
-from autoenvscaling.tools.sandbox.proctree import KILL_TREE, exec_quiet, kill_tree_host
-from autoenvscaling.tools.sandbox.shell import PendingOutput, PersistentShell
-from autoenvscaling.tools.settings import get_settings
+from .cleanup import labels as our_labels
+from .cleanup import remove_container, sweep_once
+from .control import EXEC_MARK, ControlChannel, exec_output
+from .engine import call, cli_argv, client, engine_url, inspect_image
+from .image_gc import sweep_stale_images_once
+from .netns import SANDBOX_NETWORK, check_network
+from .proctree import KILL_TREE, exec_quiet, kill_tree_host
+from .shell import PendingOutput, PersistentShell
 
 SHELL_MARK = "AUTOENVSCALING_SHELL"
 # Shell builtins only, so it runs in any image with /bin/sh: it ends when stdin closes.
@@ -220,7 +220,7 @@ class ContainerSandbox(Sandbox):
         )
         sandbox = cls(ref, owner=True, tie=tie)
         if layer_cap.startswith("measured"):
-            from autoenvscaling.tools.sandbox.layercap import watch
+            from .layercap import watch
 
             watch(sandbox)
         return sandbox
@@ -455,7 +455,7 @@ async def start_workspace(
 
     The base must already be in the engine (`make bases`); it is never built here.
     """
-    from autoenvscaling.tools.sandbox.bases import require_base
+    from .bases import require_base
 
     backend = backend or get_settings().engine
     image = image or await call(require_base, backend)

@@ -22,12 +22,12 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-from autoenvscaling.tools.sandbox.base import ExecOutput, SandboxError
-from autoenvscaling.tools.sandbox.engine import cli_argv
-from autoenvscaling.tools.sandbox.shell import TRUNCATION_MARK
+from .base import ExecOutput, SandboxError
+from .engine import cli_argv
+from .shell import TRUNCATION_MARK
 
 if TYPE_CHECKING:
-    from autoenvscaling.tools.sandbox.container import ContainerSandbox
+    from .container import ContainerSandbox
 
 CONTROL_MARK = "AUTOENVSCALING_CONTROL"
 #: The environment mark of one exec's processes, so a timeout or an interrupt can find and kill

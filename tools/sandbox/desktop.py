@@ -26,8 +26,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
-from autoenvscaling.tools.rollouts.transcripts import content_text
-from autoenvscaling.tools.sandbox.base import ExecOutput
+from ..rollouts.transcripts import content_text
+from .base import ExecOutput
 
 DISPLAY = ":99"
 SCREEN = (1024, 768)

@@ -10,7 +10,7 @@ import subprocess
 
 from pydantic import BaseModel
 
-from autoenvscaling.tools.sandbox.base import Backend
+from .base import Backend
 
 
 class BackendStatus(BaseModel):
@@ -29,7 +29,7 @@ PODMAN_PACKAGES = {
 
 async def _probe(backend: Backend) -> str | None:
     """Start a workspace and run `true` in it; None when it worked, else why not."""
-    from autoenvscaling.tools.sandbox.container import start_workspace
+    from .container import start_workspace
 
     try:
         sandbox = await start_workspace(backend=backend)
@@ -43,7 +43,7 @@ async def _probe(backend: Backend) -> str | None:
 
 
 def _base_note(backend: Backend) -> tuple[bool, str]:
-    from autoenvscaling.tools.sandbox.bases import BaseImageMissingError, require_base
+    from .bases import BaseImageMissingError, require_base
 
     try:
         return True, f"base image {require_base(backend)} present"
@@ -64,7 +64,7 @@ async def check_podman(start: bool = True) -> BackendStatus:
         return BackendStatus(
             name="podman", ok=False, detail="runs rootful: run as root (rootless is not set up)"
         )
-    from autoenvscaling.tools.sandbox.engine import client
+    from .engine import client
 
     try:
         version = (await asyncio.to_thread(client, "podman")).version().get("Version", "?")
@@ -82,7 +82,7 @@ async def check_podman(start: bool = True) -> BackendStatus:
 
 async def check_docker(start: bool = True) -> BackendStatus:
     """The docker engine: a daemon answers at DOCKER_HOST or the default socket."""
-    from autoenvscaling.tools.sandbox.engine import client
+    from .engine import client
 
     try:
         version = (await asyncio.to_thread(client, "docker")).version().get("Version", "?")
@@ -134,8 +134,8 @@ def check_engine_health() -> BackendStatus:
     """podman's storage, read without asking podman (engine_health.py), and one bounded
     `podman ps -a`: wedged when that does not answer, or when a layer is left incomplete or a
     mount hidden. The detail says the state and the exact commands that recover it."""
-    from autoenvscaling.tools.sandbox import engine_health
-    from autoenvscaling.tools.sandbox.engine import PODMAN, cli_answers
+    from . import engine_health
+    from .engine import PODMAN, cli_answers
 
     name = "engine health (podman)"
     if not os.access(PODMAN, os.X_OK):
@@ -161,7 +161,7 @@ def check_engine_health() -> BackendStatus:
 
 
 def check_layer_cap(backend: Backend = "podman") -> BackendStatus:
-    from autoenvscaling.tools.sandbox.layercap import mechanism
+    from .layercap import mechanism
 
     try:
         return BackendStatus(name=f"layer-cap ({backend})", ok=True, detail=mechanism(backend))
@@ -171,7 +171,7 @@ def check_layer_cap(backend: Backend = "podman") -> BackendStatus:
 
 def check_runtime() -> BackendStatus:
     """Which OCI runtime podman sandboxes run under, and why (runtimes.py's self-check)."""
-    from autoenvscaling.tools.sandbox.runtimes import choice
+    from .runtimes import choice
 
     try:
         chosen = choice("podman")
@@ -185,9 +185,9 @@ def check_runtime() -> BackendStatus:
 def clean_docker() -> list[str]:
     """Remove stale containers, task images and scratch of exited runs (`doctor --clean`);
     says what."""
-    from autoenvscaling.tools.sandbox.cleanup import cleanup_stale
-    from autoenvscaling.tools.sandbox.engine import client
-    from autoenvscaling.tools.sandbox.image_gc import sweep_stale_images
+    from .cleanup import cleanup_stale
+    from .engine import client
+    from .image_gc import sweep_stale_images
 
     lines = []
     for backend in ("podman", "docker"):

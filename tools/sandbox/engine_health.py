@@ -19,8 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.sandbox.cleanup import owner_alive
-from autoenvscaling.tools.sandbox.layerfs import BACKING_FOLDER
+from .cleanup import owner_alive
+from .layerfs import BACKING_FOLDER
 
 #: podman's rootful defaults (graphroot, runroot); ours are never changed (engine.py).
 STORAGE_ROOT = Path("/var/lib/containers/storage")

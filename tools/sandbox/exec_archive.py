@@ -18,7 +18,7 @@ from typing import IO, Any
 
 import docker.errors
 
-from autoenvscaling.tools.sandbox.engine import cli_argv
+from .engine import cli_argv
 
 CHUNK = 64 * 1024
 #: Go's os.ModeDir, as the engine's archive stat reports a folder.

@@ -19,9 +19,9 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
-from autoenvscaling.tools.sandbox import exec_scripts as scripts
-from autoenvscaling.tools.sandbox.base import ExecOutput, SandboxError
-from autoenvscaling.tools.sandbox.shell import (
+from . import exec_scripts as scripts
+from .base import ExecOutput, SandboxError
+from .shell import (
     PendingOutput,
     ShellBusyError,
     ShellClosedError,
@@ -29,7 +29,7 @@ from autoenvscaling.tools.sandbox.shell import (
 )
 
 if TYPE_CHECKING:
-    from autoenvscaling.tools.sandbox.base import Sandbox
+    from .base import Sandbox
 
 EXITED_NOTE = "\n[the shell exited; the next command starts a new shell]\n"
 RESTARTED_NOTE = "\n[interrupted: the shell was restarted]\n"

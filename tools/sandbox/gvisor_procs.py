@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import subprocess
 
-from autoenvscaling.tools.sandbox.quiesce import MAX_ROUNDS, QuiesceError
-from autoenvscaling.tools.sandbox.runtimes import RUNSC
+from .quiesce import MAX_ROUNDS, QuiesceError
+from .runtimes import RUNSC
 
 #: runsc's state folder as podman starts it (`--root` on runsc's own command line, measured).
 STATE_ROOT = "/var/run/runsc"

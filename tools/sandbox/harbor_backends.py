@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal, get_args
 
-from autoenvscaling.tools.sandbox.base import Backend
+from .base import Backend
 
 PREFIX = "harbor:"
 #: Our engines: Harbor custom environments in tools/sandbox/harbor_env.py.

@@ -23,8 +23,11 @@ from harbor.environments.capabilities import (
 from harbor.environments.definition import require_agent_environment_definition
 from harbor.models.trial.paths import EnvironmentPaths
 
-from autoenvscaling.tools import harbor_adapter
-from autoenvscaling.tools.sandbox.base import (
+from .. import harbor_adapter
+from ..settings import get_settings
+from ..tasks.host_env import host_templates, refusal
+from ..trials.verifier import MAX_SKIPPED, WORK_SKIPPED_FILE, work_skipped
+from .base import (
     Backend,
     BuildError,
     Sandbox,
@@ -32,9 +35,6 @@ from autoenvscaling.tools.sandbox.base import (
     SandboxLimits,
     SandboxRef,
 )
-from autoenvscaling.tools.settings import get_settings
-from autoenvscaling.tools.tasks.host_env import host_templates, refusal
-from autoenvscaling.tools.trials.verifier import MAX_SKIPPED, WORK_SKIPPED_FILE, work_skipped
 
 DEFAULT_MEMORY_MB = 2048
 
@@ -221,7 +221,7 @@ class EngineEnvironment(SandboxEnvironment):
     @classmethod
     @override
     def preflight(cls) -> None:
-        from autoenvscaling.tools.sandbox.engine import client
+        from .engine import client
 
         try:
             client(cls.engine)
@@ -230,8 +230,8 @@ class EngineEnvironment(SandboxEnvironment):
 
     @override
     async def _start_sandbox(self, force_build: bool) -> Sandbox:
-        from autoenvscaling.tools.sandbox.container import ContainerSandbox
-        from autoenvscaling.tools.sandbox.images import build_image
+        from .container import ContainerSandbox
+        from .images import build_image
 
         image = await build_image(
             self.environment_dir,
@@ -259,12 +259,12 @@ class EngineEnvironment(SandboxEnvironment):
 
     @override
     async def end_agent_processes(self) -> int:
-        from autoenvscaling.tools.sandbox.engine import call, client
-        from autoenvscaling.tools.sandbox.quiesce import kill_container_processes
+        from .engine import call, client
+        from .quiesce import kill_container_processes
 
         handle = self.sandbox.ref.handle
         if handle.get("runtime") == "runsc":  # not host processes: runsc ends them (gvisor_procs)
-            from autoenvscaling.tools.sandbox.gvisor_procs import kill_agent_processes
+            from .gvisor_procs import kill_agent_processes
 
             killed = await asyncio.to_thread(kill_agent_processes, handle["container_id"])
         else:
@@ -278,7 +278,7 @@ class EngineEnvironment(SandboxEnvironment):
         if get_settings().control_channel:
             # The kill ended the control channel too: a fresh one, opened with no agent process
             # left, serves the verifier's execs.
-            from autoenvscaling.tools.sandbox.container import ContainerSandbox
+            from .container import ContainerSandbox
 
             if isinstance(self.sandbox, ContainerSandbox):
                 await self.sandbox.reopen_control()

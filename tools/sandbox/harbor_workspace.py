@@ -24,8 +24,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.tools.sandbox.base import SandboxError, SandboxLimits, Shell
-from autoenvscaling.tools.sandbox.shell import ShellResult
+from .base import SandboxError, SandboxLimits, Shell
+from .shell import ShellResult
 
 #: The workspace image on a Harbor type: a tag the seed pool's FROM lines use (here our Debian
 #: base is tagged so; a provider pulls it from Docker Hub).
@@ -50,7 +50,7 @@ async def start_harbor_workspace(
     from harbor.models.task.config import NetworkMode, NetworkPolicy
     from harbor.models.trial.paths import TrialPaths
 
-    from autoenvscaling.tools.sandbox.harbor_backends import ENVIRONMENTS, environment_config
+    from .harbor_backends import ENVIRONMENTS, environment_config
 
     limits = limits or SandboxLimits()
     config = environment_config(backend, options, ours=ENVIRONMENTS)

@@ -18,10 +18,10 @@ from typing import Any
 
 import docker.errors
 
-from autoenvscaling.tools.sandbox import cleanup
-from autoenvscaling.tools.sandbox.base import Backend
-from autoenvscaling.tools.sandbox.cache_lock import CacheLock
-from autoenvscaling.tools.sandbox.cleanup import (
+from . import cleanup
+from .base import Backend
+from .cache_lock import CacheLock
+from .cleanup import (
     BASE_REPO,
     FOLDER_LABEL,
     IMAGE_REPO,
@@ -30,8 +30,8 @@ from autoenvscaling.tools.sandbox.cleanup import (
     RUN_LABEL,
     CleanupReport,
 )
-from autoenvscaling.tools.sandbox.engine import LISTING_SEC, client
-from autoenvscaling.tools.sandbox.image_tags import image_tag
+from .engine import LISTING_SEC, client
+from .image_tags import image_tag
 
 
 def _ours(image: dict[str, Any]) -> bool:

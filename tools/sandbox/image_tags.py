@@ -16,10 +16,10 @@ from typing import Any
 
 import docker.errors
 
-from autoenvscaling.tools.sandbox.base import Backend
-from autoenvscaling.tools.sandbox.cleanup import IMAGE_REPO
-from autoenvscaling.tools.sandbox.engine import client, inspect_image
-from autoenvscaling.tools.tasks.dockerfile import Dockerfile, DockerfileError
+from ..tasks.dockerfile import Dockerfile, DockerfileError
+from .base import Backend
+from .cleanup import IMAGE_REPO
+from .engine import client, inspect_image
 
 
 def _repo_name(task_name: str) -> str:

@@ -20,17 +20,17 @@ from pathlib import Path
 import docker.errors
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.sandbox.base import Backend, BuildError, SandboxError
-from autoenvscaling.tools.sandbox.builders import Log, build_docker, build_podman
-from autoenvscaling.tools.sandbox.cache_lock import CacheLock
-from autoenvscaling.tools.sandbox.engine import PODMAN, call, client, inspect_image
-from autoenvscaling.tools.sandbox.image_gc import gc_images, remove_task_image
-from autoenvscaling.tools.sandbox.image_tags import image_id as _image_id
-from autoenvscaling.tools.sandbox.image_tags import image_tag
-from autoenvscaling.tools.sandbox.image_tags import parent_images as _parent_images
-from autoenvscaling.tools.sandbox.netns import build_namespace
-from autoenvscaling.tools.tasks.dockerfile import MAX_DOCKERFILE_BYTES, build_hazards
-from autoenvscaling.tools.tasks.dockerfile_sources import source_hazards
+from ..tasks.dockerfile import MAX_DOCKERFILE_BYTES, build_hazards
+from ..tasks.dockerfile_sources import source_hazards
+from .base import Backend, BuildError, SandboxError
+from .builders import Log, build_docker, build_podman
+from .cache_lock import CacheLock
+from .engine import PODMAN, call, client, inspect_image
+from .image_gc import gc_images, remove_task_image
+from .image_tags import image_id as _image_id
+from .image_tags import image_tag
+from .image_tags import parent_images as _parent_images
+from .netns import build_namespace
 
 
 class ContainerImage(BaseModel):

@@ -19,12 +19,12 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from autoenvscaling.tools.sandbox import layerfs
-from autoenvscaling.tools.sandbox.base import Backend
-from autoenvscaling.tools.sandbox.layerfs import BYTES_PER_INODE, upper_dir
+from . import layerfs
+from .base import Backend
+from .layerfs import BYTES_PER_INODE, upper_dir
 
 if TYPE_CHECKING:
-    from autoenvscaling.tools.sandbox.container import ContainerSandbox
+    from .container import ContainerSandbox
 
 INTERVAL_SEC = 1.0
 
@@ -69,7 +69,7 @@ def usage(
 
 def mechanism(backend: Backend = "podman") -> str:
     """Which writable-layer cap applies on this machine's engine (for `doctor`)."""
-    from autoenvscaling.tools.sandbox.engine import client
+    from .engine import client
 
     info = client(backend).api.info()
     status = dict(info.get("DriverStatus") or [])

@@ -35,7 +35,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.tools.sandbox import cleanup
+from . import cleanup
 
 MKFS = "/usr/sbin/mkfs.ext4"
 MOUNT = "/usr/bin/mount"

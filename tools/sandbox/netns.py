@@ -21,10 +21,10 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 
-from autoenvscaling.tools.sandbox.base import Backend, SandboxError
-from autoenvscaling.tools.sandbox.bases import SEED_BASE_TAGS
-from autoenvscaling.tools.sandbox.cleanup import labels
-from autoenvscaling.tools.sandbox.engine import cli_argv
+from .base import Backend, SandboxError
+from .bases import SEED_BASE_TAGS
+from .cleanup import labels
+from .engine import cli_argv
 
 SANDBOX_NETWORK = "slirp4netns:allow_host_loopback=false"
 SLIRP4NETNS = "/usr/bin/slirp4netns"

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import docker
 
-from autoenvscaling.tools.sandbox.base import EngineUnavailableError, EngineWedgedError
-from autoenvscaling.tools.settings import get_settings
+from ..settings import get_settings
+from .base import EngineUnavailableError, EngineWedgedError
 
 PODMAN = "/usr/bin/podman"
 FIXED_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

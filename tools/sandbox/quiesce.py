@@ -19,8 +19,8 @@ import os
 import signal
 from pathlib import Path
 
-from autoenvscaling.tools.sandbox.base import SandboxError
-from autoenvscaling.tools.sandbox.proctree import container_pids
+from .base import SandboxError
+from .proctree import container_pids
 
 MAX_ROUNDS = 50
 # What engines run as the container's pid 1 with `--init` (podman bind-mounts catatonit as

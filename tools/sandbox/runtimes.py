@@ -53,7 +53,7 @@ import subprocess
 
 from pydantic import BaseModel
 
-from autoenvscaling.tools.sandbox.base import Backend, RuntimeName, RuntimeSetting, SandboxError
+from .base import Backend, RuntimeName, RuntimeSetting, SandboxError
 
 RUNSC = "/usr/bin/runsc"
 #: What gVisor's Sentry reports as its kernel release.
@@ -155,9 +155,9 @@ def self_check(image: str | None = None) -> SelfCheck:
     """Start a tiny container under runsc, read its kernel release and try `ls /`."""
     if not os.access(RUNSC, os.X_OK):
         return SelfCheck(broken=f"{RUNSC} is not installed (apt-get install runsc; `make system`)")
-    from autoenvscaling.tools.sandbox.bases import SEED_BASE_TAGS
-    from autoenvscaling.tools.sandbox.cleanup import labels
-    from autoenvscaling.tools.sandbox.engine import PODMAN, podman_env
+    from .bases import SEED_BASE_TAGS
+    from .cleanup import labels
+    from .engine import PODMAN, podman_env
 
     label = [f"--label={k}={v}" for k, v in labels().items()]
     argv = [PODMAN, *RUNTIMES["runsc"].flags_offline, "run", "--rm", "--network", "none"]
@@ -210,7 +210,7 @@ def choice(backend: Backend = "podman") -> Choice:
         return Choice(
             runtime="runc", reason=f"the {backend} daemon's own runtime (not chosen here)"
         )
-    from autoenvscaling.tools.settings import get_settings
+    from ..settings import get_settings
 
     return _choose(get_settings().sandbox_runtime)
 

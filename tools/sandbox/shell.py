@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.sandbox.base import SandboxError
+from .base import SandboxError
 
 if TYPE_CHECKING:
-    from autoenvscaling.tools.sandbox.base import Sandbox
+    from .base import Sandbox
 
 Spawn = Callable[[], Awaitable[asyncio.subprocess.Process]]
 Interrupt = Callable[[asyncio.subprocess.Process], Awaitable[None]]

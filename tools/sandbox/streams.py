@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from autoenvscaling.tools.sandbox.docker_adapter import exec_socket, send, shutdown
-from autoenvscaling.tools.sandbox.shell import PendingOutput
+from .docker_adapter import exec_socket, send, shutdown
+from .shell import PendingOutput
 
 # A command is done when its process exits; the engine waits up to 2 s for a background child
 # holding the output open, so the stream is given a little more than that before it is cut.

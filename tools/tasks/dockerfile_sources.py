@@ -33,7 +33,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from autoenvscaling.tools.tasks.dockerfile import Dockerfile, DockerfileError, Hazard, copy_args
+from .dockerfile import Dockerfile, DockerfileError, Hazard, copy_args
 
 #: Names the builder may give a value from its own flags or environment, whatever the Dockerfile
 #: says: never trusted in a source.

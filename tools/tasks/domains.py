@@ -12,8 +12,8 @@ import tomllib
 from pathlib import Path
 from typing import Literal, get_args
 
-from autoenvscaling.tools.tasks.format import HarborTask
-from autoenvscaling.tools.tasks.limits import TaskLimits
+from .format import HarborTask
+from .limits import TaskLimits
 
 Domain = Literal["software", "professional-work", "computer-use", "kernels"]
 DOMAINS: tuple[Domain, ...] = get_args(Domain)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path, PurePosixPath
 
-from autoenvscaling.tools.tasks.format import TaskSpec
-from autoenvscaling.tools.text_cap import cap_text
+from .format import TaskSpec
+from ..text_cap import cap_text
 
 _BLOCK = re.compile(r'<file path="([^"\n]+)">\n?(.*?)</file>', re.DOTALL)
 _FOLDERS = ("environment/", "tests/", "solution/")

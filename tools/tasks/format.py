@@ -23,7 +23,7 @@ from harbor.models.task.task import strip_canary
 from harbor.utils.path_safety import validate_input_tree
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from autoenvscaling.tools.tasks.limits import TaskLimits, check_numbers, inventory, toml_depth
+from .limits import TaskLimits, check_numbers, inventory, toml_depth
 
 __all__ = [
     "HarborTask",

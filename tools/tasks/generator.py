@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.tasks.families import (
+from .families import (
     FAMILIES,
     SKILL_FAMILIES,
     TaskParts,
@@ -130,7 +130,7 @@ def write_split(
 ) -> list[TaskVariant]:
     """Write `per_family` variants of each family into `folder`, drawn from `seeds` in order;
     a variant that overlaps a task under `avoid` (tools/tasks/splits.py) is skipped."""
-    from autoenvscaling.tools.tasks.splits import SplitIndex
+    from .splits import SplitIndex
 
     index = SplitIndex.of_folders(avoid)
     folder.mkdir(parents=True, exist_ok=True)

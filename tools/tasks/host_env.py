@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from autoenvscaling.tools.tasks.limits import toml_leaves
+from .limits import toml_leaves
 
 # Harbor's pattern is `\$\{([^}:]+)(?::-(.*))?\}` on whole values (and embedded in headers):
 # here any `${` counts, whole value or not, so no spelling slips past.
@@ -61,7 +61,7 @@ class HostTemplate(BaseModel):
 
 
 def allowed() -> frozenset[str]:
-    from autoenvscaling.tools.settings import get_settings
+    from ..settings import get_settings
 
     return frozenset(get_settings().task_env_allow)
 

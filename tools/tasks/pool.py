@@ -19,8 +19,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.stats import Rate, Verdict, band_verdict, rate, samples_to_decide
-from autoenvscaling.tools.tasks.snapshot import content_hash
+from ..stats import Rate, Verdict, band_verdict, rate, samples_to_decide
+from .snapshot import content_hash
 
 Status = Literal["active", "retired"]
 
@@ -140,7 +140,7 @@ class Pool:
 
     def seed_from(self, seed_dir: Path) -> int:
         """Start the pool from a folder of tasks (the static seed pool). Returns how many added."""
-        from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
+        from .format import TaskFormatError, load_task
 
         added = 0
         for folder in sorted(p for p in Path(seed_dir).iterdir() if (p / "task.toml").exists()):
@@ -213,7 +213,7 @@ def band_decision(rewards: list[float], band: tuple[float, float]) -> BandDecisi
 def _copy_task(source: Path, tmp: Path) -> None:
     """Copy a task folder to `tmp`, refusing anything but regular files and folders (a FIFO
     would block the copy, a device would never end it); nothing is left behind on failure."""
-    from autoenvscaling.tools.tasks.limits import inventory
+    from .limits import inventory
 
     problems = inventory(source)
     if problems:

@@ -12,7 +12,7 @@ from pathlib import Path
 from datasketch import MinHash, MinHashLSH
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.tasks.format import HarborTask
+from .format import HarborTask
 
 __all__ = [
     "DedupIndex",

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
-from autoenvscaling.tools.tasks.similarity import DedupIndex, HeldoutIndex, task_text
-from autoenvscaling.tools.tasks.snapshot import content_hash
+from .format import TaskFormatError, load_task
+from .similarity import DedupIndex, HeldoutIndex, task_text
+from .snapshot import content_hash
 
 #: The gate's defaults (tools/gate/config.py: `ngram`, `dedup_threshold`).
 NGRAM = 13

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from autoenvscaling.tools.trials.trial import TrialOutcome
+    from .trial import TrialOutcome
 
 Fault = Literal["task", "infrastructure"]
 #: Who ran the agent phase: the task's own solution (or nothing: the gate's oracle, nop and

@@ -27,12 +27,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.sandbox.base import Backend
-from autoenvscaling.tools.sandbox.harbor_backends import ENVIRONMENTS, environment_config
-from autoenvscaling.tools.scratch import make_scratch
-from autoenvscaling.tools.trials.faults import reward_problem
-from autoenvscaling.tools.trials.harbor_logging import route_harbor_records
-from autoenvscaling.tools.trials.verifier import work_skipped
+from ..sandbox.base import Backend
+from ..sandbox.harbor_backends import ENVIRONMENTS, environment_config
+from ..scratch import make_scratch
+from .faults import reward_problem
+from .harbor_logging import route_harbor_records
+from .verifier import work_skipped
 
 #: Where the gate's trials run: one of our engines, or Harbor's own docker compose backend.
 BackendName = Literal[Backend, "harbor-docker"]

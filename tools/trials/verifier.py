@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from autoenvscaling.tools.tasks.dockerfile import Dockerfile, DockerfileError
+from ..tasks.dockerfile import Dockerfile, DockerfileError
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
@@ -108,7 +108,7 @@ def shared_verifier_risk(task_dir: Path | str) -> str | None:
 def _small_toml_text(path: Path) -> str | None:
     """task.toml's text when it is a small regular UTF-8 file; None otherwise. A hostile task.toml
     may be a link, a FIFO (reading it would block), huge, or not text: lint reports those."""
-    from autoenvscaling.tools.tasks.limits import TaskLimits
+    from ..tasks.limits import TaskLimits
 
     try:
         info = path.lstat()

@@ -31,7 +31,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoenvscaling.training.backend import Behaviour, BehaviourStep, LogpShift
+from ..backend import Behaviour, BehaviourStep, LogpShift
 
 #: The probe set: fixed, so that the KL of every job and round compares like with like.
 PROBES: tuple[dict[str, str], ...] = (
@@ -228,7 +228,7 @@ def probe_inputs(
     with the terminal's tools, as GRPOTrainer renders it, then the fixed reply."""
     import torch
 
-    from autoenvscaling.training.grpo.episode_env import episode_prompt, prompt_tools
+    from .episode_env import episode_prompt, prompt_tools
 
     tools = prompt_tools()
     out = []

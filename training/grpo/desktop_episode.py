@@ -21,11 +21,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from autoenvscaling.tools.agents.solver_interface import DESKTOP_TOOLS, render_mcp_result
-from autoenvscaling.tools.sandbox import desktop
-from autoenvscaling.tools.sandbox.desktop import DesktopResult, Execs
-from autoenvscaling.tools.tasks.domains import needs_desktop
-from autoenvscaling.training.grpo.episode_env import TaskEpisode
+from ...tools.agents.solver_interface import DESKTOP_TOOLS, render_mcp_result
+from ...tools.sandbox import desktop
+from ...tools.sandbox.desktop import DesktopResult, Execs
+from ...tools.tasks.domains import needs_desktop
+from .episode_env import TaskEpisode
 
 EpisodeKind = Literal["terminal", "desktop"]
 
@@ -117,7 +117,7 @@ class DesktopTaskEpisode(TaskEpisode):
 def _sandbox_of(live: Any) -> Execs | None:
     """The live task's sandbox of ours; on Harbor's own types its environment's exec (the shell
     runs over it too); None before an episode started."""
-    from autoenvscaling.tools.sandbox.exec_shell import EnvironmentExec
+    from ...tools.sandbox.exec_shell import EnvironmentExec
 
     try:
         return live.sandbox

@@ -34,7 +34,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.agents.solver_interface import (
+from ...tools.agents.solver_interface import (
     MAX_TIMEOUT_SEC,
     READ_TIMEOUT_SEC,
     RUN_TIMEOUT_SEC,
@@ -44,9 +44,9 @@ from autoenvscaling.tools.agents.solver_interface import (
     first_messages,
     render_result,
 )
-from autoenvscaling.tools.sandbox.base import Sandbox
-from autoenvscaling.tools.sandbox.shell import PersistentShell, ShellBusyError, ShellResult
-from autoenvscaling.tools.trials.faults import Fault, Phase, TrialFailure, episode_failure
+from ...tools.sandbox.base import Sandbox
+from ...tools.sandbox.shell import PersistentShell, ShellBusyError, ShellResult
+from ...tools.trials.faults import Fault, Phase, TrialFailure, episode_failure
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -21,16 +21,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.tools.sandbox.base import Sandbox, SandboxError
-from autoenvscaling.tools.sandbox.exec_shell import ExecShell
-from autoenvscaling.tools.sandbox.harbor_backends import (
+from ...tools.sandbox.base import Sandbox, SandboxError
+from ...tools.sandbox.exec_shell import ExecShell
+from ...tools.sandbox.harbor_backends import (
     ENVIRONMENTS,
     HarborBackendError,
     check_stages,
     environment_config,
     is_harbor_type,
 )
-from autoenvscaling.training.grpo.episode_env import StartTask
+from .episode_env import StartTask
 
 
 class VerifierError(RuntimeError):
@@ -76,12 +76,12 @@ class LiveHarborTask:
         fresh container of the task's image with the agent's work copied in."""
         from harbor.models.trial.paths import TrialPaths
 
-        from autoenvscaling.tools.trials.faults import (
+        from ...tools.trials.faults import (
             NoRewardError,
             RewardOutOfRangeError,
             reward_problem,
         )
-        from autoenvscaling.tools.trials.verifier import VerifierRunError, run_verifier
+        from ...tools.trials.verifier import VerifierRunError, run_verifier
 
         try:
             result = await run_verifier(
@@ -112,7 +112,7 @@ class LiveHarborTask:
             return None  # Harbor's own types: nothing of ours to ask; closed by us
         import docker.errors
 
-        from autoenvscaling.tools.sandbox.engine import call, client
+        from ...tools.sandbox.engine import call, client
 
         try:
             api = (await call(client, sandbox.backend)).api

@@ -7,7 +7,7 @@ import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from autoenvscaling.training.worker_backend import WorkerBackend
+from ..worker_backend import WorkerBackend
 
 
 def plan_steps(

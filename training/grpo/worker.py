@@ -24,16 +24,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.training.backend import TrainHyperParams, TrainJob
-from autoenvscaling.training.policy_loading import load_policy
-from autoenvscaling.training.trl_worker import (
+from ..backend import TrainHyperParams, TrainJob
+from ..policy_loading import load_policy
+from ..trl_worker import (
     RL_LR_SCHEDULE,
     save_weights,
     start_job,
     train,
     trl_config,
 )
-from autoenvscaling.training.worker_protocol import (
+from ..worker_protocol import (
     WORKER_ENV,
     WorkerResult,
     emit,
@@ -92,7 +92,7 @@ def dropped_episodes(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def step_plan(job: TrainJob) -> list[list[str]]:
     """The tasks of each step (trl_grpo.plan_steps: admitted first, replay fills the rest)."""
-    from autoenvscaling.training.grpo.trl_backend import plan_steps
+    from .trl_backend import plan_steps
 
     hyper = job.hyper
     return plan_steps(
@@ -108,8 +108,8 @@ def step_plan(job: TrainJob) -> list[list[str]]:
 def _trainable(job: TrainJob, paths: list[Path]) -> list[Path]:
     """The tasks whose reward a policy cannot forge by design: a shared-verifier task with a
     root agent enters a job only when the user opts in (Settings.train_shared_verifier)."""
-    from autoenvscaling.tools.settings import get_settings
-    from autoenvscaling.tools.trials.verifier import shared_verifier_risk
+    from ...tools.settings import get_settings
+    from ...tools.trials.verifier import shared_verifier_risk
 
     kept = []
     for path in (Path(p).resolve() for p in paths):
@@ -131,9 +131,9 @@ def dataset_rows(job: TrainJob) -> list[dict[str, Any]]:
     `tasks_per_step` rows a step, so step i trains on exactly plan[i]. `environment` routes the
     row to its episode (TRL's dict environment_factory): a computer-use task's has the served
     desktop tools, every other task's the terminal alone (training/grpo/desktop_episode.py)."""
-    from autoenvscaling.tools.tasks.format import load_task
-    from autoenvscaling.training.grpo.desktop_episode import episode_kind
-    from autoenvscaling.training.grpo.episode_env import episode_prompt
+    from ...tools.tasks.format import load_task
+    from .desktop_episode import episode_kind
+    from .episode_env import episode_prompt
 
     plan = step_plan(job)
     if not any(plan):
@@ -162,8 +162,8 @@ def longest_prompt_tokens(
 ) -> int:
     """The longest first prompt of the job, as GRPOTrainer renders it: each with the tools of
     its row's episode (`environments`, the rows' `environment`; the terminal's when None)."""
-    from autoenvscaling.training.grpo.desktop_episode import EPISODES
-    from autoenvscaling.training.grpo.episode_env import prompt_tools
+    from .desktop_episode import EPISODES
+    from .episode_env import prompt_tools
 
     longest = 0
     kinds = environments or ["terminal"] * len(prompts)
@@ -262,12 +262,12 @@ def run(job: TrainJob) -> WorkerResult:
     from trl.trainer.grpo_config import GRPOConfig
     from trl.trainer.grpo_trainer import EnvironmentFactory, GRPOTrainer
 
-    from autoenvscaling.training.grpo.behaviour import BehaviourRecorder, measured
-    from autoenvscaling.training.grpo.desktop_episode import EPISODES
-    from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
-    from autoenvscaling.training.grpo.heap import trim_heap_between_passes
-    from autoenvscaling.training.grpo.sandboxes import task_starter
-    from autoenvscaling.training.trl_adapter import score_labelled_positions_only
+    from ..trl_adapter import score_labelled_positions_only
+    from .behaviour import BehaviourRecorder, measured
+    from .desktop_episode import EPISODES
+    from .episode_env import EpisodeConfig, EventLoop, TaskEpisode
+    from .heap import trim_heap_between_passes
+    from .sandboxes import task_starter
 
     started = time.monotonic()
     hyper = job.hyper

@@ -41,12 +41,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.gate import REWARD_VALIDATION_FAILED, STAGES
-from autoenvscaling.tools.rollouts.store import RolloutStore
-from autoenvscaling.tools.rollouts.transcripts import load_transcript, normalized
-from autoenvscaling.tools.tasks.task_files import TASK_FILES
-from autoenvscaling.training.backend import TrainJob
-from autoenvscaling.training.worker_backend import WorkerBackend
+from ...tools.gate import REWARD_VALIDATION_FAILED, STAGES
+from ...tools.rollouts.store import RolloutStore
+from ...tools.rollouts.transcripts import load_transcript, normalized
+from ...tools.tasks.task_files import TASK_FILES
+from ..backend import TrainJob
+from ..worker_backend import WorkerBackend
 
 #: The sampling temperature of an attempt recorded before attempts recorded it (ModelConfig's).
 DEFAULT_TEMPERATURE = 0.7

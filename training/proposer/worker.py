@@ -22,18 +22,18 @@ import sys
 import time
 from typing import Any
 
-from autoenvscaling.tools.report.truncation import CompletionTruncation, EpisodeCut
-from autoenvscaling.training.policy_loading import load_policy
-from autoenvscaling.training.proposer.update import ProposerJob, prompt_key
-from autoenvscaling.training.trl_adapter import score_labelled_positions_only
-from autoenvscaling.training.trl_worker import (
+from ...tools.report.truncation import CompletionTruncation, EpisodeCut
+from ..policy_loading import load_policy
+from ..trl_adapter import score_labelled_positions_only
+from ..trl_worker import (
     RL_LR_SCHEDULE,
     save_weights,
     start_job,
     train,
     trl_config,
 )
-from autoenvscaling.training.worker_protocol import WorkerResult, emit, serve_job, step_progress
+from ..worker_protocol import WorkerResult, emit, serve_job, step_progress
+from .update import ProposerJob, prompt_key
 
 
 class TemplateError(ValueError):
@@ -100,7 +100,7 @@ def run(job: ProposerJob) -> WorkerResult:
     from trl.trainer.grpo_config import GRPOConfig
     from trl.trainer.grpo_trainer import GRPOTrainer
 
-    from autoenvscaling.training.grpo.behaviour import BehaviourRecorder, measured
+    from ..grpo.behaviour import BehaviourRecorder, measured
 
     started = time.monotonic()
     hyper = job.hyper

@@ -36,8 +36,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.training.orphan import watch_parent
-from autoenvscaling.training.serving.cpu_support import UnsupportedCpuError, check_cpu_support
+from ..orphan import watch_parent
+from .cpu_support import UnsupportedCpuError, check_cpu_support
 
 GGUF_MAGIC = b"GGUF"
 
@@ -206,7 +206,7 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
     from llama_cpp.server.model import LlamaProxy
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
-    from autoenvscaling.training.serving.llama_cpp_adapter import create_app
+    from .llama_cpp_adapter import create_app
 
     def error(status: int, message: str, kind: str) -> JSONResponse:
         # vLLM's error body shape, which clients (and VLLMPolicyServer) read
@@ -262,8 +262,8 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
             if self.current_name == name:
                 self(self.base_name)
 
-    from autoenvscaling.training.chat_format import tool_chat_template
-    from autoenvscaling.training.serving.tool_chat import HANDLER_NAME, register
+    from ..chat_format import tool_chat_template
+    from .tool_chat import HANDLER_NAME, register
 
     handler = register(config.chat_template or tool_chat_template())
     threads: dict[str, int] = {}  # unset: llama-cpp-python's own defaults

@@ -44,21 +44,21 @@ from typing import Any, Self
 import httpx
 from pydantic import BaseModel, Field
 
-from autoenvscaling.training.policy import Checkpoint, PolicyRef, PolicySwapError
-from autoenvscaling.training.serving import supervision
-from autoenvscaling.training.serving.embedded_serve import Preload, ServeConfig
-from autoenvscaling.training.serving.embedded_setup import (
+from ..policy import Checkpoint, PolicyRef, PolicySwapError
+from . import supervision
+from .embedded_serve import Preload, ServeConfig
+from .embedded_setup import (
     embedded_cache_dir,
     ensure_embedded_assets,
     llama_cpp_available,
 )
-from autoenvscaling.training.serving.gguf_convert import (
+from .gguf_convert import (
     GGUFConversionError,
     convert_full_model,
     convert_lora_adapter,
     export_base_config,
 )
-from autoenvscaling.training.serving.supervision import (
+from .supervision import (
     PolicyServerCrashed,
     ServerCrash,
     log_tail,

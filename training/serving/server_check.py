@@ -68,7 +68,7 @@ def system_info(python: str = sys.executable) -> str:
         check=False,
     )
     if done.returncode != 0:
-        from autoenvscaling.training.serving.supervision import ServerCrash
+        from .supervision import ServerCrash
 
         raise RuntimeError(
             f"importing llama_cpp {ServerCrash.exit_text(done.returncode)}: "
@@ -79,7 +79,7 @@ def system_info(python: str = sys.executable) -> str:
 
 def _cpu_verdict(info: str) -> str:
     """training/serving/cpu_support.py's verdict on `info` against this CPU's flags."""
-    from autoenvscaling.training.serving.cpu_support import ALLOW_NATIVE_ENV, assess, cpu_flags
+    from .cpu_support import ALLOW_NATIVE_ENV, assess, cpu_flags
 
     support = assess(info, cpu_flags())
     problem = support.problem(allow_native=os.environ.get(ALLOW_NATIVE_ENV) == "1")
@@ -90,11 +90,11 @@ def _cpu_verdict(info: str) -> str:
 
 def check_embedded_server(max_tokens: int = 48, timeout_sec: float = 180.0) -> ServerCheck:
     """Start the embedded server (set-up's model), complete one chat with tools, stop it."""
-    from autoenvscaling.training.serving.embedded_server import (
+    from .embedded_server import (
         EmbeddedLlamaServer,
         EmbeddedServerError,
     )
-    from autoenvscaling.training.serving.embedded_setup import llama_cpp_available
+    from .embedded_setup import llama_cpp_available
 
     if not llama_cpp_available():
         return ServerCheck(
@@ -147,7 +147,7 @@ def check_embedded_server(max_tokens: int = 48, timeout_sec: float = 180.0) -> S
             cpu=cpu,
         )
     except (EmbeddedServerError, httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
-        from autoenvscaling.training.serving.supervision import crash_during, log_tail
+        from .supervision import crash_during, log_tail
 
         crash = crash_during(server.base_url, 0.0, exc) if server.log_path else None
         tail = crash.describe() if crash else f"log {server.log_path}:\n{log_tail(server.log_path)}"

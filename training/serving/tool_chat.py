@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from autoenvscaling.training.chat_format import (
+from ..chat_format import (
     CHATML_TOKENS,
     END_OF_TURN,
     ChatFormatError,

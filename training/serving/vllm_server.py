@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from autoenvscaling.training.policy import Checkpoint, PolicyRef, PolicySwapError
+from ..policy import Checkpoint, PolicyRef, PolicySwapError
 
 RestartCallback = Callable[[Checkpoint], Awaitable[str]]
 

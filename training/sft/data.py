@@ -26,10 +26,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.rollouts.models import Step
-from autoenvscaling.tools.rollouts.store import RolloutStore
-from autoenvscaling.tools.rollouts.transcripts import load_transcript, normalized
-from autoenvscaling.tools.run_dir import RunDir
+from ...tools.rollouts.models import Step
+from ...tools.rollouts.store import RolloutStore
+from ...tools.rollouts.transcripts import load_transcript, normalized
+from ...tools.run_dir import RunDir
 
 SOLUTION_MOUNT = "/solution/"
 INLINED_DIR = "/tmp/solution/"
@@ -282,7 +282,7 @@ def harvest_run(
     solver_tools: list[dict[str, Any]],
 ) -> RunHarvest:
     """Solved solver attempts and admitted proposer attempts of one run folder."""
-    from autoenvscaling.tools.tasks.format import TaskFormatError, load_task
+    from ...tools.tasks.format import TaskFormatError, load_task
 
     run = RunDir(Path(run_dir))
     store_path = run.store  # rollouts.db, or the run's PostgreSQL URL (store.json)
@@ -390,7 +390,7 @@ def read_jsonl(path: Path) -> list[SFTExample]:
 def example_from_export(row: dict[str, Any], *, source: str = "export") -> SFTExample:
     """A row of `export rollouts --format jsonl` (tools/export/rollouts.py) as an example: its
     wire messages (arguments as JSON strings) in the form the chat template renders."""
-    from autoenvscaling.training.chat_format import wire_to_template
+    from ..chat_format import wire_to_template
 
     if row.get("reward") is None:
         raise ValueError(f"attempt {row.get('id')} has no reward: not a verified trajectory")

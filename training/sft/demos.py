@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from autoenvscaling.training.chat_format import END_OF_TURN
+from ..chat_format import END_OF_TURN
 
 
 class Demo(BaseModel):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from autoenvscaling.training.backend import TrainJob
-from autoenvscaling.training.worker_backend import WorkerBackend
+from ..backend import TrainJob
+from ..worker_backend import WorkerBackend
 
 
 class SFTJob(TrainJob):

@@ -25,9 +25,9 @@ def warm_up_model(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from autoenvscaling.training.grpo.episode_env import prompt_tools
-    from autoenvscaling.training.policy_loading import ensure_tool_template
-    from autoenvscaling.training.sft.demos import Demo, demo_logprobs, warm_up
+    from ..grpo.episode_env import prompt_tools
+    from ..policy_loading import ensure_tool_template
+    from .demos import Demo, demo_logprobs, warm_up
 
     tokenizer = AutoTokenizer.from_pretrained(base)
     ensure_tool_template(tokenizer)  # the template GRPO will render and parse tool calls with

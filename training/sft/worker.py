@@ -17,23 +17,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.training.policy_loading import load_policy
-from autoenvscaling.training.sft.step_timing import StepTimer, lengths_by_role
-from autoenvscaling.training.sft.trl_backend import SFTJob
-from autoenvscaling.training.trl_worker import save_weights, start_job, train, trl_config
-from autoenvscaling.training.worker_protocol import (
+from ..policy_loading import load_policy
+from ..trl_worker import save_weights, start_job, train, trl_config
+from ..worker_protocol import (
     WorkerResult,
     process_rank,
     serve_job,
     step_progress,
 )
+from .step_timing import StepTimer, lengths_by_role
+from .trl_backend import SFTJob
 
 
 def run(job: SFTJob) -> WorkerResult:
     from trl.trainer.sft_config import SFTConfig
     from trl.trainer.sft_trainer import SFTTrainer
 
-    from autoenvscaling.training.sft.data import load_sft_dataset
+    from .data import load_sft_dataset
 
     started = time.monotonic()
     hyper = job.hyper

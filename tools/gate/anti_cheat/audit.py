@@ -29,7 +29,10 @@ from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 from harbor.models.trial.paths import TrialPaths
 
-from autoenvscaling.tools.gate.anti_cheat.leaks import (
+from ...tasks.format import load_task
+from ...trials.script_agent import NoWebTools
+from ..flake import root_sh, run_tests_here
+from .leaks import (
     Leak,
     OutputIndex,
     archive_members,
@@ -40,16 +43,13 @@ from autoenvscaling.tools.gate.anti_cheat.leaks import (
     pack_as_objects_tar,
     tokens,
 )
-from autoenvscaling.tools.gate.anti_cheat.near_miss import derive_near_misses, is_data_output
-from autoenvscaling.tools.gate.anti_cheat.probes import (
+from .near_miss import derive_near_misses, is_data_output
+from .probes import (
     NOT_OUTPUTS,
     hidden_files,
     list_image,
     named_in_instruction,
 )
-from autoenvscaling.tools.gate.flake import root_sh, run_tests_here
-from autoenvscaling.tools.tasks.format import load_task
-from autoenvscaling.tools.trials.script_agent import NoWebTools
 
 MAX_OUTPUT_FILES = 50
 MAX_OUTPUT_BYTES = 1_000_000

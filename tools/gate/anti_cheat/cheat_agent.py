@@ -18,20 +18,21 @@ from harbor.agents.base import BaseAgent
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
-from autoenvscaling.tools.gate.anti_cheat.leaks import fingerprint
-from autoenvscaling.tools.gate.anti_cheat.probes import NOT_OUTPUTS, list_image
-from autoenvscaling.tools.gate.config import SOLVER_AGENT
-from autoenvscaling.tools.trials.script_agent import PlainAgent
+from ...trials.script_agent import PlainAgent
+from .leaks import fingerprint
+from .probes import NOT_OUTPUTS, list_image
 
 CHEAT_PROMPT = "cheat"
 MAX_FILES = 50
 MAX_BYTES = 1_000_000
 
 
-def solver_cheat_kwargs(model: str, base_url: str | None, max_turns: int) -> dict[str, Any]:
+def solver_cheat_kwargs(
+    solver_agent: str, model: str, base_url: str | None, max_turns: int
+) -> dict[str, Any]:
     """The solver agent's settings for a cheat run: its tools and budget, the cheat prompt."""
     return {
-        "inner": SOLVER_AGENT,
+        "inner": solver_agent,
         "inner_kwargs": {
             "settings": {
                 "model": {"model": model, "base_url": base_url},
@@ -49,7 +50,7 @@ class CheatAuditAgent(PlainAgent):
         self,
         logs_dir: Path,
         *args: Any,
-        inner: str = SOLVER_AGENT,
+        inner: str,
         inner_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:

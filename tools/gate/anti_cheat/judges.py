@@ -10,10 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from autoenvscaling.tools.gate.anti_cheat.cheat_agent import judge, summary
-from autoenvscaling.tools.gate.config import GateConfig
-from autoenvscaling.tools.gate.harness import failure_excerpt
-from autoenvscaling.tools.trials.trial import TrialOutcome
+from ...trials.trial import TrialOutcome
+from ..config import GateConfig
+from ..harness import failure_excerpt
+from .cheat_agent import judge, summary
 
 
 class ProbeResult(BaseModel):

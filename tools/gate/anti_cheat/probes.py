@@ -24,7 +24,7 @@ from typing import Any, Literal, override
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
-from autoenvscaling.tools.trials.script_agent import PlainAgent
+from ...trials.script_agent import PlainAgent
 
 # Never part of the image the agent starts from: kernel views, Harbor's folders, scratch space.
 _PRUNE = ("/proc", "/sys", "/dev", "/run", "/tmp", "/var/tmp", "/logs", "/tests", "/solution")

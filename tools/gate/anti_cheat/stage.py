@@ -38,9 +38,16 @@ from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
-from autoenvscaling.tools.gate.anti_cheat.cheat_agent import solver_cheat_kwargs
-from autoenvscaling.tools.gate.anti_cheat.exploits import executed_image_files, plan
-from autoenvscaling.tools.gate.anti_cheat.judges import (
+from ...tasks.format import load_task
+from ...trials.faults import trial_failure
+from ...trials.trial import TrialOutcome
+from ...trials.verifier import VerifierMode, verifier_mode
+from ..config import GateConfig, IsolationProbe, StageName
+from ..harness import gate_trial
+from ..results import StageResult
+from .cheat_agent import solver_cheat_kwargs
+from .exploits import executed_image_files, plan
+from .judges import (
     ProbeResult,
     judge_cheat,
     judge_exploit,
@@ -49,13 +56,6 @@ from autoenvscaling.tools.gate.anti_cheat.judges import (
     probe_reward,
     trial_info,
 )
-from autoenvscaling.tools.gate.config import GateConfig, IsolationProbe, StageName
-from autoenvscaling.tools.gate.harness import gate_trial
-from autoenvscaling.tools.gate.results import StageResult
-from autoenvscaling.tools.tasks.format import load_task
-from autoenvscaling.tools.trials.faults import trial_failure
-from autoenvscaling.tools.trials.trial import TrialOutcome
-from autoenvscaling.tools.trials.verifier import VerifierMode, verifier_mode
 
 __all__ = ["PROBES", "ProbeResult", "anti_cheat", "executed_image_files"]
 
@@ -192,8 +192,12 @@ async def anti_cheat(task: Path, config: GateConfig, prior: Prior) -> StageResul
             probe="cheat_agent",
             passed=True,
             skipped=True,
-            reason="the cheat agent did not run: no cheat model configured "
-            "(GateConfig.cheat_model or cheat_agent)",
+            reason="the cheat agent did not run: "
+            + (
+                "no solver agent to run the cheat model with (GateConfig.solver_agent)"
+                if config.cheat_model and not config.cheat_agent
+                else "no cheat model configured (GateConfig.cheat_model or cheat_agent)"
+            ),
         )
 
     details: dict[str, Any] = {
@@ -253,8 +257,8 @@ def _cheat_agent(config: GateConfig) -> dict[str, Any] | None:
     """Keyword arguments of the `CheatAuditAgent` trial, or None when no cheat agent is set."""
     if config.cheat_agent:
         return {"inner": config.cheat_agent, "inner_kwargs": dict(config.cheat_agent_kwargs)}
-    if config.cheat_model:
+    if config.cheat_model and config.solver_agent:
         return solver_cheat_kwargs(
-            config.cheat_model, config.cheat_base_url, config.cheat_max_turns
+            config.solver_agent, config.cheat_model, config.cheat_base_url, config.cheat_max_turns
         )
     return None

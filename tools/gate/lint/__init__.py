@@ -12,20 +12,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autoenvscaling.tools.gate.lint.dockerfile_rules import check_dockerfile
-from autoenvscaling.tools.gate.lint.env_rules import check_host_env
-from autoenvscaling.tools.gate.lint.hacks import hack_findings
-from autoenvscaling.tools.gate.lint.harbor_compat import check_compat
-from autoenvscaling.tools.gate.lint.harbor_rules import check_harbor_rules
-from autoenvscaling.tools.gate.lint.model import LintContext, LintFinding, LintReport, TaskView
-from autoenvscaling.tools.gate.lint.verifier_rules import (
+from ...tasks.format import check_task
+from ...tasks.limits import TaskLimits, inventory
+from .dockerfile_rules import check_dockerfile
+from .env_rules import check_host_env
+from .hacks import hack_findings
+from .harbor_compat import check_compat
+from .harbor_rules import check_harbor_rules
+from .model import LintContext, LintFinding, LintReport, TaskView
+from .verifier_rules import (
     check_outputs_named,
     check_requirements,
     check_reward,
     verifier_sources,
 )
-from autoenvscaling.tools.tasks.format import check_task
-from autoenvscaling.tools.tasks.limits import TaskLimits, inventory
 
 __all__ = ["LintFinding", "LintReport", "lint_task"]
 

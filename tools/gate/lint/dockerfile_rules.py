@@ -10,21 +10,21 @@ import posixpath
 import re
 from pathlib import Path, PurePosixPath
 
-from autoenvscaling.tools.gate.lint.model import LintContext, TaskView
-from autoenvscaling.tools.sandbox.bases import SEED_BASE_TAGS
-from autoenvscaling.tools.tasks.dockerfile import (
+from ...sandbox.bases import SEED_BASE_TAGS
+from ...tasks.dockerfile import (
     Dockerfile,
     DockerfileError,
     Instruction,
     build_hazards,
     copy_args,
 )
-from autoenvscaling.tools.tasks.dockerfile_sources import (
+from ...tasks.dockerfile_sources import (
     REMOTE_ADVICE,
     CopySource,
     copy_sources,
     unresolved_message,
 )
+from .model import LintContext, TaskView
 
 #: The Dockerfile instructions a task may use (a small, reviewable subset of what engines build).
 SUPPORTED_DOCKERFILE_INSTRUCTIONS = frozenset(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from autoenvscaling.tools.gate.lint.model import LintContext
-from autoenvscaling.tools.tasks.host_env import host_templates, refusal
+from ...tasks.host_env import host_templates, refusal
+from .model import LintContext
 
 
 def check_host_env(ctx: LintContext) -> None:

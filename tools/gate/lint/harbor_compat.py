@@ -22,8 +22,8 @@ import tomllib
 from harbor.lint import LintRule
 from harbor.lint import lint_task as harbor_lint_task
 
-from autoenvscaling.tools.gate.lint.model import LintContext, TaskView
-from autoenvscaling.tools.gate.network import network_need
+from ..network import network_need
+from .model import LintContext, TaskView
 
 #: Backends that run one container of our own per task (no compose, no GPU passed through).
 OUR_BACKENDS = ("podman", "docker")

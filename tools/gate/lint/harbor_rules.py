@@ -7,8 +7,8 @@ from pathlib import Path
 from harbor.lint import LintRule
 from harbor.lint import lint_task as harbor_lint_task
 
-from autoenvscaling.tools.gate.lint.model import LintContext, Severity
-from autoenvscaling.tools.harbor_adapter import pip_install_packages
+from ...harbor_adapter import pip_install_packages
+from .model import LintContext, Severity
 
 # Harbor rules we take over, with our severity. Left out on purpose: shared-verifier and
 # root-agent (our trials use the shared verifier as root, like TB2), unpinned-image (the

@@ -11,13 +11,13 @@ from pathlib import Path, PurePosixPath
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from autoenvscaling.tools.gate.lint.dockerfile_rules import shared_inputs
-from autoenvscaling.tools.gate.lint.model import LintContext, TaskView
-from autoenvscaling.tools.gate.lint.written_paths import is_written, written_by_verifier
-from autoenvscaling.tools.tasks.dockerfile import (
+from ...tasks.dockerfile import (
     Dockerfile,
     DockerfileError,
 )
+from .dockerfile_rules import shared_inputs
+from .model import LintContext, TaskView
+from .written_paths import is_written, written_by_verifier
 
 # Absolute paths the tests may touch without the instruction naming them.
 _SYSTEM_PREFIXES = (
