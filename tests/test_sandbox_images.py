@@ -124,7 +124,7 @@ async def test_images_of_an_exited_process_whose_folder_is_gone_are_swept(
     """A deleted run folder (or a test's temporary one) leaves its task images behind: podman's
     image listing then slows with every run (seen: 750 images, 45 s a listing, a CI run's
     listing past its 60 s bound). The sweep removes exactly those of an exited builder whose
-    folder is gone."""
+    folder is gone, and none a live process uses, built by another process or not."""
     import shutil
     import subprocess
     import sys
@@ -134,35 +134,42 @@ async def test_images_of_an_exited_process_whose_folder_is_gone_are_swept(
     api = engine_client.api
     gone = make_task(tmp_path, f"FROM debian:bookworm-slim\nRUN echo {uuid.uuid4().hex} > /g\n")
     kept = make_task(tmp_path, f"FROM debian:bookworm-slim\nRUN echo {uuid.uuid4().hex} > /k\n")
+    # The same task in two folders: one image (tags are content hashes), built by the child.
+    dockerfile = f"FROM debian:bookworm-slim\nRUN echo {uuid.uuid4().hex} > /s\n"
+    shared = make_task(tmp_path / "first", dockerfile)
+    reused = make_task(tmp_path / "second", dockerfile)
+    reused.rename(reused.parent / shared.name)
+    reused = reused.parent / shared.name
     child = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            BUILD_IN_A_CHILD,
-            engine,
-            str(gone / "environment"),
-            str(kept / "environment"),
-        ],
+        [sys.executable, "-c", BUILD_IN_A_CHILD, engine]
+        + [str(t / "environment") for t in (gone, kept, shared)],
         capture_output=True,
         text=True,
         timeout=240,
         check=True,
     )
-    gone_tag, kept_tag = child.stdout.split()
+    gone_tag, kept_tag, shared_tag = child.stdout.split()
     # This live process's image of a folder that is gone: its owner may still use it.
     live = make_task(tmp_path, f"FROM debian:bookworm-slim\nRUN echo {uuid.uuid4().hex} > /l\n")
     live_tag = (await build_image(live / "environment", backend=engine)).tag
+    # The exited child's image, reused from another folder by this live process.
+    reuse = await build_image(reused / "environment", backend=engine)
+    assert reuse.tag == shared_tag and not reuse.built
     assert api.inspect_image(kept_tag)["Config"]["Labels"]["autoenvscaling.folder"] == str(kept)
-    shutil.rmtree(gone)
-    shutil.rmtree(live)
+    for folder in (gone, live, shared):
+        shutil.rmtree(folder)
     try:
         report = sweep_stale_images(engine)
         assert gone_tag in report.images, report
-        assert kept_tag not in report.images and live_tag not in report.images
+        assert not {kept_tag, live_tag, shared_tag} & set(report.images), report
+        assert f"{shared_tag}: used by a live process" in [
+            k.removeprefix("localhost/") for k in report.kept
+        ]
         present = {short(t) for i in list_images(api) for t in i["RepoTags"] or []}
-        assert gone_tag not in present and {kept_tag, live_tag, base_image_tag()} <= present
+        assert gone_tag not in present
+        assert {kept_tag, live_tag, shared_tag, base_image_tag()} <= present
     finally:
-        for tag in (kept_tag, live_tag):
+        for tag in (kept_tag, live_tag, shared_tag):
             api.remove_image(tag)
 
 

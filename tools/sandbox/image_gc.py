@@ -20,7 +20,7 @@ import docker.errors
 
 from . import cleanup
 from .base import Backend
-from .cache_lock import CacheLock
+from .cache_lock import CacheLock, tag_lock_name, unless_in_use
 from .cleanup import (
     BASE_REPO,
     FOLDER_LABEL,
@@ -78,8 +78,9 @@ def is_stale(image: dict[str, Any], backend: Backend) -> bool:
 
 
 def sweep_stale_images(backend: Backend = "podman") -> CleanupReport:
-    """Remove the stale task images (`is_stale`). Each is removed under its tag's build lock, so
-    a build of the same tag in a live process waits, then builds it again."""
+    """Remove the stale task images (`is_stale`) that no live process holds (another process may
+    have reused the tag: cache_lock.hold_image). Each is removed under its tag's build lock, so a
+    build of the same tag in a live process waits, then builds it again."""
     api = _listing_api(backend)
     report = CleanupReport()
     for image in _labelled_images(api):
@@ -88,10 +89,13 @@ def sweep_stale_images(backend: Backend = "podman") -> CleanupReport:
         tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
         try:
             for tag in tags or [image["Id"]]:
-                name = tag.removeprefix("localhost/")
-                with CacheLock(f"build-{name.replace('/', '_').replace(':', '_')}"):
+                with CacheLock(tag_lock_name("build", tag)), unless_in_use(tag) as free:
+                    if not free:
+                        report.kept.append(f"{tag}: used by a live process")
+                        break
                     api.remove_image(tag, force=False, noprune=False)
-            report.images.extend([t.removeprefix("localhost/") for t in tags] or [image["Id"]])
+            else:
+                report.images.extend([t.removeprefix("localhost/") for t in tags] or [image["Id"]])
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:  # a container uses it: the container sweep's

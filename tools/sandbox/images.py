@@ -24,7 +24,7 @@ from ..tasks.dockerfile import MAX_DOCKERFILE_BYTES, build_hazards
 from ..tasks.dockerfile_sources import source_hazards
 from .base import Backend, BuildError, SandboxError
 from .builders import Log, build_docker, build_podman
-from .cache_lock import CacheLock
+from .cache_lock import CacheLock, hold_image, tag_lock_name
 from .engine import PODMAN, call, client, inspect_image
 from .image_gc import gc_images, remove_task_image
 from .image_tags import image_id as _image_id
@@ -142,11 +142,10 @@ def _build_locked(
     dockerfile = environment_dir / "Dockerfile"
     refuse_hazards(dockerfile, task_name, _inherited_names(api, dockerfile))
     refuse_pulls(api, dockerfile, task_name)
+    hold_image(tag)  # no stale-image sweep removes it while this process lives (image_gc.py)
     if not force and (found := _image_id(api, tag)):
         return ContainerImage(tag=tag, id=found)
-    with CacheLock(
-        f"build-{tag.replace('/', '_').replace(':', '_')}"
-    ):  # same task built in parallel
+    with CacheLock(tag_lock_name("build", tag)):  # same task built in parallel
         previous = _image_id(api, tag)
         if previous and not force:
             return ContainerImage(tag=tag, id=previous)
