@@ -18,16 +18,24 @@ def tag_lock_name(kind: str, tag: str) -> str:
     return f"{kind}-{tag.removeprefix('localhost/').replace('/', '_').replace(':', '_')}"
 
 
-class CacheLock:
-    """`with CacheLock("build-x"):` holds `<cache>/engine/build-x.lock` exclusively (flock)."""
+#: Held shared by every build of a task image, exclusively by the stale-image sweep for each
+#: removal: podman's layer-cache lookup fails a build ("layer not known") when an image is
+#: removed while it looks, so our own sweep never removes one while a build of ours runs.
+BUILDS = "builds"
 
-    def __init__(self, name: str) -> None:
+
+class CacheLock:
+    """`with CacheLock("build-x"):` holds `<cache>/engine/build-x.lock` exclusively (flock), or
+    shared with `shared=True`."""
+
+    def __init__(self, name: str, *, shared: bool = False) -> None:
         self.path = config_dir() / f"{name}.lock"
+        self.mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         self._handle: IO[str] | None = None
 
     def __enter__(self) -> None:
-        self._handle = open(self.path, "w")  # noqa: SIM115 - closed in __exit__
-        fcntl.flock(self._handle, fcntl.LOCK_EX)
+        self._handle = open(self.path, "a")  # noqa: SIM115 - closed in __exit__
+        fcntl.flock(self._handle, self.mode)
 
     def __exit__(self, *exc: object) -> None:
         if self._handle is not None:

@@ -193,15 +193,19 @@ def clean_docker() -> list[str]:
     for backend in ("podman", "docker"):
         try:
             report = cleanup_stale(client(backend).api)
-            images = sweep_stale_images(backend)
         except Exception as exc:  # noqa: BLE001 - an engine that is not here
             lines.append(f"{backend}: nothing cleaned ({exc})")
             continue
+        try:  # other processes sweep too: a listing they keep changing is not the containers'
+            swept = sweep_stale_images(backend)
+            images = f"{len(swept.images)}" + (
+                f" ({len(swept.kept)} in use, kept)" if swept.kept else ""
+            )
+        except Exception as exc:  # noqa: BLE001 - said on the line; the next sweep tries again
+            images = f"not swept ({exc})"
         lines.append(
             f"{backend}: removed stale containers: {', '.join(report.containers) or 'none'}; "
-            f"stale task images: {len(images.images)}"
-            + (f" ({len(images.kept)} in use, kept)" if images.kept else "")
-            + f"; scratch folders: {len(report.scratch)}"
+            f"stale task images: {images}; scratch folders: {len(report.scratch)}"
         )
     return lines
 

@@ -12,6 +12,7 @@ every run; podman's image listing slows with the store (~55 ms an image here).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import docker.errors
 
 from . import cleanup
 from .base import Backend
-from .cache_lock import CacheLock, tag_lock_name, unless_in_use
+from .cache_lock import BUILDS, CacheLock, tag_lock_name, unless_in_use
 from .cleanup import (
     BASE_REPO,
     FOLDER_LABEL,
@@ -41,16 +42,18 @@ def _ours(image: dict[str, Any]) -> bool:
 
 
 def list_images(
-    api: Any, filters: dict[str, Any] | None = None, tries: int = 3
+    api: Any, filters: dict[str, Any] | None = None, tries: int = 8
 ) -> list[dict[str, Any]]:
     """The engine's images. podman fails the whole listing ("image not known") when another
-    process removes an image while it lists: listed again, up to `tries` times."""
+    process removes an image while it lists (every process sweeps stale images): listed again,
+    a moment later, up to `tries` times."""
     for attempt in range(tries):
         try:
             return api.images(filters=filters)
         except docker.errors.APIError as exc:
             if "image not known" not in str(exc) or attempt == tries - 1:
                 raise
+            time.sleep(0.1 * 2**attempt)
     return []
 
 
@@ -93,7 +96,8 @@ def sweep_stale_images(backend: Backend = "podman") -> CleanupReport:
                     if not free:
                         report.kept.append(f"{tag}: used by a live process")
                         break
-                    api.remove_image(tag, force=False, noprune=False)
+                    with CacheLock(BUILDS):  # no build of ours is looking up its layer cache
+                        api.remove_image(tag, force=False, noprune=False)
             else:
                 report.images.extend([t.removeprefix("localhost/") for t in tags] or [image["Id"]])
         except docker.errors.NotFound:

@@ -24,7 +24,7 @@ from ..tasks.dockerfile import MAX_DOCKERFILE_BYTES, build_hazards
 from ..tasks.dockerfile_sources import source_hazards
 from .base import Backend, BuildError, SandboxError
 from .builders import Log, build_docker, build_podman
-from .cache_lock import CacheLock, hold_image, tag_lock_name
+from .cache_lock import BUILDS, CacheLock, hold_image, tag_lock_name
 from .engine import PODMAN, call, client, inspect_image
 from .image_gc import gc_images, remove_task_image
 from .image_tags import image_id as _image_id
@@ -151,7 +151,10 @@ def _build_locked(
             return ContainerImage(tag=tag, id=previous)
         build = build_podman if backend == "podman" else build_docker
         try:  # a task granted the internet: RUN steps join a slirp4netns namespace (netns.py)
-            with build_namespace(backend) if network else contextlib.nullcontext("none") as net:
+            with (
+                CacheLock(BUILDS, shared=True),
+                build_namespace(backend) if network else contextlib.nullcontext("none") as net,
+            ):
                 build(environment_dir, tag, task_name, force, timeout_sec, say, net)
         except SandboxError as exc:
             raise BuildError(str(exc)) from None
