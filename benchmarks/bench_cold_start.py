@@ -10,7 +10,7 @@ DIR first and only the SFT runs. Then it serves the embedded model (the base wei
 current checkpoint, as `autoenvscaling run` serves it) and measures, with 95% Wilson intervals
 (tools/stats.py):
 - **held-out**: the solver on tasks/generated/heldout (12 tasks the cold start never replayed),
-  K samples each at the run's concurrency, the run's solver settings (graphs/flywheel.py
+  K samples each at the run's concurrency, the run's solver settings (graphs/flywheel/measure.py
   `evaluate_heldout` does the same in a run): success, and how many attempts call a tool;
 - **proposer's first reply**: the served proposer's reply to the first prompt of each authoring
   episode in the cold start's dataset (the compact system prompt and the round-1 brief), K
@@ -34,11 +34,11 @@ from typing import Any
 
 import httpx
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
-from autoenvscaling.graphs.cold_start import DATASET, task_folders
+from autoenvscaling.graphs.agent.loop import LoopBudget
+from autoenvscaling.graphs.cold_start.start import DATASET, task_folders
 from autoenvscaling.graphs.config import RunConfig, preset
 from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
+from autoenvscaling.graphs.solver.attempt import SolverSettings, solve_task
 from autoenvscaling.tools.stats import rate
 from autoenvscaling.tools.tasks.file_blocks import ReplyFormatError, read_file_blocks
 from autoenvscaling.training.checkpoints import CheckpointRegistry
@@ -148,7 +148,7 @@ async def heldout(
 
 async def build(cache: Path, config: RunConfig, overrides: dict[str, Any]) -> Any:
     """A cold start in `cache` with the preset's settings and `overrides` over them."""
-    from autoenvscaling.graphs.cold_start import (
+    from autoenvscaling.graphs.cold_start.start import (
         ColdStartSettings,
         cold_start_checkpoint,
         settings_for,

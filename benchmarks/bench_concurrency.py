@@ -5,11 +5,11 @@
 .venv/bin/python benchmarks/bench_concurrency.py --k 4 --episodes 8 --exec-ms 50 --json out.json
 .venv/bin/python benchmarks/bench_concurrency.py --k 64 --processes 2 --store postgresql://...
 
-What runs is the flywheel's own attempter (graphs/flywheel.py `_attempter`: the path the
+What runs is the flywheel's own attempter (graphs/flywheel/measure.py `attempter`: the path the
 baseline and the refresh take), with `concurrency` = K: the solver graph, `solve_task`, a real
 Harbor trial per episode on our Harbor environment adapter, `SolverAgent` with the agent loop over
 the MCP terminal server (in-memory MCP session), and the rollout store in SQLite. Only the
-model's replies are scripted (graphs/scripted_model.py) and the sandbox is fake
+model's replies are scripted (graphs/agent/scripted_model.py) and the sandbox is fake
 (benchmarks/fake_remote.py): it sleeps like a remote provider and interprets its commands.
 
 Each K runs in a child process of its own (so one K's memory does not carry into the next),
@@ -86,7 +86,7 @@ def responder(calls: int) -> Any:
     episode in flight."""
     from langchain_core.messages import AIMessage, HumanMessage
 
-    from autoenvscaling.graphs.scripted_model import reply, tool_call
+    from autoenvscaling.graphs.agent.scripted_model import reply, tool_call
 
     def answer(messages: Any) -> AIMessage | str:
         done = sum(1 for m in messages if isinstance(m, AIMessage) and m.tool_calls)
@@ -112,11 +112,11 @@ async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     import fake_remote  # benchmarks/ is on sys.path (this script's folder)
     from loop_probe import Probe, StallSampler, rss_mb
 
+    from autoenvscaling.graphs.agent.scripted_model import register
     from autoenvscaling.graphs.config import FlywheelContext
-    from autoenvscaling.graphs.flywheel import _attempter
+    from autoenvscaling.graphs.flywheel.measure import attempter
     from autoenvscaling.graphs.models import Policy
-    from autoenvscaling.graphs.scripted_model import register
-    from autoenvscaling.graphs.solver_graph import graph as solver_graph
+    from autoenvscaling.graphs.solver.builder import graph as solver_graph
     from autoenvscaling.tools.rollouts.store import RolloutStore
     from autoenvscaling.tools.run_dir import RunDir
 
@@ -144,7 +144,7 @@ async def run_k(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         concurrency=k,
         solver_max_turns=args.calls + 2,
     )
-    attempt = _attempter(
+    attempt = attempter(
         ctx, run, args.run_id, 1, Policy.serving(model, None, None, None), solver_graph
     )
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from autoenvscaling.graphs.validation import validate_batch
+from autoenvscaling.graphs.validation.builder import validate_batch
 from autoenvscaling.tools.gate import STAGES, GateConfig, Verdict
 from autoenvscaling.tools.gate.anti_cheat.stage import executed_image_files
 from autoenvscaling.tools.sandbox.container import ContainerSandbox

@@ -29,7 +29,7 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from rich.console import Console
 from rich.table import Table
 
-from autoenvscaling.graphs.mcp_tools import open_mcp_tools
+from autoenvscaling.graphs.agent.mcp_tools import open_mcp_tools
 from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
 from autoenvscaling.tools.files.rooted import RootedFs

@@ -46,7 +46,8 @@ async def _start(root: Path) -> None:
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel, checkpoint_serde
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel.builder import build_flywheel, checkpoint_serde
 
     ctx = FlywheelContext(run_dir=str(root), rounds=ROUNDS, train=False, baseline_tasks=0)
     async with aiosqlite.connect(root / "graph.sqlite") as conn:

@@ -5,7 +5,7 @@
 The job runs through the real path (TRLSFTBackend: the SFT worker subprocess, TRL's SFTTrainer,
 publication through the checkpoint registry) on the train set a cold start wrote
 (`cold-start-train.jsonl`) with the settings its card records (`card.json`: LoRA rank, batch,
-token cap, learning rate; one step per batch of rows), as graphs/cold_start.py builds the job.
+token cap, learning rate; one step per batch of rows), as graphs/cold_start/start.py builds the job.
 The graphs package is not imported: a GPU machine needs only the training extra. A machine without the hub gets the weights another way: `--model-files` holds the
 base model's config and tokenizer files, and the weights are drawn at random from that config
 (`--random-weights`, the default when DIR has no weights), which leaves the step's cost — what

@@ -138,7 +138,7 @@ def import_dataset_command(
 def _run_gate(
     result: ImportReport, dataset: Path, rewrite: Path | None, backend: str, allow: bool
 ) -> None:
-    from ..graphs.validation import validate_batch
+    from ..graphs.validation.builder import validate_batch
     from ..tools.gate import GateConfig
     from ..tools.gate.importer import GateResult
 

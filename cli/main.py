@@ -141,9 +141,9 @@ def solve(
     as_json: JsonOpt = False,
 ) -> None:
     """Let the solver attempt TASKS in real Harbor trials; every attempt goes to the store."""
-    from ..graphs.agent_loop import LoopBudget
+    from ..graphs.agent.loop import LoopBudget
     from ..graphs.models import ModelConfig
-    from ..graphs.solver_attempt import SolverSettings, solve_task
+    from ..graphs.solver.attempt import SolverSettings, solve_task
     from ..tools.sandbox.harbor_backends import HarborBackendError, check_stages
     from .defaults import model_or_embedded
     from .progress import TaskProgress

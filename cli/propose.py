@@ -62,8 +62,8 @@ def propose(
 ) -> None:
     """Let N proposers write Harbor tasks; each submission goes through the full admission gate."""
     from ..graphs.models import ModelConfig
-    from ..graphs.proposer import ARMS, ProposerSettings, gate_config, propose
-    from ..graphs.proposer.settings import proposer_budget
+    from ..graphs.proposer.record import propose
+    from ..graphs.proposer.settings import ARMS, ProposerSettings, gate_config, proposer_budget
     from ..tools.agents.brief import build_brief
     from ..tools.rollouts.store import RolloutStore
 

@@ -40,7 +40,7 @@ def sft_data(
 ) -> None:
     """Replay SEED's reference solutions through the served solver (kept at reward 1.0) and
     harvest solved / admitted attempts from RUN folders; write deduplicated SFT data to OUT."""
-    from ..graphs.sft_replay import replay_tasks, served_solver_interface
+    from ..graphs.cold_start.solver_replay import replay_tasks, served_solver_interface
     from ..training.sft.data import (
         deduplicate,
         harvest_run,
@@ -135,11 +135,7 @@ def cold_start(
 ) -> None:
     """Build the embedded policy's cold start once per machine (what `autoenvscaling run` then
     serves to both roles); later calls find it and return at once. `make run` calls this first."""
-    from ..graphs.cold_start import (
-        cold_start_checkpoint,
-        cold_start_splits,
-        settings_for,
-    )
+    from ..graphs.cold_start.start import cold_start_checkpoint, cold_start_splits, settings_for
     from ..graphs.config import RunConfig, preset
     from ..training.serving.embedded_setup import (
         embedded_cache_dir,

@@ -116,7 +116,7 @@ def validate(
     """Run the admission gate on TASKS and print one verdict per task."""
     from pydantic import ValidationError
 
-    from ..graphs.validation import validate_batch
+    from ..graphs.validation.builder import validate_batch
     from ..tools.gate import GateConfig
     from .defaults import ResolvedModel, model_or_embedded
 
@@ -144,13 +144,13 @@ def validate(
         }
         try:
             if resolved is None:
-                from ..graphs.solver_attempt import SOLVER_AGENT
+                from ..graphs.solver.attempt import SOLVER_AGENT
 
                 return GateConfig(solver=solver, solver_agent=SOLVER_AGENT, **common).with_skip(
                     *(skip or [])
                 )
             from ..graphs.models import ModelConfig
-            from ..graphs.proposer import gate_config
+            from ..graphs.proposer.settings import gate_config
 
             policy = ModelConfig(
                 model=resolved.model, base_url=resolved.base_url, tool_choice=resolved.tool_choice

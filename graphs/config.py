@@ -21,6 +21,8 @@ from .policy_servers import PolicyServers
 
 #: The task folders shipped with the package (tasks/seed, tasks/starter).
 REPO_TASKS = Path(__file__).resolve().parents[1] / "tasks"
+#: The pool's seed when a run names none.
+REPO_SEED = REPO_TASKS / "seed"
 #: The shared policy's model when none is named: the name a policy server serves it under.
 DEFAULT_POLICY_MODEL = "openai:policy"
 #: The proposer's turn limit (model calls per episode) wherever none is given: the flywheel's
@@ -159,7 +161,7 @@ class RunConfig(BaseModel):
         int,
         Cli(
             help="Held-out briefs the served proposer is evaluated on before round 1 and after "
-            "every round (0: none; graphs/proposer_heldout.py)"
+            "every round (0: none; graphs/proposer/heldout.py)"
         ),
     ] = Field(default=0, ge=0, description="Held-out briefs for the proposer (0: no evaluation)")
     proposer_heldout_samples: Annotated[
@@ -254,7 +256,7 @@ class RunConfig(BaseModel):
             unset=True,
             help="Start both roles from a cold-start checkpoint: SFT on verified solver and "
             "proposer episodes replayed on --cold-start-tasks, built once per machine (default: "
-            "on for the embedded policy, off otherwise; graphs/cold_start.py)",
+            "on for the embedded policy, off otherwise; graphs/cold_start/start.py)",
         ),
     ] = Field(default=False, description="The policy starts from a cold-start checkpoint")
     cold_start_tasks: Annotated[
@@ -320,7 +322,7 @@ class FlywheelContext(RunConfig):
 
     `served`: when the settings are the embedded default and nothing started its server (Studio,
     an app), the context the graph's nodes run under once the graph started it (graphs/
-    flywheel_roles.py: `serve_embedded_default`); None otherwise."""
+    flywheel/roles.py: `serve_embedded_default`); None otherwise."""
 
     _servers: PolicyServers = PrivateAttr(default_factory=PolicyServers)
     _served: FlywheelContext | None = PrivateAttr(default=None)
@@ -398,7 +400,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         # and every turn of a 135M model's episode costs CPU time in refresh, calibration and GRPO.
         "solver_max_turns": 4,
         "max_tokens": 384,
-        # Two samples per task, the fewest a retirement takes (graphs/flywheel.py:
+        # Two samples per task, the fewest a retirement takes (graphs/flywheel/nodes.py:
         # RETIRE_MIN_SAMPLES), on two tasks a round (the window moves on each round): the four
         # refresh trials of one sample on four tasks, the measured round's (README).
         "refresh_attempts": 2,

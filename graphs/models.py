@@ -8,10 +8,14 @@ resolves to a scripted model (tests and offline demos): the only thing that may 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from ..training.checkpoints import Checkpoint
+    from ..training.policy import PolicyServer
 
 
 class Policy(BaseModel):
@@ -79,7 +83,7 @@ class ModelConfig(BaseModel):
 
 def load_chat_model(config: ModelConfig) -> BaseChatModel:
     if config.model.startswith("scripted:"):
-        from .scripted_model import load_scripted
+        from .agent.scripted_model import load_scripted
 
         return load_scripted(config.model.removeprefix("scripted:"))
     from langchain.chat_models import init_chat_model
@@ -95,3 +99,9 @@ def load_chat_model(config: ModelConfig) -> BaseChatModel:
         kwargs["base_url"] = config.base_url
         kwargs["api_key"] = os.environ.get(config.api_key_env) or "none"
     return init_chat_model(config.model, **kwargs)
+
+
+async def adopt_checkpoint(checkpoint: Checkpoint, server: PolicyServer, current: Policy) -> Policy:
+    """Serve `checkpoint` and return the policy both roles use from now on."""
+    ref = await server.activate(checkpoint)
+    return Policy.serving(ref.chat_model, ref.base_url, current.tool_choice, checkpoint.id)

@@ -4,7 +4,7 @@ A `PolicyServers` lives exactly as long as the run that opened it (`async with`)
 one per `autoenvscaling run`, puts it on the flywheel's runtime context, and every node that swaps
 a checkpoint in asks it for the server of the configured kind. A run that nothing started a server
 for (the flywheel served by `langgraph dev`, an app passing the default context) gets one the
-graph opens itself (graphs/flywheel_roles.py: `serve_embedded_default`) and closes when the run
+graph opens itself (graphs/flywheel/roles.py: `serve_embedded_default`) and closes when the run
 ends. Two runs in one process (tests, an app embedding the graph) each own theirs; nothing is
 registered process-wide but each embedded server's crash record, by URL
 (training/serving/supervision.py), which a failed model call reads to learn the server died.

@@ -24,7 +24,7 @@ PACKAGE = "autoenvscaling"
 
 def flywheel_mermaid() -> str:
     """The Mermaid text of the compiled flywheel graph, subgraphs expanded."""
-    from autoenvscaling.graphs.flywheel import graph
+    from autoenvscaling.graphs.flywheel.builder import graph
 
     return graph.get_graph(xray=True).draw_mermaid().strip()
 

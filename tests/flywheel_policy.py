@@ -16,7 +16,7 @@ from pathlib import Path
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
+from autoenvscaling.graphs.agent.scripted_model import register, reply, tool_call
 
 POLICY = "scripted:flywheel-shared"
 

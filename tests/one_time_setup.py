@@ -45,10 +45,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 reporter.write_line(f"one-time set-up of {what} failed: {exc}", yellow=True)
 
     modules = {getattr(i.module, "__name__", "") for i in items if hasattr(i, "module")}
-    embedded = {m for m in modules if m.rsplit(".", 1)[-1].startswith("test_embedded_")}
+    # The embedded server's tests, and the Studio tests whose served run starts it itself (its
+    # cold start trains the HF weights).
+    embedded = {
+        m
+        for m in modules
+        if m.rsplit(".", 1)[-1].startswith("test_embedded_") or m.endswith("test_studio_server")
+    }
     if embedded:
         try:
-            from autoenvscaling.training import embedded_setup as setup
+            from autoenvscaling.training.serving import embedded_setup as setup
         except ImportError:
             return
         if not setup.llama_cpp_available():
@@ -56,7 +62,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
         def assets() -> None:
             found = setup.ensure_embedded_assets(with_converter=True)
-            if any(m.endswith("test_embedded_round") for m in embedded):
+            if any(m.endswith(("test_embedded_round", "test_studio_server")) for m in embedded):
                 setup.ensure_hf_base_model(found)
 
         build("the embedded model", assets)

@@ -163,7 +163,7 @@ async def test_langgraph_still_needs_the_nested_durability_workaround():
     with pytest.raises(AttributeError, match="_put_checkpoint_fut"):
         await _graphs(None).ainvoke({"n": 0}, config, durability="sync")
     # (when this fails, LangGraph runs a checkpointer-less child inside a "sync" parent: drop
-    # graphs/langgraph_adapter.py and the durability="exit" arguments of nested invocations)
+    # graphs/agent/langgraph_adapter.py and the durability="exit" arguments of nested invocations)
     out = await _graphs("exit").ainvoke({"n": 0}, config, durability="sync")
     assert out == {"n": 1}
 
@@ -171,7 +171,7 @@ async def test_langgraph_still_needs_the_nested_durability_workaround():
 async def test_langgraph_warns_as_the_adapter_filters():
     import re
 
-    from autoenvscaling.graphs import langgraph_adapter
+    from autoenvscaling.graphs.agent import langgraph_adapter
 
     graph = _graphs("exit")
     with warnings.catch_warnings(record=True) as seen:
@@ -179,7 +179,7 @@ async def test_langgraph_warns_as_the_adapter_filters():
         await graph.ainvoke({"n": 0}, {"configurable": {"thread_id": "a"}}, durability="sync")
     ours = [w for w in seen if str(w.message).startswith(langgraph_adapter.DURABILITY_WARNING)]
     assert ours, (
-        "LangGraph no longer warns as graphs/langgraph_adapter.py expects: "
+        "LangGraph no longer warns as graphs/agent/langgraph_adapter.py expects: "
         f"{[str(w.message) for w in seen]}"
     )
     assert all(w.category is UserWarning for w in ours)

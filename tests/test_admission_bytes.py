@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.graphs.admission import run_gate
-from autoenvscaling.graphs.flywheel import FlywheelContext
-from autoenvscaling.graphs.flywheel_state import AdmitItem
+from autoenvscaling.graphs.config import FlywheelContext
+from autoenvscaling.graphs.flywheel.admission import run_gate
+from autoenvscaling.graphs.flywheel.state import AdmitItem
 from autoenvscaling.graphs.models import ModelConfig, Policy
-from autoenvscaling.graphs.proposer import ProposalResult
+from autoenvscaling.graphs.proposer.settings import ProposalResult
 from autoenvscaling.tools.agents.brief import ProposerBrief
 from autoenvscaling.tools.gate import GateConfig, validate_task
 from autoenvscaling.tools.rollouts.store import RolloutStore

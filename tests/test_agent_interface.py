@@ -9,10 +9,10 @@ import json
 import pytest
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
+from autoenvscaling.graphs.agent.loop import LoopBudget
+from autoenvscaling.graphs.agent.scripted_model import ScriptedChatModel, register, reply, tool_call
 from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.graphs.scripted_model import ScriptedChatModel, register, reply, tool_call
-from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
+from autoenvscaling.graphs.solver.attempt import SolverSettings, solve_task
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
 from autoenvscaling.tools.agents.solver_interface import (
     RUN_TIMEOUT_SEC,

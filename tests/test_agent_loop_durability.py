@@ -15,8 +15,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 
-from autoenvscaling.graphs.agent_loop import LoopBudget, build_agent_loop
-from autoenvscaling.graphs.scripted_model import load_scripted, register
+from autoenvscaling.graphs.agent.loop import LoopBudget, build_agent_loop
+from autoenvscaling.graphs.agent.scripted_model import load_scripted, register
 
 
 class Parent(TypedDict, total=False):

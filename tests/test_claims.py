@@ -16,11 +16,11 @@ from typing import Any, TypedDict
 import pytest
 from langgraph.graph import START, StateGraph
 
+from autoenvscaling.graphs.agent.scripted_model import register
 from autoenvscaling.graphs.config import FlywheelContext
-from autoenvscaling.graphs.flywheel import _attempter
+from autoenvscaling.graphs.flywheel.measure import attempter
 from autoenvscaling.graphs.models import Policy
-from autoenvscaling.graphs.scripted_model import register
-from autoenvscaling.graphs.solver_attempt import SolverAttempt
+from autoenvscaling.graphs.solver.attempt import SolverAttempt
 from autoenvscaling.tools.rollouts.models import stable_attempt_id
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.run_dir import RunDir
@@ -139,7 +139,7 @@ def test_a_killed_coordinators_attempts_are_taken_up(postgres_url, tmp_path):
 
 @pytest.mark.timeout(60)
 def test_the_flywheel_attempter_reads_what_another_coordinator_ran(postgres_url, tmp_path):
-    """On a PostgreSQL run the flywheel's attempter (graphs/flywheel.py) runs an attempt only
+    """On a PostgreSQL run the flywheel's attempter (graphs/flywheel/measure.py) runs an attempt only
     when no coordinator finished it: a finished one returns its stored reward (None for a
     fault) and its solver graph never runs. The graph here records its calls and returns a
     result; the attempt ids are the ones solve_task records under."""
@@ -159,7 +159,7 @@ def test_the_flywheel_attempter_reads_what_another_coordinator_ran(postgres_url,
     model = register("claims-test", lambda messages: "done")
     ctx = FlywheelContext(run_dir=str(run.root), policy_model=model, policy_server="none")
     policy = Policy.serving(model, None, None, None)
-    attempt = _attempter(ctx, run, "run-1", 2, policy, builder.compile())
+    attempt = attempter(ctx, run, "run-1", 2, policy, builder.compile())
 
     def attempt_id(sample: int) -> str:
         return stable_attempt_id("run-1", 2, "solver", "task-a", policy.version, sample)

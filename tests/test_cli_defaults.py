@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from autoenvscaling.cli.main import app
-from autoenvscaling.graphs.scripted_model import register
+from autoenvscaling.graphs.agent.scripted_model import register
 
 from .conftest import FIXTURES
 from .flywheel_policy import shared_policy

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from autoenvscaling.cli.exit_codes import ExitCode, exit_code_for
 from autoenvscaling.cli.main import app
-from autoenvscaling.graphs.scripted_model import register
+from autoenvscaling.graphs.agent.scripted_model import register
 
 from .conftest import FIXTURES
 from .flywheel_policy import shared_policy

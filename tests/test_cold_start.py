@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.graphs.cold_start import (
+from autoenvscaling.graphs.cold_start.start import (
     CARD,
     DATASET,
     ColdStartSettings,
@@ -22,7 +22,8 @@ from autoenvscaling.graphs.cold_start import (
     build_dataset,
     cold_start_checkpoint,
 )
-from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
+from autoenvscaling.graphs.config import FlywheelContext
+from autoenvscaling.graphs.flywheel.builder import build_flywheel
 from autoenvscaling.graphs.models import Policy
 from autoenvscaling.tools.export.rollouts import export_rollouts
 from autoenvscaling.tools.rollouts.store import RolloutStore

@@ -62,9 +62,9 @@ async def test_the_served_solver_sets_the_lamps_with_desktop_tools(
     """The served solver on a computer-use task is bound the desktop tools; a scripted model that
     only looks (screenshot) and clicks (click) scores 1.0 in a real Harbor trial, and the store
     records each screenshot as the text the model read: its line, then `[image image/png]`."""
+    from autoenvscaling.graphs.agent.scripted_model import register, reply, tool_call
     from autoenvscaling.graphs.models import ModelConfig
-    from autoenvscaling.graphs.scripted_model import register, reply, tool_call
-    from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
+    from autoenvscaling.graphs.solver.attempt import SolverSettings, solve_task
 
     env = TASK / "environment"
     now = (env / "lamps.txt").read_text().split()

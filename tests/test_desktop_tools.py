@@ -9,7 +9,7 @@ import base64
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import ImageContent, TextContent
 
-from autoenvscaling.graphs.mcp_tools import open_mcp_tools
+from autoenvscaling.graphs.agent.mcp_tools import open_mcp_tools
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
 from autoenvscaling.tools.agents.solver_interface import DESKTOP_TOOLS, openai_tools
 from autoenvscaling.tools.rollouts.transcripts import content_text

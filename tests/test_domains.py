@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autoenvscaling.graphs.proposer import brief_prompt
+from autoenvscaling.graphs.proposer.prompts import brief_prompt
 from autoenvscaling.tools.agents.brief import build_brief
 from autoenvscaling.tools.tasks.domains import (
     DEFAULT_DOMAIN,

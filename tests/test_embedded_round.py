@@ -132,15 +132,17 @@ def warmed_model(root: Path) -> tuple[Path, Path]:
 async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
     engine_ready, warmed, tmp_path
 ):
-    from autoenvscaling.graphs import flywheel_roles
-    from autoenvscaling.graphs.flywheel import FlywheelContext, _role_model, build_flywheel
+    from autoenvscaling.graphs import run_policy
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel.builder import build_flywheel
+    from autoenvscaling.graphs.flywheel.measure import role_model
     from autoenvscaling.graphs.policy_servers import PolicyServers
     from autoenvscaling.tools.rollouts.store import RolloutStore
 
     hf, gguf = warmed
     seed = _write(tmp_path / "seed" / "touch-done", TOUCH_TASK).parent
     async with PolicyServers() as servers:
-        values = await flywheel_roles.embedded_defaults(servers, model_path=gguf, base_model=hf)
+        values = await run_policy.embedded_defaults(servers, model_path=gguf, base_model=hf)
         ctx = FlywheelContext(
             **{
                 **values,
@@ -178,7 +180,7 @@ async def test_embedded_round_trains_swaps_and_both_roles_use_the_new_adapter(
     assert policy.model == f"openai:{policy.checkpoint_id}" and policy.checkpoint_id in served
     # Both roles read the policy from state: the same new model name for each.
     for role in ("proposer", "solver"):
-        assert _role_model(ctx, policy, role).model == policy.model
+        assert role_model(ctx, policy, role).model == policy.model
     with RolloutStore(tmp_path / "run" / "rollouts.db") as store:
         attempts = store.list_attempts(limit=1000)
         proposer = [a for a in attempts if a.role == "proposer"]

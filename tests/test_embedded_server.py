@@ -481,8 +481,8 @@ async def test_the_compact_proposers_first_prompt_is_what_the_server_tokenizes(
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     from autoenvscaling.graphs.models import ModelConfig
-    from autoenvscaling.graphs.proposer import ProposerSettings
     from autoenvscaling.graphs.proposer.prompts import fit_first_prompt
+    from autoenvscaling.graphs.proposer.settings import ProposerSettings
     from autoenvscaling.graphs.proposer.workspace import COMPACT_TOOLS, proposer_tools
     from autoenvscaling.tools.agents.brief import build_brief
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from autoenvscaling.graphs.config import RunConfig, preset
-from autoenvscaling.graphs.episode_budget import episode_record, solver_episode
+from autoenvscaling.graphs.flywheel.episode_budget import episode_record, solver_episode
 from autoenvscaling.training.backend import TrainHyperParams
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
+from autoenvscaling.graphs.agent.loop import LoopBudget
+from autoenvscaling.graphs.agent.scripted_model import register, reply, tool_call
 from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
-from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
+from autoenvscaling.graphs.solver.attempt import SolverSettings, solve_task
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.sandbox.harbor_backends import check_stages, offers
 
@@ -120,7 +120,7 @@ async def test_cheat_agent_over_exec_is_caught_by_what_it_wrote(engine_ready, mo
             "I wrote an empty JSON array instead of counting.",
         ],
     )
-    from autoenvscaling.graphs.solver_attempt import SOLVER_AGENT
+    from autoenvscaling.graphs.solver.attempt import SOLVER_AGENT
 
     config = GateConfig(
         backend=backend,

@@ -15,8 +15,9 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from typer.testing import CliRunner
 
-from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
-from autoenvscaling.graphs.scripted_model import register
+from autoenvscaling.graphs.agent.scripted_model import register
+from autoenvscaling.graphs.config import FlywheelContext
+from autoenvscaling.graphs.flywheel.builder import build_flywheel
 from autoenvscaling.tools.export import read_card
 from autoenvscaling.tools.gate import Verdict
 from autoenvscaling.tools.trials.trial import ENVIRONMENTS

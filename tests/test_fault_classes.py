@@ -23,7 +23,7 @@ import pytest
 from harbor.trial.errors import AgentTimeoutError, VerifierTimeoutError
 from harbor.verifier.verifier import AddTestsDirError, RewardFileNotFoundError
 
-from autoenvscaling.graphs.solver_attempt import outcome_of
+from autoenvscaling.graphs.solver.attempt import outcome_of
 from autoenvscaling.tools.gate import GateConfig, run_stage
 from autoenvscaling.tools.gate.config import STAGES
 from autoenvscaling.tools.gate.results import StageResult, make_verdict
@@ -253,8 +253,9 @@ async def test_refresh_does_not_score_an_infrastructure_attempt(
 ):
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
-    from autoenvscaling.graphs.scripted_model import register
+    from autoenvscaling.graphs.agent.scripted_model import register
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel.builder import build_flywheel
     from autoenvscaling.tools.rollouts.store import RolloutStore
     from autoenvscaling.tools.tasks.pool import Pool
 
@@ -308,10 +309,10 @@ async def test_a_solver_attempt_whose_container_dies_is_infrastructure(engine_re
     infrastructure, and the rollout is not scored."""
     from langchain_core.messages import AIMessage
 
-    from autoenvscaling.graphs.agent_loop import LoopBudget
+    from autoenvscaling.graphs.agent.loop import LoopBudget
+    from autoenvscaling.graphs.agent.scripted_model import register, reply, tool_call
     from autoenvscaling.graphs.models import ModelConfig
-    from autoenvscaling.graphs.scripted_model import register, reply, tool_call
-    from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
+    from autoenvscaling.graphs.solver.attempt import SolverSettings, solve_task
     from autoenvscaling.tools.sandbox.cleanup import OWNER_LABEL, owner
     from autoenvscaling.tools.sandbox.engine import client
 

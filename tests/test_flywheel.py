@@ -8,8 +8,9 @@ import statistics
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
-from autoenvscaling.graphs.scripted_model import register
+from autoenvscaling.graphs.agent.scripted_model import register
+from autoenvscaling.graphs.config import FlywheelContext
+from autoenvscaling.graphs.flywheel.builder import build_flywheel
 from autoenvscaling.tools.agents.brief import ProposerBrief
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.tasks.pool import Pool

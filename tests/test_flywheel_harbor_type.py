@@ -29,7 +29,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
+from autoenvscaling.graphs.agent.scripted_model import register, reply, tool_call
 
 from .conftest import FIXTURES
 from .exec_only_env import exec_only_backend
@@ -104,7 +104,8 @@ def policy(files: dict[str, str]) -> Callable[[Sequence[BaseMessage]], AIMessage
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("kind", ["exec-only-podman", "harbor:podman"])
 async def test_one_flywheel_round_on_a_harbor_type(kind, engine_ready, tmp_path, monkeypatch):
-    from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel.builder import build_flywheel
     from autoenvscaling.tools.rollouts.store import RolloutStore
     from autoenvscaling.tools.tasks.pool import Pool
 

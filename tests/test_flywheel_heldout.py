@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-import autoenvscaling.graphs.role_training as role_training
-from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
-from autoenvscaling.graphs.scripted_model import register
+import autoenvscaling.graphs.flywheel.training as role_training
+from autoenvscaling.graphs.agent.scripted_model import register
+from autoenvscaling.graphs.config import FlywheelContext
+from autoenvscaling.graphs.flywheel.builder import build_flywheel
 from autoenvscaling.tools.report.run_report import write_run_report
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.stats import wilson

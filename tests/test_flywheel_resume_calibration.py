@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoenvscaling.graphs.admission import _drop_unjudged_calibration
+from autoenvscaling.graphs.flywheel.admission import _drop_unjudged_calibration
 from autoenvscaling.tools.rollouts.models import Attempt, Step
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.run_dir import RunDir

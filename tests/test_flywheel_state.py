@@ -12,7 +12,7 @@ import pytest
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel
 
-from autoenvscaling.graphs.flywheel import build_flywheel, checkpoint_serde
+from autoenvscaling.graphs.flywheel.builder import build_flywheel, checkpoint_serde
 from autoenvscaling.graphs.models import Policy
 
 pytestmark = pytest.mark.timeout(60)
@@ -50,6 +50,46 @@ def test_the_checkpoint_serde_refuses_classes_the_state_does_not_declare():
     assert serde.loads_typed(serde.dumps_typed(policy)) == policy
 
 
+@pytest.mark.parametrize(
+    ("stored", "model"),
+    [
+        ("autoenvscaling.graphs.flywheel_state", "TrainingSummary"),
+        ("autoenvscaling.graphs.validation", "ValidationState"),
+    ],
+)
+def test_checkpoints_written_before_the_graph_packages_restore(monkeypatch, stored, model):
+    """A run checkpointed before graphs/ had a package per graph names its state's models by the
+    modules they lived in then: resuming it after the move restores them as models (stored data
+    outlives a move). The class is written under its old module name, as such a checkpoint holds."""
+    from autoenvscaling.graphs.flywheel import state
+    from autoenvscaling.graphs.validation import builder
+
+    cls = getattr(state, model, None) or getattr(builder, model)
+    value = {
+        "TrainingSummary": lambda: cls(solver={"reason": "skipped"}),
+        "ValidationState": lambda: cls(task="/t"),
+    }[model]()
+    monkeypatch.setattr(cls, "__module__", stored)
+    blob = checkpoint_serde().dumps_typed(value)
+    monkeypatch.undo()
+    assert stored.encode() in blob[1]
+    restored = checkpoint_serde().loads_typed(blob)
+    assert type(restored) is cls and restored == value
+
+
+def test_harbor_trial_configs_name_the_solver_agent_by_its_stored_path():
+    """Every trial's config.json names our agent `autoenvscaling.graphs.solver:SolverAgent`
+    (graphs/solver/attempt.py: SOLVER_AGENT): Harbor imports it by that path."""
+    import importlib
+
+    from autoenvscaling.graphs.solver import SOLVER_AGENT
+    from autoenvscaling.graphs.solver.harbor_agent import SolverAgent
+
+    module, name = SOLVER_AGENT.split(":")
+    assert SOLVER_AGENT == "autoenvscaling.graphs.solver:SolverAgent"
+    assert getattr(importlib.import_module(module), name) is SolverAgent
+
+
 def test_models_of_graphs_run_inside_nodes_are_restored_too():
     """The validation graph runs inside admit_one under the run's checkpointer: its state's
     models (Verdict, StageResult) are in the checkpoints too, and a resume must get them back
@@ -73,8 +113,8 @@ def test_models_of_graphs_run_inside_nodes_are_restored_too():
 def test_every_value_of_the_state_and_its_sends_is_restored_as_its_model():
     """Brief, candidates, training and metrics, and the items `propose` / `propose_one` send,
     are models: the checkpoint restores each as its class (nested models too), not a dict."""
-    from autoenvscaling.graphs.flywheel_state import AdmitItem, TrainingSummary
-    from autoenvscaling.graphs.proposer import ProposalResult
+    from autoenvscaling.graphs.flywheel.state import AdmitItem, TrainingSummary
+    from autoenvscaling.graphs.proposer.settings import ProposalResult
     from autoenvscaling.tools.agents.brief import ProposerBrief, TaskRate
     from autoenvscaling.tools.gate.results import Verdict
     from autoenvscaling.tools.report.metrics import CandidateRecord, RoundMetrics
@@ -124,7 +164,7 @@ def test_every_value_of_the_state_and_its_sends_is_restored_as_its_model():
 def test_the_training_summary_reports_the_flat_shape_the_round_report_holds():
     """metrics.json and the round report keep their shape: the solver's keys in order, then
     `proposer` and `run_modes`."""
-    from autoenvscaling.graphs.flywheel_state import TrainingSummary
+    from autoenvscaling.graphs.flywheel.state import TrainingSummary
 
     summary = TrainingSummary(
         solver={"steps": 2, "checkpoint": "ck", "reason": "x"},

@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from autoenvscaling.graphs.validation import validate_batch
+from autoenvscaling.graphs.validation.builder import validate_batch
 from autoenvscaling.tools.gate import GateConfig, Verdict, validate_task
 
 from .conftest import FIXTURES

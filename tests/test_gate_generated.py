@@ -9,7 +9,7 @@ import json
 import pytest
 
 from autoenvscaling.graphs.config import REPO_TASKS
-from autoenvscaling.graphs.validation import validate_batch
+from autoenvscaling.graphs.validation.builder import validate_batch
 from autoenvscaling.tools.gate import GateConfig
 from autoenvscaling.tools.tasks.families import SKILL_FAMILIES
 

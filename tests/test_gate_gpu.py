@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from autoenvscaling.cli.exit_codes import ExitCode
 from autoenvscaling.cli.main import app
-from autoenvscaling.graphs.validation import validate_batch
+from autoenvscaling.graphs.validation.builder import validate_batch
 from autoenvscaling.tools.gate import GateConfig
 from autoenvscaling.tools.gate.gpu import MAX_GPUS_PER_TASK
 from autoenvscaling.tools.gate.pipeline import run_stage, validate_task

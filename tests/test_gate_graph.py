@@ -6,7 +6,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from typing_extensions import TypedDict
 
-from autoenvscaling.graphs.validation import (
+from autoenvscaling.graphs.validation.builder import (
     build_batch_graph,
     build_validation_graph,
     graph,

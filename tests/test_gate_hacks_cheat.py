@@ -10,9 +10,9 @@ import asyncio
 
 import pytest
 
-from autoenvscaling.graphs.proposer import revision_prompt
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
-from autoenvscaling.graphs.solver_attempt import SOLVER_AGENT
+from autoenvscaling.graphs.agent.scripted_model import register, reply, tool_call
+from autoenvscaling.graphs.proposer.prompts import revision_prompt
+from autoenvscaling.graphs.solver.attempt import SOLVER_AGENT
 from autoenvscaling.tools.gate import GateConfig, make_verdict, run_stage
 
 from .conftest import FIXTURES

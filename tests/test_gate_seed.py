@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from autoenvscaling.graphs.validation import validate_batch
+from autoenvscaling.graphs.validation.builder import validate_batch
 from autoenvscaling.tools.gate import GateConfig
 
 from .conftest import FIXTURES, SEED_DIR, seed_tasks

@@ -1,15 +1,17 @@
 """The loop is one graph: the flywheel's nodes run the compiled proposer attempt, validation and
 solver graphs (the ones `langgraph.json` serves) as subgraphs, so Studio's xray view draws their
-nodes inside the flywheel's; and what runs is never checkpointed (graphs/nesting.py)."""
+nodes inside the flywheel's; and what runs is never checkpointed (graphs/agent/nesting.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from autoenvscaling.graphs import proposer, solver_graph, validation
-from autoenvscaling.graphs.flywheel import build_flywheel
-from autoenvscaling.graphs.nesting import non_durable
-from autoenvscaling.graphs.scripted_model import register
+from autoenvscaling.graphs import proposer
+from autoenvscaling.graphs.agent.nesting import non_durable
+from autoenvscaling.graphs.agent.scripted_model import register
+from autoenvscaling.graphs.flywheel.builder import build_flywheel
+from autoenvscaling.graphs.solver import builder as solver_graph
+from autoenvscaling.graphs.validation import builder as validation
 
 from .conftest import SEED_DIR
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
-from autoenvscaling.graphs.agent_loop import LoopBudget, build_agent_loop
-from autoenvscaling.graphs.mcp_tools import open_mcp_tools
+from autoenvscaling.graphs.agent.loop import LoopBudget, build_agent_loop
+from autoenvscaling.graphs.agent.mcp_tools import open_mcp_tools
+from autoenvscaling.graphs.agent.scripted_model import register, reply, tool_call
 from autoenvscaling.graphs.models import ModelConfig, load_chat_model
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
 from autoenvscaling.mcp_servers.terminal import build_terminal_server
 from autoenvscaling.tools.agents.solver_interface import (
     DESKTOP_TOOLS,
@@ -165,7 +165,7 @@ START = "DISPLAY=:99 setsid python3 /opt/lamp-panel/lamp_panel.py >/dev/null 2>&
 
 async def _served(sandbox, name: str, args: dict, cap: int) -> str:
     """What the served solver's model reads for one call: the terminal MCP server with the
-    desktop tools attached to `sandbox`, through the served agent loop (graphs/solver.py: the
+    desktop tools attached to `sandbox`, through the served agent loop (graphs/solver/harbor_agent.py: the
     same tools, schemas and `present`) with a scripted model that makes this one call."""
     script = [reply("", tool_call(name, **args)), "Done."]
     model = load_chat_model(ModelConfig(model=register(f"served-{name}-{time.time_ns()}", script)))
@@ -254,12 +254,12 @@ def test_a_desktop_episode_reads_what_the_served_tools_answer(engine_ready, tmp_
 async def test_a_cold_start_replay_records_the_tools_its_solver_was_bound(
     engine_ready, tmp_path, monkeypatch
 ) -> None:
-    """graphs/sft_replay.py on a computer-use seed: the SFT example's tools are the list the
+    """graphs/cold_start/solver_replay.py on a computer-use seed: the SFT example's tools are the list the
     served solver bound in that replay, which is the list a GRPO episode of the task renders."""
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
-    from autoenvscaling.graphs.scripted_model import ScriptedChatModel
-    from autoenvscaling.graphs.sft_replay import replay_task, served_solver_interface
+    from autoenvscaling.graphs.agent.scripted_model import ScriptedChatModel
+    from autoenvscaling.graphs.cold_start.solver_replay import replay_task, served_solver_interface
 
     bound: list[list[dict]] = []
     original_bind = ScriptedChatModel.bind_tools
@@ -308,9 +308,9 @@ XVFB_OWNER = (
 def test_the_desktop_runs_as_the_tasks_agent_user_trained_and_served(engine_ready, tmp_path):
     """A computer-use task with `[agent] user = "nobody"`: the episode's desktop (Xvfb started by
     its first screenshot, each xdotool call) runs as nobody, as its shell does and as the served
-    terminal's desktop does (graphs/solver.py terminal_shells: Harbor's trial sets the agent
+    terminal's desktop does (graphs/solver/harbor_agent.py terminal_shells: Harbor's trial sets the agent
     user as the environment's default user); the served tools then read the same screen."""
-    from autoenvscaling.graphs.solver import terminal_shells
+    from autoenvscaling.graphs.solver.harbor_agent import terminal_shells
 
     task = tmp_path / LAMPS.name
     shutil.copytree(LAMPS, task)

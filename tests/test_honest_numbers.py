@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from autoenvscaling.graphs.flywheel_state import TrainingSummary
+from autoenvscaling.graphs.flywheel.state import TrainingSummary
 from autoenvscaling.graphs.models import Policy
 from autoenvscaling.tools.report.metrics import RoundMetrics
 from autoenvscaling.tools.report.run_report import (
@@ -47,8 +47,9 @@ def _gives_up():
 async def _one_round(tmp_path: Path, **settings: Any) -> tuple[dict[str, Any], list[Any]]:
     """One round with only the refresh's trials (no proposal, no baseline, no training);
     (final state, the train node's updates)."""
-    from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
-    from autoenvscaling.graphs.scripted_model import register
+    from autoenvscaling.graphs.agent.scripted_model import register
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel.builder import build_flywheel
 
     seed = tmp_path / "seed"
     seed.mkdir()
@@ -82,7 +83,7 @@ async def test_one_valid_sample_measures_the_task_but_never_retires_it(engine_re
     """The embedded preset's old refresh (one attempt): the task is measured (0, n=1), stays
     active, and the round report says it is undecided with the count. The run's report shows
     the values the run did not measure as missing, and the headline names what is served."""
-    from autoenvscaling.graphs.scripted_model import register
+    from autoenvscaling.graphs.agent.scripted_model import register
 
     apart = register("apart-proposer", _gives_up())
     final, trained = await _one_round(
@@ -219,7 +220,8 @@ def test_the_headline_names_the_checkpoint_each_role_is_served():
     """The solver's update published ck-s but its swap failed, so the proposer update's ck-p is
     what the training node served: the headline, the report and the run table name ck-p for
     both roles, never the stale ck-s."""
-    from autoenvscaling.graphs.flywheel import FlywheelContext, served_checkpoints
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel.measure import served_checkpoints
 
     policy = Policy(model="openai:ck-p", checkpoint_id="ck-p", version="ck-p")
     served = served_checkpoints(FlywheelContext(), policy)
@@ -255,7 +257,7 @@ def test_the_headline_names_the_checkpoint_each_role_is_served():
 
 
 def test_the_refresh_window_moves_on_each_round():
-    from autoenvscaling.graphs.flywheel import refresh_window
+    from autoenvscaling.graphs.flywheel.measure import refresh_window
 
     entries = [PoolEntry(task_id=t) for t in "abcde"]
     ids = [[e.task_id for e in refresh_window(entries, r, 2)] for r in (1, 2, 3, 4)]
@@ -268,7 +270,7 @@ def test_the_embedded_preset_measures_but_cannot_retire_in_one_refresh():
     """Two samples a task: a task that fails both is kept, pending (its interval reaches 0.66),
     and the round report says so; the interval rule needs 12 samples at 0/n."""
     from autoenvscaling.graphs.config import RunConfig, preset
-    from autoenvscaling.graphs.flywheel import min_valid
+    from autoenvscaling.graphs.flywheel.measure import min_valid
     from autoenvscaling.tools.tasks.pool import band_decision
 
     values = preset("embedded")

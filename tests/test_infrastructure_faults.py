@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
+from autoenvscaling.graphs.config import FlywheelContext
+from autoenvscaling.graphs.flywheel.builder import build_flywheel
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.tasks.pool import Pool
 

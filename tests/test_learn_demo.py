@@ -24,9 +24,9 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from autoenvscaling.graphs.config import REPO_TASKS, given_over_preset
-from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
+from autoenvscaling.graphs.agent.scripted_model import register, reply, tool_call
+from autoenvscaling.graphs.config import REPO_TASKS, FlywheelContext, given_over_preset
+from autoenvscaling.graphs.flywheel.builder import build_flywheel
 from autoenvscaling.tools.report.curve import CURVE_PNG, Curve, write_curve
 from autoenvscaling.tools.rollouts.store import RolloutStore
 from autoenvscaling.tools.stats import wilson

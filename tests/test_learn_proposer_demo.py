@@ -23,9 +23,9 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from autoenvscaling.graphs.config import REPO_TASKS, given_over_preset
-from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
+from autoenvscaling.graphs.agent.scripted_model import register, reply, tool_call
+from autoenvscaling.graphs.config import REPO_TASKS, FlywheelContext, given_over_preset
+from autoenvscaling.graphs.flywheel.builder import build_flywheel
 from autoenvscaling.tools.report.curve import Curve, write_curve
 from autoenvscaling.training.proposer.update import GRADED_STEP
 from autoenvscaling.training.worker_protocol import RESULT_FILE

@@ -9,7 +9,7 @@ from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 
-from autoenvscaling.graphs.mcp_tools import open_mcp_tools
+from autoenvscaling.graphs.agent.mcp_tools import open_mcp_tools
 from autoenvscaling.mcp_servers.filesystem import build_filesystem_server
 from autoenvscaling.mcp_servers.rollouts import build_rollouts_server
 from autoenvscaling.mcp_servers.terminal import build_terminal_server

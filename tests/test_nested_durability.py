@@ -12,9 +12,10 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
+from autoenvscaling.graphs.agent.scripted_model import register
 from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.graphs.proposer import ProposerSettings, propose
-from autoenvscaling.graphs.scripted_model import register
+from autoenvscaling.graphs.proposer.record import propose
+from autoenvscaling.graphs.proposer.settings import ProposerSettings
 from autoenvscaling.tools.agents.brief import ProposerBrief
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,18 +12,14 @@ from pathlib import Path
 import pytest
 from langgraph.runtime import Runtime
 
-from autoenvscaling.graphs import flywheel
+from autoenvscaling.graphs.agent.scripted_model import register
 from autoenvscaling.graphs.config import FlywheelContext
+from autoenvscaling.graphs.flywheel import measure, nodes
 from autoenvscaling.graphs.models import ModelConfig, Policy
-from autoenvscaling.graphs.proposer import (
-    ProposerSettings,
-    brief_prompt,
-    fit_first_prompt,
-    propose,
-    system_prompt,
-)
-from autoenvscaling.graphs.scripted_model import register
-from autoenvscaling.graphs.solver import solver_model_for
+from autoenvscaling.graphs.proposer.prompts import brief_prompt, fit_first_prompt, system_prompt
+from autoenvscaling.graphs.proposer.record import propose
+from autoenvscaling.graphs.proposer.settings import ProposerSettings
+from autoenvscaling.graphs.solver.harbor_agent import solver_model_for
 from autoenvscaling.tools.agents.brief import FailureNote, ProposerBrief, TaskRate, build_brief
 from autoenvscaling.tools.agents.prompt_fit import (
     ContextWindowError,
@@ -167,11 +163,11 @@ def test_the_solver_reply_is_capped_to_what_the_window_leaves() -> None:
 def test_the_run_window_reaches_the_policy_roles_only() -> None:
     ctx = FlywheelContext(context_window=8192, max_tokens=384)
     policy = Policy(model="openai:policy")
-    assert flywheel._role_model(ctx, policy, "proposer").context_window == 8192
-    assert flywheel._role_model(ctx, policy, "solver").context_window == 8192
+    assert measure.role_model(ctx, policy, "proposer").context_window == 8192
+    assert measure.role_model(ctx, policy, "solver").context_window == 8192
     apart = FlywheelContext(context_window=8192, proposer_model="openai:frontier")
-    assert flywheel._role_model(apart, policy, "proposer").context_window is None
-    assert flywheel._role_model(FlywheelContext(), policy, "solver").context_window is None
+    assert measure.role_model(apart, policy, "proposer").context_window is None
+    assert measure.role_model(FlywheelContext(), policy, "solver").context_window is None
 
 
 async def test_propose_admit_is_a_real_duration(tmp_path: Path, monkeypatch) -> None:
@@ -187,11 +183,11 @@ async def test_propose_admit_is_a_real_duration(tmp_path: Path, monkeypatch) -> 
     context = FlywheelContext(run_dir=str(tmp_path / "run"), policy_server="none")
     runtime = Runtime(context=context)
     state = {"round": 2, "run_id": "r", "policy": Policy()}
-    update = await flywheel.inspect(state, runtime)  # type: ignore[arg-type]
+    update = await nodes.inspect(state, runtime)  # type: ignore[arg-type]
     assert before <= update["round_started"] <= before + 0.1
     assert update["stage_seconds"]["inspect"] >= 0.3
     state = {**update}
-    seconds = flywheel.propose_admit_seconds(state, time.time() + 0.5)  # type: ignore[arg-type]
+    seconds = nodes.propose_admit_seconds(state, time.time() + 0.5)  # type: ignore[arg-type]
     assert 0.4 <= seconds["propose_admit"] <= 0.7
-    late = flywheel.propose_admit_seconds(state, update["round_started"])  # type: ignore[arg-type]
+    late = nodes.propose_admit_seconds(state, update["round_started"])  # type: ignore[arg-type]
     assert late["propose_admit"] == 0.0

@@ -11,15 +11,12 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from typer.testing import CliRunner
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
+from autoenvscaling.graphs.agent.loop import LoopBudget
+from autoenvscaling.graphs.agent.scripted_model import register, reply, tool_call
 from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.graphs.proposer import (
-    ProposerContext,
-    ProposerSettings,
-    build_proposer_graph,
-    propose,
-)
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
+from autoenvscaling.graphs.proposer.builder import ProposerContext, build_proposer_graph
+from autoenvscaling.graphs.proposer.record import propose
+from autoenvscaling.graphs.proposer.settings import ProposerSettings
 from autoenvscaling.tools.agents.brief import build_brief
 from autoenvscaling.tools.gate import GateConfig
 from autoenvscaling.tools.rollouts.store import RolloutStore

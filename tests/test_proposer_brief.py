@@ -8,8 +8,9 @@ import shutil
 
 import pytest
 
-from autoenvscaling.graphs.mcp_tools import open_mcp_tools
-from autoenvscaling.graphs.proposer import ProposerSettings, proposer_tools
+from autoenvscaling.graphs.agent.mcp_tools import open_mcp_tools
+from autoenvscaling.graphs.proposer.settings import ProposerSettings
+from autoenvscaling.graphs.proposer.workspace import proposer_tools
 from autoenvscaling.mcp_servers.gate import build_gate_server
 from autoenvscaling.tools.agents.brief import build_brief
 from autoenvscaling.tools.rollouts.store import RolloutStore

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
-from autoenvscaling.graphs.proposer_heldout import FOLDER
-from autoenvscaling.graphs.scripted_model import register
+from autoenvscaling.graphs.agent.scripted_model import register
+from autoenvscaling.graphs.config import FlywheelContext
+from autoenvscaling.graphs.flywheel.builder import build_flywheel
+from autoenvscaling.graphs.proposer.heldout import FOLDER
 from autoenvscaling.tools.report.curve import build_curve
 from autoenvscaling.tools.report.metrics import RoundMetrics
 from autoenvscaling.tools.rollouts.store import RolloutStore

@@ -22,7 +22,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
+from autoenvscaling.graphs.agent.scripted_model import register, reply, tool_call
 
 from .conftest import FIXTURES
 from .flywheel_policy import BROKEN, FILES, FIX
@@ -81,9 +81,9 @@ async def test_a_real_round_trains_the_proposer_group_and_the_solver_continues_f
 ):
     from safetensors.torch import load_file
 
-    from autoenvscaling.graphs.config import preset
-    from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
-    from autoenvscaling.graphs.role_training import train_proposer
+    from autoenvscaling.graphs.config import FlywheelContext, preset
+    from autoenvscaling.graphs.flywheel.builder import build_flywheel
+    from autoenvscaling.graphs.flywheel.training import train_proposer
     from autoenvscaling.tools.rollouts.store import RolloutStore
     from autoenvscaling.tools.run_dir import RunDir
     from autoenvscaling.training.checkpoints import CheckpointRegistry
@@ -174,10 +174,10 @@ async def test_a_real_round_trains_the_proposer_group_and_the_solver_continues_f
 def test_a_foreign_proposer_model_is_refused_with_the_reason(tmp_path: Path) -> None:
     """`--proposer-model` other than the policy: no worker starts, and the round report's
     training section says why; the proposer model that is the policy trains as usual."""
-    from autoenvscaling.graphs.flywheel import FlywheelContext
-    from autoenvscaling.graphs.flywheel_state import TrainingSummary
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel.state import TrainingSummary
+    from autoenvscaling.graphs.flywheel.training import train_proposer
     from autoenvscaling.graphs.models import Policy
-    from autoenvscaling.graphs.role_training import train_proposer
     from autoenvscaling.tools.report.metrics import RoundMetrics
     from autoenvscaling.tools.report.run_report import round_markdown
     from autoenvscaling.tools.run_dir import RunDir

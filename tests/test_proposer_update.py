@@ -282,9 +282,9 @@ def test_one_generation_holds_every_group_and_later_steps_reuse_it() -> None:
 
 
 def test_constant_rewards_are_skipped_with_the_reason(tmp_path: Path) -> None:
-    from autoenvscaling.graphs.flywheel import FlywheelContext
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel.training import train_proposer
     from autoenvscaling.graphs.models import Policy
-    from autoenvscaling.graphs.role_training import train_proposer
     from autoenvscaling.tools.run_dir import RunDir
 
     run = RunDir(tmp_path / "run")
@@ -442,9 +442,11 @@ def test_varying_rewards_change_the_weights(tiny_model: Path, tmp_path: Path) ->
 
 def test_a_real_proposer_attempt_leaves_its_transcript(tmp_path: Path) -> None:
     """`propose()` saves what the model saw (system prompt, brief) and said, next to the store."""
+    from autoenvscaling.graphs.agent.scripted_model import register
     from autoenvscaling.graphs.models import ModelConfig
-    from autoenvscaling.graphs.proposer import ProposerSettings, brief_prompt, propose
-    from autoenvscaling.graphs.scripted_model import register
+    from autoenvscaling.graphs.proposer.prompts import brief_prompt
+    from autoenvscaling.graphs.proposer.record import propose
+    from autoenvscaling.graphs.proposer.settings import ProposerSettings
     from autoenvscaling.tools.agents.brief import build_brief
     from autoenvscaling.tools.rollouts.transcripts import load_transcript
     from tests.conftest import SEED_DIR
@@ -471,8 +473,8 @@ def test_a_real_proposer_attempt_leaves_its_transcript(tmp_path: Path) -> None:
 
 
 def test_run_modes_are_in_the_manifest_and_the_round_report(tmp_path: Path) -> None:
-    from autoenvscaling.graphs.flywheel import FlywheelContext
-    from autoenvscaling.graphs.role_training import run_modes
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel.training import run_modes
     from autoenvscaling.tools.report.metrics import RoundMetrics
     from autoenvscaling.tools.report.run_report import round_markdown
     from autoenvscaling.tools.run_dir import RunDir

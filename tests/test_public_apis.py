@@ -32,7 +32,7 @@ ADAPTERS = {
     "llama_cpp": "training/serving/llama_cpp_adapter.py",
     "harbor": "tools/harbor_adapter.py",
     "docker": "tools/sandbox/docker_adapter.py",
-    "langgraph": "graphs/langgraph_adapter.py",
+    "langgraph": "graphs/agent/langgraph_adapter.py",
 }
 
 #: Private parts of other libraries that the package has used: caught by name wherever they

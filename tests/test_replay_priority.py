@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from autoenvscaling.graphs.config import FlywheelContext
+from autoenvscaling.graphs.flywheel.training import replay_priority, solver_job
 from autoenvscaling.graphs.models import Policy
-from autoenvscaling.graphs.role_training import replay_priority, solver_job
 from autoenvscaling.tools.run_dir import RunDir
 from autoenvscaling.tools.stats import group_variance_chance
 from autoenvscaling.tools.tasks.pool import Pool, PoolEntry

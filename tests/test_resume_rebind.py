@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.graphs.flywheel import FlywheelContext, _role_model, build_flywheel
-from autoenvscaling.graphs.flywheel_roles import rebind_policy
+from autoenvscaling.graphs.config import FlywheelContext
+from autoenvscaling.graphs.flywheel.builder import build_flywheel
+from autoenvscaling.graphs.flywheel.measure import role_model
+from autoenvscaling.graphs.flywheel.roles import rebind_policy
 from autoenvscaling.graphs.models import Policy
 from autoenvscaling.tools.run_dir import RunDir
 from autoenvscaling.training.checkpoints import CheckpointRegistry
@@ -64,7 +66,7 @@ async def test_resume_loads_the_saved_policy_into_a_new_server(tmp_path: Path) -
         assert ckpt.id in await VLLMPolicyServer(second.base_url, BASE).served_models()
         # Both roles call the live endpoint (not the dead one in state) with the saved name.
         for role in ("proposer", "solver"):
-            model = _role_model(ctx, saved, role)
+            model = role_model(ctx, saved, role)
             assert (model.model, model.base_url) == (saved.model, second.base_url)
         assert _ask(model.model_copy(update={"model": ckpt.id})) == f"weights={ckpt.path}"
 
@@ -102,7 +104,7 @@ DRIVER = r"""
 import asyncio, json, sys
 from pathlib import Path
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from autoenvscaling.graphs import flywheel_roles
+from autoenvscaling.graphs import run_policy
 from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
 from autoenvscaling.graphs.policy_servers import PolicyServers
 from autoenvscaling.tools.run_dir import RunDir
@@ -111,13 +113,13 @@ args = json.loads(sys.argv[1])
 
 async def main():
     async with PolicyServers() as servers:
-        values = await flywheel_roles.embedded_defaults(
+        values = await run_policy.embedded_defaults(
             servers, model_path=Path(args["gguf"]), base_model=Path(args["hf"])
         )
         print("SERVING", values["policy_base_url"], flush=True)
         if args.get("adopt"):  # swap the given checkpoint in for both roles, as --cold-start does
             from autoenvscaling.graphs.models import Policy
-            from autoenvscaling.graphs.cold_start import adopt_cold_start
+            from autoenvscaling.graphs.cold_start.start import adopt_cold_start
             from autoenvscaling.training.checkpoints import CheckpointRegistry
 
             checkpoint = CheckpointRegistry(Path(args["adopt"])).current()
@@ -133,7 +135,7 @@ async def main():
             config = {"configurable": {"thread_id": "t"}, "recursion_limit": 500}
             if args["resume"]:
                 state = await graph.aget_state(config)
-                name = await flywheel_roles.rebind_policy(
+                name = await run_policy.rebind_policy(
                     ctx, RunDir(Path(ctx.run_dir)), state.values.get("policy")
                 )
                 print("REBOUND", name, flush=True)

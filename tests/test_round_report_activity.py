@@ -257,8 +257,9 @@ def _never_calls_a_tool():
 
 @pytest.mark.timeout(600)
 async def test_a_round_whose_policy_never_calls_a_tool_warns_in_the_report(engine_ready, tmp_path):
-    from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel
-    from autoenvscaling.graphs.scripted_model import register
+    from autoenvscaling.graphs.agent.scripted_model import register
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel.builder import build_flywheel
 
     seed = tmp_path / "seed"
     seed.mkdir()

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from autoenvscaling.graphs.config import FlywheelContext
+from autoenvscaling.graphs.flywheel.training import solver_job
 from autoenvscaling.graphs.models import Policy
-from autoenvscaling.graphs.role_training import solver_job
 from autoenvscaling.tools.run_dir import RunDir
 from autoenvscaling.training.grpo.trl_backend import plan_steps
 

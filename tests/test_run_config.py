@@ -21,11 +21,11 @@ from autoenvscaling.graphs.config import (
     cli_marker,
     preset,
 )
-from autoenvscaling.graphs.flywheel import build_flywheel
+from autoenvscaling.graphs.flywheel.builder import build_flywheel
 from autoenvscaling.graphs.policy_servers import PolicyServers
-from autoenvscaling.graphs.proposer import ProposerContext
-from autoenvscaling.graphs.solver_attempt import SolverSettings
-from autoenvscaling.graphs.solver_graph import SolverContext
+from autoenvscaling.graphs.proposer.builder import ProposerContext
+from autoenvscaling.graphs.solver.attempt import SolverSettings
+from autoenvscaling.graphs.solver.builder import SolverContext
 from autoenvscaling.tools.agents.solver_interface import SOLVER_MAX_TURNS
 
 # The command's own options: how to run, not what the run is.
@@ -218,7 +218,7 @@ def test_one_default_for_the_solvers_turns():
 
     from autoenvscaling.cli.main import solve
     from autoenvscaling.cli.train import train
-    from autoenvscaling.graphs.proposer import gate_config
+    from autoenvscaling.graphs.proposer.settings import gate_config
     from autoenvscaling.training.backend import TrainHyperParams
 
     assert RunConfig().solver_max_turns == SOLVER_MAX_TURNS
@@ -241,16 +241,16 @@ def test_one_default_for_the_proposers_turns():
     import inspect
 
     from autoenvscaling.cli.propose import propose
-    from autoenvscaling.graphs.agent_loop import LoopBudget
-    from autoenvscaling.graphs.proposer import ProposerSettings
+    from autoenvscaling.graphs.agent.loop import LoopBudget
+    from autoenvscaling.graphs.proposer.settings import ProposerSettings
 
     assert RunConfig().proposer_max_turns == PROPOSER_MAX_TURNS
     assert ProposerContext().max_turns == PROPOSER_MAX_TURNS
     assert ProposerSettings().budget.max_turns == PROPOSER_MAX_TURNS
     # ... and the same token and time budgets (they were 400k / 1800 s here, 120k / 900 s in
     # the flywheel's admission).
+    from autoenvscaling.graphs.proposer.builder import _settings_from
     from autoenvscaling.graphs.proposer.settings import proposer_budget
-    from autoenvscaling.graphs.proposer.studio import _settings_from
 
     assert ProposerSettings().budget == proposer_budget()
     assert _settings_from(ProposerContext()).budget == proposer_budget()

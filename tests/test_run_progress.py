@@ -1,4 +1,4 @@
-"""The run's progress lines read the flywheel's node updates as models (graphs/flywheel_state.py):
+"""The run's progress lines read the flywheel's node updates as models (graphs/flywheel/state.py):
 one line per node, with the candidate's verdict, the training headline and the round's numbers."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from autoenvscaling.cli.run import _stream
-from autoenvscaling.graphs.flywheel_state import TrainingSummary
+from autoenvscaling.graphs.flywheel.state import TrainingSummary
 from autoenvscaling.tools.report.metrics import CandidateRecord, RoundMetrics
 
 pytestmark = pytest.mark.timeout(30)

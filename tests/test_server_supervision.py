@@ -35,7 +35,7 @@ if not llama_cpp_available():
         "llama-cpp-python[server] is not installed (the `embedded` extra)", allow_module_level=True
     )
 
-from autoenvscaling.graphs.agent_loop import LoopBudget, build_agent_loop
+from autoenvscaling.graphs.agent.loop import LoopBudget, build_agent_loop
 from autoenvscaling.graphs.policy_servers import PolicyServers
 from autoenvscaling.tools.trials.faults import classify
 from autoenvscaling.training.serving.embedded_server import EmbeddedLlamaServer

@@ -260,10 +260,10 @@ def _templated(messages: list[dict]) -> list[dict]:
 
 @pytest.mark.timeout(240)
 async def test_example_renders_exactly_like_a_served_attempt(engine_ready, tmp_path: Path) -> None:
-    from autoenvscaling.graphs.agent_loop import LoopBudget
+    from autoenvscaling.graphs.agent.loop import LoopBudget
+    from autoenvscaling.graphs.cold_start.solver_replay import served_solver_interface
     from autoenvscaling.graphs.models import ModelConfig
-    from autoenvscaling.graphs.sft_replay import served_solver_interface
-    from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
+    from autoenvscaling.graphs.solver.attempt import SolverSettings, solve_task
     from autoenvscaling.tools.rollouts.store import RolloutStore
     from autoenvscaling.tools.tasks.format import load_task
     from autoenvscaling.training.sft.data import solver_example

@@ -1,9 +1,9 @@
 """The solver role in real Harbor trials, with scripted model replies and real tool effects."""
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
+from autoenvscaling.graphs.agent.loop import LoopBudget
+from autoenvscaling.graphs.agent.scripted_model import register, reply, tool_call
 from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
-from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
+from autoenvscaling.graphs.solver.attempt import SolverSettings, solve_task
 from autoenvscaling.tools.rollouts.store import RolloutStore
 
 from .conftest import FIXTURES

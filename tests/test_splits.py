@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.graphs.cold_start import ColdStartTasksError, cold_start_splits
+from autoenvscaling.graphs.cold_start.start import ColdStartTasksError, cold_start_splits
 from autoenvscaling.graphs.config import PRESETS, REPO_TASKS, RunConfig
 from autoenvscaling.tools.tasks.families import SKILL_FAMILIES
 from autoenvscaling.tools.tasks.format import load_task

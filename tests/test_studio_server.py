@@ -145,12 +145,15 @@ async def test_served_graphs_validate_a_seed_task_and_run_a_flywheel_round(
 async def test_served_flywheel_starts_and_stops_the_embedded_policy_itself(
     engine_ready, server, tmp_path
 ):
-    """Studio works alone (issue 32): the flywheel served by `langgraph dev`, run with its
+    """Studio works alone (issues 32 and 43): the flywheel served by `langgraph dev`, run with its
     default context (no model and no endpoint named: the embedded policy), starts the embedded
-    server itself, runs the round on it under the embedded preset, reads the `rounds` input it
-    shows (the context asks for 2, the input for 1: one round), and stops the server at the end.
-    Nothing is scripted: the 135M model's own replies drive the round. Only the run folder is
-    set, and training is off (GRPO on 2 CPU cores would add ~5 min and is tested elsewhere)."""
+    server itself, builds the cold start and serves it to both roles before round 1 (as
+    `autoenvscaling run` does: graphs/run_policy.py), runs the round on it under the embedded
+    preset, reads the `rounds` input it shows (the context asks for 2, the input for 1: one
+    round), and stops the server at the end. Nothing is scripted: the 135M model's own replies
+    drive the round. Set: the run folder, a one-task cold start (the preset's eight starter tasks
+    would add ~10 min here; it is built in the run folder, never the machine's cache), and no
+    GRPO (on 2 CPU cores it would add ~5 min and is tested elsewhere)."""
     import json
 
     from langgraph_sdk import get_client
@@ -165,7 +168,16 @@ async def test_served_flywheel_starts_and_stops_the_embedded_policy_itself(
     heldout = tmp_path / "heldout"
     first = sorted(p for p in (REPO / "tasks" / "generated" / "heldout").iterdir() if p.is_dir())
     shutil.copytree(first[0], heldout / first[0].name)
-    context = {"run_dir": str(run_dir), "train": False, "rounds": 2, "heldout_dir": str(heldout)}
+    cold = tmp_path / "cold-start"
+    shutil.copytree(REPO / "tasks" / "starter" / "count-lines", cold / "count-lines")
+    context = {
+        "run_dir": str(run_dir),
+        "train": False,
+        "rounds": 2,
+        "heldout_dir": str(heldout),
+        "cold_start": True,
+        "cold_start_tasks": str(cold),
+    }
     thread = await client.threads.create()
     state = await client.runs.wait(
         thread["thread_id"], "flywheel", input={"rounds": 1}, context=context
@@ -182,12 +194,22 @@ async def test_served_flywheel_starts_and_stops_the_embedded_policy_itself(
         assert config[key] == context.get(key, value), key
     assert config["train"] is False and config["context_window"]
 
+    # The cold start was built from the run's own task and swapped in for both roles first.
+    card = json.loads((run_dir / "cold-start-card.json").read_text())
+    checkpoint = card["checkpoint"]
+    assert checkpoint and config["policy_checkpoint_id"] == checkpoint, card
+    assert sum(card["examples"].values()) > 0, card
+    lineage = json.loads((run_dir / "manifest.json").read_text())["policy_lineage"]
+    assert lineage[0] == {"round": 0, "checkpoint": checkpoint, "adopted": "before round 1"}
+    assert (run_dir / "cold-start" / "card.json").is_file()  # the run's folder, not the cache
+
     # The served policy answered the round's attempts.
     with RolloutStore(run_dir / "rollouts.db") as store:
         attempts = store.list_attempts(limit=1000)
     assert {a.role for a in attempts} >= {"solver", "proposer"}
     assert all(a.metadata.get("model") in (None, config["policy_model"]) for a in attempts)
     assert any(a.completion_tokens > 0 for a in attempts), [a.metadata for a in attempts]
+    assert {a.policy_version for a in attempts} == {checkpoint}, {a.policy_version for a in attempts}
     # The held-out task was evaluated before the round and after it, never trained on.
     heldout_runs = [a for a in attempts if a.metadata.get("purpose") == "heldout"]
     assert len(heldout_runs) == 2 and {a.task_id for a in heldout_runs} == {first[0].name}, [

@@ -39,7 +39,7 @@ JOBS = [
 
 
 def _examples() -> list[SFTExample]:
-    from autoenvscaling.graphs.sft_replay import served_solver_interface
+    from autoenvscaling.graphs.cold_start.solver_replay import served_solver_interface
 
     interface = asyncio.run(served_solver_interface())
     out = []
@@ -152,9 +152,9 @@ async def test_sft_publishes_a_checkpoint_both_roles_use(
     assert sum(float(t.norm()) for n, t in tensors.items() if "lora_B" in n) > 0
 
     # The swap: served under its id, named by both roles' model configs.
-    from autoenvscaling.graphs.flywheel import FlywheelContext, _role_model
-    from autoenvscaling.graphs.models import Policy
-    from autoenvscaling.graphs.role_training import adopt_checkpoint
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel.measure import role_model
+    from autoenvscaling.graphs.models import Policy, adopt_checkpoint
     from autoenvscaling.training.serving.vllm_server import VLLMPolicyServer
     from tests.test_training_vllm_contract import FakeVLLM, Served, _ask
 
@@ -162,8 +162,8 @@ async def test_sft_publishes_a_checkpoint_both_roles_use(
         server = VLLMPolicyServer(srv.base_url, "tiny-base")
         policy = await adopt_checkpoint(registry.current(), server, Policy())
         ctx = FlywheelContext()
-        proposer = _role_model(ctx, policy, "proposer")
-        solver = _role_model(ctx, policy, "solver")
+        proposer = role_model(ctx, policy, "proposer")
+        solver = role_model(ctx, policy, "solver")
         assert proposer.model == solver.model == f"openai:{ckpt_id}"
         assert proposer.base_url == solver.base_url == srv.base_url
         assert policy.checkpoint_id == policy.version == ckpt_id

@@ -85,7 +85,7 @@ def test_train_takes_trl_fields_as_a_json_object(tmp_path: Path) -> None:
 def test_the_cold_start_sft_takes_trl_fields_and_they_enter_its_fingerprint() -> None:
     """The cold start's SFT is a trainer too: the run's `cold_start_trl_config` reaches its
     settings (and so its job), and a changed override builds a new checkpoint, not the cached one."""
-    from autoenvscaling.graphs.cold_start import ColdStartSettings, fingerprint, settings_for
+    from autoenvscaling.graphs.cold_start.start import ColdStartSettings, fingerprint, settings_for
     from autoenvscaling.graphs.config import RunConfig
 
     fields = {"logging_steps": 3, "report_to": "none"}

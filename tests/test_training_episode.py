@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import ToolMessage
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
+from autoenvscaling.graphs.agent.loop import LoopBudget
+from autoenvscaling.graphs.agent.scripted_model import register, reply, tool_call
 from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
-from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
+from autoenvscaling.graphs.solver.attempt import SolverSettings, solve_task
 from autoenvscaling.tools.agents.solver_interface import SHELL_BUSY, render_result
 from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
 from autoenvscaling.training.grpo.sandboxes import task_starter

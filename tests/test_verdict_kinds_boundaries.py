@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from autoenvscaling.cli.exit_codes import ExitCode, exit_code_for_kinds
 from autoenvscaling.cli.main import app
-from autoenvscaling.graphs.mcp_tools import open_mcp_tools
+from autoenvscaling.graphs.agent.mcp_tools import open_mcp_tools
 from autoenvscaling.mcp_servers.gate import build_gate_server
 from autoenvscaling.tools.gate.kinds import missing_base_images
 from autoenvscaling.tools.gate.results import StageResult, make_verdict

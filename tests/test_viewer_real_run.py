@@ -50,8 +50,9 @@ async def _run(root: Path, seed: Path) -> None:
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel, checkpoint_serde
-    from autoenvscaling.graphs.scripted_model import register
+    from autoenvscaling.graphs.agent.scripted_model import register
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel.builder import build_flywheel, checkpoint_serde
 
     ctx = FlywheelContext(
         run_dir=str(root),

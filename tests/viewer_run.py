@@ -20,7 +20,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from autoenvscaling.graphs.agent_loop import steps_from_messages
+from autoenvscaling.graphs.agent.loop import steps_from_messages
 from autoenvscaling.tools.gate.results import StageResult, make_verdict
 from autoenvscaling.tools.report.activity import RoleActivity
 from autoenvscaling.tools.report.metrics import RoundMetrics
@@ -55,7 +55,8 @@ async def start_flywheel(root: Path, seed: Path) -> None:
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    from autoenvscaling.graphs.flywheel import FlywheelContext, build_flywheel, checkpoint_serde
+    from autoenvscaling.graphs.config import FlywheelContext
+    from autoenvscaling.graphs.flywheel.builder import build_flywheel, checkpoint_serde
 
     root.mkdir(parents=True, exist_ok=True)
     ctx = FlywheelContext(

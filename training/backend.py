@@ -38,7 +38,7 @@ class TrainHyperParams(BaseModel):
     tasks_per_step: int = Field(
         default=2, ge=1, description="Groups per step; batch = this x num_generations."
     )
-    # -- the episode: the served solver's, field for field (graphs/episode_budget.py fills these
+    # -- the episode: the served solver's, field for field (graphs/flywheel/episode_budget.py fills these
     # from the run's settings; the defaults are ModelConfig's and the solver graph's).
     max_reply_tokens: int = Field(
         default=1024,
@@ -164,7 +164,7 @@ class TrainJob(BaseModel):
     replay_priority: dict[str, float] = Field(
         default_factory=dict,
         description="Replay task folder name -> the chance a GRPO group of it has reward "
-        "variance (graphs/role_training.py: from the pool's measures); replay is drawn highest "
+        "variance (graphs/flywheel/training.py: from the pool's measures); replay is drawn highest "
         "first (plan_steps).",
     )
     hyper: TrainHyperParams = Field(default_factory=TrainHyperParams)

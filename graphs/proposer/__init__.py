@@ -21,6 +21,7 @@ Modules, one idea each: `settings` (what an attempt is given and returns, the ga
 (`propose`: one attempt run and recorded), `studio` (the graph `langgraph.json` serves).
 """
 
+from .builder import ProposerContext, build_proposer_graph, graph
 from .episode import attempt_graph
 from .prompts import (
     brief_prompt,
@@ -35,7 +36,6 @@ from .settings import (
     ProposerSettings,
     gate_config,
 )
-from .studio import ProposerContext, build_proposer_graph, graph
 from .workspace import proposer_tools
 
 __all__ = [

@@ -3,14 +3,14 @@
 - `episode`: the agent loop until a stop tool (`submit`), the budget or an error; the terminal
   arm's reply without a tool call is answered with a reminder to submit. A one-reply arm's
   episode is one model call.
-- `gate`: the full gate on the candidate: the validation graph (graphs/validation.py) runs as
+- `gate`: the full gate on the candidate: the validation graph (graphs/validation/builder.py) runs as
   this node's subgraph; a one-reply arm's files are written first (a reply that is not a task is
   rejected like a lint failure).
 - `revise`: the gate's stage, reason and excerpt go back to the model, then the next episode.
 
 The attempt's live parts (the agent loop, the candidate folder, the settings) are the run's
 context (`EpisodeContext`), never state: the graph is run by `record.propose` inside the MCP
-tools' lifetime and is never checkpointed (graphs/nesting.py).
+tools' lifetime and is never checkpointed (graphs/agent/nesting.py).
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from ...tools.tasks.format import TaskFormatError, write_task
 from ...tools.tasks.snapshot import content_hash
 from ...tools.trials.verifier import default_to_separate
 from ...training.chat_format import parse_reply
-from ..agent_loop import LoopBudget
-from ..nesting import non_durable
-from ..validation import ValidationInput
-from ..validation import graph as validation_graph
+from ..agent.loop import LoopBudget
+from ..agent.nesting import non_durable
+from ..validation.builder import ValidationInput
+from ..validation.builder import graph as validation_graph
 from .prompts import revision_prompt
 from .settings import (
     GateRun,
@@ -62,7 +62,7 @@ class EpisodeContext:
 
     settings: ProposerSettings
     candidate: Path
-    loop: Any  # the compiled agent loop (graphs/agent_loop.py), built over the attempt's tools
+    loop: Any  # the compiled agent loop (graphs/agent/loop.py), built over the attempt's tools
     budget: LoopBudget
 
     @property

@@ -19,9 +19,9 @@ from ...tools.rollouts.store import RolloutStore
 from ...tools.rollouts.transcripts import Transcript, chat_messages, save_transcript
 from ...tools.tasks.format import TaskFormatError, load_task
 from ...tools.tasks.task_files import written_task_files
-from ..agent_loop import build_agent_loop, steps_from_messages
+from ..agent.loop import build_agent_loop, steps_from_messages
+from ..agent.nesting import non_durable
 from ..models import load_chat_model
-from ..nesting import non_durable
 from .episode import (
     AttemptState,
     EpisodeContext,
@@ -72,7 +72,7 @@ async def propose(
     it, revise after rejections; recorded as a rollout. Never raises: failures are outcomes.
 
     `graph`: the compiled attempt graph to run (default: `episode.attempt_graph`); it runs
-    without checkpoints (graphs/nesting.py)."""
+    without checkpoints (graphs/agent/nesting.py)."""
     started = time.monotonic()
     attempt_id = attempt_id_for(settings, index)
     candidate = Path(out_dir).resolve() / f"cand-{attempt_id[:12]}"

@@ -12,7 +12,7 @@ tool returned. An episode is kept only when the gate admits what it submitted, a
 that does not hold the task (the task's own folder is left out of the pool dedup compares with).
 
 Calibration needs a solver, which a cold start does not have yet: the gate admits up to dedup and
-says "calibrate NOT RUN" (graphs/cold_start.py states it in the dataset's card).
+says "calibrate NOT RUN" (graphs/cold_start/start.py states it in the dataset's card).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ...tools.agents.brief import build_brief
+from ..agent.scripted_model import register, reply, tool_call
 from ..models import ModelConfig
-from ..scripted_model import register, reply, tool_call
 from .record import propose
 from .settings import ProposerSettings, gate_config, proposer_budget
 

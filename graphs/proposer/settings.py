@@ -12,7 +12,7 @@ from ...tools.agents.solver_interface import SOLVER_MAX_TURNS
 from ...tools.gate import GateConfig, Verdict
 from ...tools.rollouts.models import Outcome
 from ...tools.sandbox import SandboxLimits
-from ..agent_loop import LoopBudget
+from ..agent.loop import LoopBudget
 from ..config import (
     PROPOSER_MAX_TOTAL_TOKENS,
     PROPOSER_MAX_TURNS,
@@ -144,7 +144,7 @@ def gate_config(
     **more: Any,
 ) -> GateConfig:
     """The gate a proposer faces; `solver` (a model) turns on calibration with our solver agent."""
-    from ..solver_attempt import SOLVER_AGENT, SolverSettings
+    from ..solver.attempt import SOLVER_AGENT, SolverSettings
 
     kwargs: dict[str, Any] = {
         "solver_agent": SOLVER_AGENT,

@@ -18,7 +18,7 @@ from ...tools.sandbox import PersistentShell, SandboxLimits
 from ...tools.sandbox.base import Shell
 from ...tools.sandbox.harbor_backends import our_engine
 from ...tools.tasks.privileges import strip_privileges
-from ..mcp_tools import open_mcp_tools
+from ..agent.mcp_tools import open_mcp_tools
 from .settings import TASK_MOUNT, ProposerSettings
 
 #: The tools the compact system prompt names (prompts/proposer_terminal_compact.md): a small

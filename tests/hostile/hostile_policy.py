@@ -20,7 +20,7 @@ from pathlib import Path
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from autoenvscaling.graphs.scripted_model import reply, tool_call
+from autoenvscaling.graphs.agent.scripted_model import reply, tool_call
 
 from .corpus import CASES, make_corpus
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from autoenvscaling.graphs.agent_loop import LoopBudget
+from autoenvscaling.graphs.agent.loop import LoopBudget
+from autoenvscaling.graphs.agent.scripted_model import register, reply, tool_call
 from autoenvscaling.graphs.models import ModelConfig
-from autoenvscaling.graphs.scripted_model import register, reply, tool_call
-from autoenvscaling.graphs.solver_attempt import SolverSettings, solve_task
+from autoenvscaling.graphs.solver.attempt import SolverSettings, solve_task
 from tests.security.conftest import build_image, write_task
 from tests.security.test_forgery import CHECK_PY, DOCKERFILE, TEST_SH
 from tests.security.test_shared_training import FORGE

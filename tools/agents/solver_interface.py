@@ -2,7 +2,7 @@
 
 Three places show a policy the terminal and must show it the same way, or the policy is trained
 on one interface and acts with another:
-- the served solver (graphs/solver.py) binds `openai_tools()` to the model and turns each MCP
+- the served solver (graphs/solver/harbor_agent.py) binds `openai_tools()` to the model and turns each MCP
   terminal result into text with `render_mcp_result`;
 - the MCP terminal server (mcp_servers/terminal.py) names and describes its tools from `TOOLS`;
 - the GRPO episode (training/grpo/episode_env.py) exposes methods named and documented from `TOOLS`

@@ -1,7 +1,7 @@
 """The admission gate: the stages a candidate Harbor task must pass before it joins the pool.
 
 Plain async functions over a task folder (`run_stage`, `validate_task`); the LangGraph
-validation subgraph (graphs/validation.py) runs the same functions, one node per stage.
+validation subgraph (graphs/validation/builder.py) runs the same functions, one node per stage.
 """
 
 from .config import STAGES, GateConfig, StageName

@@ -1,6 +1,6 @@
 """The gate's stage sequence, in one place: `STAGE_FUNCTIONS` (which stages, in which order) and
 `next_stage` (what stops the sequence). Two runners walk it: `validate_task` here (the proposer's
-`check` tool), and the validation graph (graphs/validation.py, one node per stage, the CLI's
+`check` tool), and the validation graph (graphs/validation/builder.py, one node per stage, the CLI's
 and the flywheel's), whose nodes call `run_stage` and route by `next_stage`.
 """
 

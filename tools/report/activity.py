@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from ..rollouts.models import Attempt, Role
 
-#: The words graphs/agent_loop.py puts in an attempt's error when the conversation outgrew the
+#: The words graphs/agent/loop.py puts in an attempt's error when the conversation outgrew the
 #: model's context window (stop reason max_tokens): the prompt left the model no room to answer.
 CONTEXT_EXCEEDED = "exceeded the model's context window"
 #: Solver purposes in report order; others follow alphabetically.
@@ -162,7 +162,7 @@ def role_activity(
 
 
 def grpo_groups(training: Mapping[str, Any]) -> list[GrpoGroups]:
-    """From the round's training summary (graphs/role_training.py: train_solver and
+    """From the round's training summary (graphs/flywheel/training.py: train_solver and
     train_proposer): the groups each update saw; empty when none was planned.
 
     A proposer group the plan dropped (all rewards equal, or a single proposal) counts as one

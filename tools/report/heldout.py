@@ -1,7 +1,7 @@
 """The held-out evaluation as the reports show it: success on the held-out split with a 95%
 interval, per task, before round 1 and after every round.
 
-The flywheel (graphs/flywheel.py: `evaluate_heldout`) records the attempts (purpose `heldout`,
+The flywheel (graphs/flywheel/measure.py: `evaluate_heldout`) records the attempts (purpose `heldout`,
 round 0 for the one before round 1); `heldout_eval` reads one evaluation back from them. Success
 is a reward of 1.0 (verifiers are binary); the interval is Wilson's (tools/stats.py), over every
 valid sample of the evaluation. Infrastructure failures are counted apart, never as failures.

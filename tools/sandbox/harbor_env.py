@@ -4,7 +4,7 @@
 
 Harbor owns the trial (agent phase, tests hidden until the agent is done, verifier, reward files);
 this adapter only maps its `BaseEnvironment` calls onto a `Sandbox`. A Harbor agent of ours reaches
-the live sandbox through `environment.sandbox_ref` (see graphs/solver.py).
+the live sandbox through `environment.sandbox_ref` (see graphs/solver/harbor_agent.py).
 """
 
 from __future__ import annotations

@@ -60,6 +60,6 @@ def folder_domain(folder: Path | str) -> Domain | None:
 
 def needs_desktop(folder: Path | str) -> bool:
     """Whether a task's solver gets the desktop tools beside the terminal (a computer-use task):
-    the served solver binds them (graphs/solver.py), a GRPO episode has them
-    (training/grpo/desktop_episode.py) and an SFT replay records them (graphs/sft_replay.py)."""
+    the served solver binds them (graphs/solver/harbor_agent.py), a GRPO episode has them
+    (training/grpo/desktop_episode.py) and an SFT replay records them (graphs/cold_start/solver_replay.py)."""
     return folder_domain(folder) == "computer-use"

@@ -377,7 +377,7 @@ def write_jsonl(examples: Sequence[SFTExample], path: Path) -> Path:
 
 def read_jsonl(path: Path) -> list[SFTExample]:
     """Examples from `write_jsonl`'s file or from `export rollouts --format jsonl`'s (the
-    cold-start dataset is one: graphs/cold_start.py)."""
+    cold-start dataset is one: graphs/cold_start/start.py)."""
     rows = [
         json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line
     ]

@@ -15,8 +15,6 @@ from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from .. import mcp_servers  # noqa: F401 - installs the cached schema validators
-
 
 @asynccontextmanager
 async def open_mcp_tools(

@@ -12,16 +12,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from ..tools.agents.solver_interface import OUTPUT_CHARS, SOLVER_MAX_TURNS
-from ..tools.rollouts.kept import kept_store
-from ..tools.rollouts.models import Outcome, stable_attempt_id
-from ..tools.rollouts.store import RolloutStore
-from ..tools.trials.faults import Fault, trial_failure
-from ..tools.trials.trial import TrialBackend, TrialOutcome, run_trial
-from .agent_loop import LoopBudget
-from .models import ModelConfig
+from ...tools.agents.solver_interface import OUTPUT_CHARS, SOLVER_MAX_TURNS
+from ...tools.rollouts.kept import kept_store
+from ...tools.rollouts.models import Outcome, stable_attempt_id
+from ...tools.rollouts.store import RolloutStore
+from ...tools.trials.faults import Fault, trial_failure
+from ...tools.trials.trial import TrialBackend, TrialOutcome, run_trial
+from ..agent.loop import LoopBudget
+from ..models import ModelConfig
 
-#: Our solver as a Harbor agent (graphs/solver.py; it attaches to the sandbox it runs in). Past
+#: Our solver as a Harbor agent (graphs/solver/harbor_agent.py; it attaches to the sandbox it runs in). Past
 #: trial configs name this path: it stays. The gate gets it as GateConfig.solver_agent.
 SOLVER_AGENT = "autoenvscaling.graphs.solver:SolverAgent"
 
@@ -137,8 +137,8 @@ def task_facts(task_dir: Path) -> tuple[str, bool]:
 
 @functools.lru_cache(maxsize=4096)
 def _task_facts(task_dir: Path, _stamps: tuple[int, ...]) -> tuple[str, bool]:
-    from ..tools.tasks.domains import needs_desktop
-    from ..tools.tasks.format import TaskFormatError, load_task
+    from ...tools.tasks.domains import needs_desktop
+    from ...tools.tasks.format import TaskFormatError, load_task
 
     try:
         category = load_task(task_dir).category or ""

@@ -23,10 +23,10 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
-from ..tools.report.activity import CONTEXT_EXCEEDED
-from ..tools.rollouts.models import Step
-from ..tools.rollouts.transcripts import content_text
-from ..training.serving.supervision import PolicyServerCrashed, crash_during
+from ...tools.report.activity import CONTEXT_EXCEEDED
+from ...tools.rollouts.models import Step
+from ...tools.rollouts.transcripts import content_text
+from ...training.serving.supervision import PolicyServerCrashed, crash_during
 
 StopReason = Literal["done", "submitted", "max_turns", "max_tokens", "time_budget", "error"]
 

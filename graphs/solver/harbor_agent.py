@@ -2,7 +2,7 @@
 
 Harbor builds the sandbox, hides the tests, runs the verifier and reads the reward; the agent only
 sees the instruction and an MCP terminal in the trial's sandbox (attached to the live sandbox on
-our engines; over the environment's `exec` on any other Harbor type), and records its steps (graphs/solver_attempt.py runs the trial and rewards the attempt). Harbor loads it by import
+our engines; over the environment's `exec` on any other Harbor type), and records its steps (graphs/solver/attempt.py runs the trial and rewards the attempt). Harbor loads it by import
 path (`SOLVER_AGENT`; the gate's config and past trial configs name it too), so it stays here.
 """
 
@@ -17,28 +17,19 @@ from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from ..mcp_servers.terminal import (
-    ShellOpener,
-    attached_shells,
-    build_terminal_server,
-    exec_shells,
-)
-from ..prompts import load_prompt
-from ..tools.agents.prompt_fit import prompt_tokens, reply_cap
-from ..tools.agents.solver_interface import (
-    first_messages,
-    openai_tools,
-    render_mcp_result,
-)
-from ..tools.rollouts.kept import kept_store
-from ..tools.rollouts.models import new_attempt_id
-from ..tools.rollouts.store import RolloutStore
-from ..tools.tasks.domains import needs_desktop
-from ..tools.trials.script_agent import PlainAgent
-from .agent_loop import build_agent_loop, steps_from_messages
-from .mcp_tools import open_mcp_tools
-from .models import ModelConfig, load_chat_model
-from .solver_attempt import SolverSettings, record_start
+from ...mcp_servers.terminal import ShellOpener, attached_shells, build_terminal_server, exec_shells
+from ...prompts import load_prompt
+from ...tools.agents.prompt_fit import prompt_tokens, reply_cap
+from ...tools.agents.solver_interface import first_messages, openai_tools, render_mcp_result
+from ...tools.rollouts.kept import kept_store
+from ...tools.rollouts.models import new_attempt_id
+from ...tools.rollouts.store import RolloutStore
+from ...tools.tasks.domains import needs_desktop
+from ...tools.trials.script_agent import PlainAgent
+from ..agent.loop import build_agent_loop, steps_from_messages
+from ..agent.mcp_tools import open_mcp_tools
+from ..models import ModelConfig, load_chat_model
+from .attempt import SolverSettings, record_start
 
 
 class SolverAgent(PlainAgent):

@@ -22,16 +22,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..tools.report.proposer_heldout import ProposerHeldoutEval, ProposerHeldoutSample
-from ..tools.tasks.splits import task_folders
-from ..tools.tasks.task_files import written_task_files
+from ...tools.report.proposer_heldout import ProposerHeldoutEval, ProposerHeldoutSample
+from ...tools.tasks.splits import task_folders
+from ...tools.tasks.task_files import written_task_files
 
 if TYPE_CHECKING:
-    from ..tools.agents.brief import ProposerBrief
-    from ..tools.run_dir import RunDir
-    from .config import FlywheelContext
-    from .models import ModelConfig, Policy
-    from .proposer import ProposerSettings
+    from ...tools.agents.brief import ProposerBrief
+    from ...tools.run_dir import RunDir
+    from ..config import FlywheelContext
+    from ..models import ModelConfig, Policy
+    from .settings import ProposerSettings
 
 #: Where a run keeps the evaluation: one JSON a point, the candidates, the attempts' store.
 FOLDER = "heldout-proposer"
@@ -47,7 +47,7 @@ def heldout_folder(ctx: FlywheelContext) -> str | None:
 
 def heldout_briefs(ctx: FlywheelContext, folder: str) -> list[ProposerBrief]:
     """The held-out briefs: the run's brief settings on `folder`, one set of examples each."""
-    from ..tools.agents.brief import build_brief
+    from ...tools.agents.brief import build_brief
 
     n = ctx.proposer_heldout_briefs
     return [
@@ -141,9 +141,8 @@ def heldout_settings(
 ) -> ProposerSettings:
     """The run's proposer settings for a held-out point: its arm, turns and gate, no revision, no
     rollout evidence, recorded in the point's own store."""
-    from .admission import proposer_gate
-    from .proposer import ProposerSettings
-    from .proposer.settings import proposer_budget
+    from ..flywheel.admission import proposer_gate
+    from .settings import ProposerSettings, proposer_budget
 
     root = run.root / FOLDER
     root.mkdir(parents=True, exist_ok=True)
@@ -171,7 +170,7 @@ async def _serve(
     graph: Any,
 ) -> list[ProposerHeldoutSample]:
     """Each brief `samples` times, `concurrency` attempts at once."""
-    from .proposer import propose
+    from .record import propose
 
     slots = asyncio.Semaphore(max(1, concurrency))
 

@@ -3,7 +3,7 @@
 The paper's recipe: the policy is first fine-tuned on high-quality proposer AND solver
 trajectories, then the loop begins. Ours, built from a folder of tasks the gate admits:
 - **solver episodes**: each task's reference `solve.sh` replayed through the served solver, one
-  terminal command per turn, kept when the task's verifier gives 1.0 (graphs/sft_replay.py);
+  terminal command per turn, kept when the task's verifier gives 1.0 (graphs/cold_start/solver_replay.py);
 - **proposer episodes**: each task's authoring replayed through the served proposer (the round-1
   brief, a `<file>` block per file, `check`, a syntax check in the terminal, `submit`), kept when the
   gate admits what it submitted against a pool without that task (graphs/proposer/replay.py);
@@ -30,15 +30,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from ..tools.one_time import record_one_time_build
-from ..tools.tasks.splits import SplitCheck, check_splits, require_disjoint
-from .proposer.replay import FileForm, ServedProposer
+from ...tools.one_time import record_one_time_build
+from ...tools.tasks.splits import SplitCheck, check_splits, require_disjoint
+from ...training.checkpoints import CheckpointRegistry
+from ..models import adopt_checkpoint
+from ..proposer.replay import FileForm, ServedProposer
 
 if TYPE_CHECKING:
-    from ..training.policy import Checkpoint, PolicyServer
-    from ..training.sft.data import SFTExample
-    from .config import RunConfig
-    from .models import Policy
+    from ...training.policy import Checkpoint, PolicyServer
+    from ...training.sft.data import SFTExample
+    from ..config import RunConfig
+    from ..models import Policy
 
 DATASET = "cold-start.jsonl"
 CARD = "card.json"
@@ -177,7 +179,7 @@ def fingerprint(
 ) -> str:
     """Changes when anything the checkpoint depends on changes (`dataset`: the dataset only —
     the replays are scripted, so the policy's weights do not enter it)."""
-    from ..tools.tasks.snapshot import content_hash
+    from ...tools.tasks.snapshot import content_hash
 
     fields = _DATASET_FIELDS if dataset else None
     # No override is no field: a cache built before `trl_config` existed stays valid.
@@ -210,7 +212,7 @@ def _prompts_hash() -> str:
 def export_row(example: SFTExample, *, run_id: str = "cold-start") -> dict[str, Any]:
     """An example as a row of `export rollouts --format jsonl` (tools/export/rollouts.py),
     plus its `source`; training/sft/data.py reads such rows back."""
-    from ..tools.export.rollouts import wire_messages
+    from ...tools.export.rollouts import wire_messages
 
     return {
         "id": example.attempt_id,
@@ -243,11 +245,11 @@ async def build_dataset(
     progress: Callable[[str], None] | None = None,
 ) -> ColdStartCard:
     """Replay both roles on `tasks_dir` (and harvest `runs`) into `cache/cold-start.jsonl`."""
-    from ..tools.rollouts.store import RolloutStore
-    from ..tools.rollouts.transcripts import load_transcript
-    from ..training.sft.data import SFTExample, deduplicate, harvest_run
-    from .proposer.replay import replay_authorings
-    from .sft_replay import replay_tasks, served_solver_interface
+    from ...tools.rollouts.store import RolloutStore
+    from ...tools.rollouts.transcripts import load_transcript
+    from ...training.sft.data import SFTExample, deduplicate, harvest_run
+    from ..proposer.replay import replay_authorings
+    from .solver_replay import replay_tasks, served_solver_interface
 
     settings = settings or ColdStartSettings()
     say = progress or (lambda _msg: None)
@@ -346,9 +348,8 @@ async def cold_start_checkpoint(
     """The cold-start checkpoint in `cache` (a registry), built once per fingerprint: the
     dataset (`build_dataset`), then SFT on it; the card records both, and the run's `splits`
     (`cold_start_splits`) when given."""
-    from ..training.backend import TrainHyperParams, TrainingError, TrainProgress
-    from ..training.checkpoints import CheckpointRegistry
-    from ..training.sft.trl_backend import SFTJob, TRLSFTBackend
+    from ...training.backend import TrainHyperParams, TrainingError, TrainProgress
+    from ...training.sft.trl_backend import SFTJob, TRLSFTBackend
 
     settings = settings or ColdStartSettings()
     say = progress or (lambda _msg: None)
@@ -472,7 +473,7 @@ _SFT_METRICS = (
 
 def _machine_wide(cache: Path) -> bool:
     """The cache every process on the machine shares (the embedded one, `make coldstart`'s)."""
-    from ..training.serving.embedded_setup import embedded_cache_dir
+    from ...training.serving.embedded_setup import embedded_cache_dir
 
     return cache.resolve().is_relative_to(embedded_cache_dir().resolve())
 
@@ -495,9 +496,6 @@ async def adopt_cold_start(
     checkpoint: Checkpoint, run_checkpoints: Path, server: PolicyServer, current: Policy
 ) -> Policy:
     """Put the cold-start checkpoint in the run's registry (same id) and serve it to both roles."""
-    from ..training.checkpoints import CheckpointRegistry
-    from .role_training import adopt_checkpoint
-
     registry = CheckpointRegistry(run_checkpoints)
     if not registry.exists(checkpoint.id):
         registry.publish(

@@ -1,6 +1,6 @@
 """A training episode is a served episode: the GRPO episode's budgets, read from the run's settings.
 
-The served solver (graphs/solver.py) replies at most `max_tokens` a turn, makes `solver_max_turns`
+The served solver (graphs/solver/harbor_agent.py) replies at most `max_tokens` a turn, makes `solver_max_turns`
 model calls, samples at `temperature`, sees terminal results capped at `tool_output_chars`, and
 lives inside the policy's `context_window`. `solver_episode` hands exactly those to the trainer
 (`TrainHyperParams`); the worker turns them into TRL's knobs (training/grpo/worker.py
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import RunConfig
+from ..config import RunConfig
 
 #: Where TRL 1.16 cannot express the served episode exactly, and what stands in for it.
 TRL_DIFFERENCES = (

@@ -1,5 +1,5 @@
 """The solver graph (langgraph.json's `solver`, nested in the flywheel's inspect and refresh):
-attempt tasks k times each (graphs/solver_attempt.py: solve_task), fanned out with Send."""
+attempt tasks k times each (graphs/solver/attempt.py: solve_task), fanned out with Send."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import BaseModel, ConfigDict, Field
 
-from .agent_loop import LoopBudget
-from .config import from_run
-from .models import ModelConfig
-from .solver_attempt import SolverSettings, solve_task
+from ..agent.loop import LoopBudget
+from ..config import from_run
+from ..models import ModelConfig
+from .attempt import SolverSettings, solve_task
 
 
 class SolverContext(BaseModel):

@@ -3,7 +3,7 @@
 The proposer repairs against the gate in its own workspace; admission re-checks the submitted
 folder's frozen snapshot (bytes hashed at submit), calibrates it with the current solver, and
 puts exactly those bytes in the pool. Each function turns the flywheel's configuration into one
-call of a role and its result into flywheel records (graphs/flywheel.py calls them).
+call of a role and its result into flywheel records (graphs/flywheel/nodes.py calls them).
 """
 
 from __future__ import annotations
@@ -12,19 +12,19 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..tools.report.metrics import CandidateRecord
-from ..tools.run_dir import RunDir
-from ..tools.sandbox.harbor_backends import our_engine
-from ..tools.tasks.domains import DEFAULT_DOMAIN, folder_domain
-from .models import ModelConfig
+from ...tools.report.metrics import CandidateRecord
+from ...tools.run_dir import RunDir
+from ...tools.sandbox.harbor_backends import our_engine
+from ...tools.tasks.domains import DEFAULT_DOMAIN, folder_domain
+from ..models import ModelConfig
 
 if TYPE_CHECKING:
-    from ..tools.agents.brief import ProposerBrief
-    from ..tools.gate import GateConfig, Verdict
-    from ..tools.sandbox.base import Backend
-    from .config import FlywheelContext
-    from .flywheel_state import AdmitItem, SlotTask
-    from .proposer.settings import ProposalResult
+    from ...tools.agents.brief import ProposerBrief
+    from ...tools.gate import GateConfig, Verdict
+    from ...tools.sandbox.base import Backend
+    from ..config import FlywheelContext
+    from ..proposer.settings import ProposalResult
+    from .state import AdmitItem, SlotTask
 
 
 # -- proposer and gate ---------------------------------------------------------------------------
@@ -35,7 +35,7 @@ PROPOSER_CHECKED = ("lint", "build", "oracle", "nop", "repeat", "anti_cheat", "d
 
 
 def _gate(ctx: FlywheelContext, run: RunDir, solver: ModelConfig | None) -> GateConfig:
-    from .proposer import gate_config
+    from ..proposer.settings import gate_config
 
     return gate_config(
         backend=ctx.backend,
@@ -60,8 +60,8 @@ async def run_proposer(
 ) -> ProposalResult:
     """One proposer attempt (episodes + revisions against the gate minus calibrate), run by
     the compiled attempt `graph` (default: graphs/proposer's)."""
-    from .proposer import ProposerSettings, propose
-    from .proposer.settings import proposer_budget
+    from ..proposer.record import propose
+    from ..proposer.settings import ProposerSettings, proposer_budget
 
     policy = task.policy
     settings = ProposerSettings(
@@ -102,8 +102,8 @@ async def run_gate(
 ) -> CandidateRecord:
     """Admission of one proposal: the compiled `validation` graph (default: graphs/validation's)
     on the final candidate."""
-    from ..tools.gate import REWARD_VALIDATION_FAILED
-    from ..tools.rollouts.store import RolloutStore
+    from ...tools.gate import REWARD_VALIDATION_FAILED
+    from ...tools.rollouts.store import RolloutStore
 
     proposal = item.candidate
     candidate = Path(proposal.candidate)
@@ -226,7 +226,7 @@ def _drop_unjudged_calibration(run: RunDir, run_id: str, round_: int, task_id: s
     killed before its verdict was checkpointed; the resume calibrates again from the start, and
     keeping the old rollouts too would count them twice (their ids are fresh per trial).
     """
-    from ..tools.rollouts.store import RolloutStore
+    from ...tools.rollouts.store import RolloutStore
 
     if not run.has_store:
         return
@@ -245,8 +245,8 @@ def _drop_unjudged_calibration(run: RunDir, run_id: str, round_: int, task_id: s
 def _finish_calibration(run: RunDir, verdict: Verdict, task_id: str) -> None:
     """Give each recorded calibration rollout its reward: None, outcome `error`, when the
     rollout was not scored (an infrastructure failure or the task's fault, tools/trials/faults.py)."""
-    from ..tools.rollouts.models import AttemptNotFoundError
-    from ..tools.rollouts.store import RolloutStore
+    from ...tools.rollouts.models import AttemptNotFoundError
+    from ...tools.rollouts.store import RolloutStore
 
     stage = next((r for r in verdict.stages if r.stage == "calibrate"), None)
     attempts = (
@@ -287,13 +287,13 @@ async def _check_snapshot(
 
     Returns (verdict, frozen folder or None). The verdict merges the final check's stages with
     the admission's, so it lists every stage's result for exactly these bytes."""
-    from ..tools.gate import REWARD_VALIDATION_FAILED, Verdict, make_verdict
-    from ..tools.gate.gpu import scored_for_proposer
-    from ..tools.gate.results import infrastructure_verdict
-    from ..tools.tasks.snapshot import SnapshotError, content_hash, freeze
-    from .nesting import non_durable
-    from .validation import ValidationInput
-    from .validation import graph as validation_graph
+    from ...tools.gate import REWARD_VALIDATION_FAILED, Verdict, make_verdict
+    from ...tools.gate.gpu import scored_for_proposer
+    from ...tools.gate.results import infrastructure_verdict
+    from ...tools.tasks.snapshot import SnapshotError, content_hash, freeze
+    from ..agent.nesting import non_durable
+    from ..validation.builder import ValidationInput
+    from ..validation.builder import graph as validation_graph
 
     frozen = run.root / "snapshots" / f"r{item.round:02d}" / candidate.name
     try:
@@ -334,7 +334,7 @@ async def _check_snapshot(
 
 async def _drop_candidate_image(candidate: Path, backend: Backend) -> None:
     """A rejected candidate's image is garbage; admitted ones are kept (best effort)."""
-    from ..tools.sandbox.images import remove_task_image
+    from ...tools.sandbox.images import remove_task_image
 
     try:
         await asyncio.to_thread(remove_task_image, candidate, backend=backend)

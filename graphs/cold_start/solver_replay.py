@@ -2,7 +2,7 @@
 
 Each task's `solve.sh` becomes a replay plan (training/sft/data.py); a scripted model then says
 the plan's comments and issues its commands as `run` tool calls, one per turn, through the SAME
-served solver (`graphs.solver_attempt.solve_task`: a real Harbor trial, the MCP terminal attached to the
+served solver (`graphs.solver.attempt.solve_task`: a real Harbor trial, the MCP terminal attached to the
 trial's sandbox, the task's own verifier). Only the model's replies are scripted: every command
 runs for real and every tool result is what the terminal returned. Attempts that score 1.0
 become SFT examples rendered from the rollout store with the served system prompt and tools.
@@ -20,17 +20,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..training.sft.data import (
+from ...training.sft.data import (
     NotReplayableError,
     ReplayPlan,
     SFTExample,
     replay_plan,
     solver_example,
 )
-from .agent_loop import LoopBudget
-from .models import ModelConfig
-from .scripted_model import register, reply, tool_call
-from .solver_attempt import SolverSettings, solve_task
+from ..agent.loop import LoopBudget
+from ..agent.scripted_model import register, reply, tool_call
+from ..models import ModelConfig
+from ..solver.attempt import SolverSettings, solve_task
 
 REPLAY_RUN_ID = "sft-replay"
 REPLAY_POLICY = "reference-replay"
@@ -59,7 +59,7 @@ async def served_solver_interface() -> SolverInterface:
     """The solver's system prompt and tools exactly as the served solver gives them to its model:
     the one solver interface (tools/agents/solver_interface.py). tests/test_sft_data.py checks the
     rendering against what a served attempt really sends to its endpoint."""
-    from ..tools.agents import solver_interface as agent_interface
+    from ...tools.agents import solver_interface as agent_interface
 
     return SolverInterface(
         system_prompt=agent_interface.system_prompt(),
@@ -98,9 +98,9 @@ async def replay_task(
     trials_dir: Path | None = None,
 ) -> tuple[ReplayResult, SFTExample | None]:
     """Replay one task's reference solution; the example when the verifier gives 1.0."""
-    from ..tools.rollouts.store import RolloutStore
-    from ..tools.tasks.domains import needs_desktop
-    from ..tools.tasks.format import TaskFormatError, load_task
+    from ...tools.rollouts.store import RolloutStore
+    from ...tools.tasks.domains import needs_desktop
+    from ...tools.tasks.format import TaskFormatError, load_task
 
     task_dir = Path(task_dir).resolve()
     result = ReplayResult(task_id=task_dir.name)
@@ -132,7 +132,7 @@ async def replay_task(
     if attempt.reward is None or attempt.reward < 1.0:
         result.reason = f"verifier gave {attempt.reward}: not kept"
         return result, None
-    # The served solver bound the desktop tools too on a computer-use task (graphs/solver.py).
+    # The served solver bound the desktop tools too on a computer-use task (graphs/solver/harbor_agent.py).
     tools = interface.desktop_tools if needs_desktop(task_dir) else interface.tools
     with RolloutStore(store_path) as store:
         example = solver_example(

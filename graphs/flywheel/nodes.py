@@ -10,7 +10,7 @@ one for durable runs (the CLI uses SQLite in the run folder) and for embedding i
 
 The policy: the CLI starts the server its run names and passes the endpoint. A context that names
 no model and no endpoint (Studio's default, `FlywheelContext()`) is the embedded default: the
-first node of the run starts the embedded server (graphs/flywheel_roles.py:
+first node of the run starts the embedded server (graphs/flywheel/roles.py:
 `serve_embedded_default`), every node runs under the context resolved for it, and the run stops
 the server when it ends (`refresh` on the way out) or pauses for review (`review`). The input's
 `rounds` is the number of rounds the run goes to (the context's `rounds` when the input has none).
@@ -21,48 +21,42 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any, Final, Literal, get_args, get_type_hints, is_typeddict
+from typing import Any, Final, Literal
 
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.errors import GraphInterrupt
-from langgraph.graph import START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send, interrupt
-from pydantic import BaseModel
 
-from ..tools.report.links import candidate_links, links_markdown
-from ..tools.report.metrics import CandidateRecord, PriceTable, round_metrics
-from ..tools.report.proposer_heldout import ProposerHeldoutEval
-from ..tools.report.run_report import load_history, round_markdown, save_history
-from ..tools.rollouts.claims import run_once
-from ..tools.rollouts.models import Attempt
-from ..tools.rollouts.store import RolloutStore
-from ..tools.run_dir import RunDir
-from ..tools.sandbox.harbor_backends import check_stages
-from ..tools.tasks.pool import BandDecision, Pool, PoolEntry, band_decision
-from ..tools.tasks.splits import SplitCheck, check_splits, task_folders
-from .agent_loop import LoopBudget
-from .config import FlywheelContext
+from ...tools.report.links import candidate_links, links_markdown
+from ...tools.report.metrics import CandidateRecord, PriceTable, round_metrics
+from ...tools.report.run_report import load_history, round_markdown, save_history
+from ...tools.rollouts.store import RolloutStore
+from ...tools.run_dir import RunDir
+from ...tools.sandbox.harbor_backends import check_stages
+from ...tools.tasks.pool import BandDecision, Pool, PoolEntry, band_decision
+from ...tools.tasks.splits import task_folders
+from ..config import FlywheelContext
+from ..models import Policy
+from ..proposer.episode import attempt_graph as proposer_graph
+from ..proposer.heldout import load_point
+from ..solver.builder import graph as solver_graph
+from ..validation.builder import graph as validation_graph
 from .episode_budget import episode_record
-from .flywheel_roles import release_embedded_default
-from .flywheel_state import (
-    AdmitItem,
-    FlywheelInput,
-    FlywheelState,
-    SlotTask,
-    TrainingSummary,
+from .measure import (
+    attempter,
+    decontamination_status,
+    evaluate_heldout,
+    measure_baseline,
+    min_valid,
+    proposer_heldout_point,
+    refresh_window,
+    role_model,
+    run_splits,
+    seed_folder,
+    served_checkpoints,
 )
-from .models import ModelConfig, Policy
-from .nesting import non_durable
-from .proposer import attempt_graph as proposer_graph
-from .proposer_heldout import evaluate_proposer_heldout, load_point
-from .solver_attempt import SolverAttempt, SolverSettings, attempt_id_for
-from .solver_graph import SolverContext, SolveRun
-from .solver_graph import graph as solver_graph
-from .validation import graph as validation_graph
-
-REPO_SEED = Path(__file__).resolve().parents[1] / "tasks" / "seed"
-
+from .roles import release_embedded_default
+from .state import AdmitItem, FlywheelState, SlotTask, TrainingSummary
 
 #: langgraph's END, typed as the literal the nodes' `Command[Literal[...]]` routes name.
 END: Final = "__end__"
@@ -83,7 +77,7 @@ def _ctx(runtime: Runtime[FlywheelContext]) -> FlywheelContext:
 async def _serving(runtime: Runtime[FlywheelContext], policy: Policy | None) -> FlywheelContext:
     """`_ctx`, after starting the embedded default if this run needs it and nothing started it
     (the first node of a run, or of a resumed one: `policy` is what the state serves)."""
-    from .flywheel_roles import serve_embedded_default
+    from .roles import serve_embedded_default
 
     return await serve_embedded_default(runtime.context or _NO_CONTEXT, policy)
 
@@ -97,219 +91,10 @@ def _run(ctx: FlywheelContext) -> RunDir:
     return RunDir(Path(ctx.run_dir), store=ctx.store)
 
 
-def _role_model(
-    ctx: FlywheelContext, policy: Policy, role: Literal["proposer", "solver"]
-) -> ModelConfig:
-    """Both roles use the shared policy unless this role is configured apart.
-
-    The endpoint is a live resource, not a fact of the graph state: the process running the
-    graph established `ctx.policy_base_url` (a resumed run starts a new server on a new port),
-    so it wins over whatever URL a checkpointed state or a pending Send still carries."""
-    if ctx.policy_base_url and policy.base_url != ctx.policy_base_url:
-        policy = policy.model_copy(update={"base_url": ctx.policy_base_url})
-    model = ctx.proposer_model if role == "proposer" else ctx.solver_model
-    base_url = ctx.proposer_base_url if role == "proposer" else ctx.solver_base_url
-    override = ModelConfig(model=model, base_url=base_url) if model else None
-    update: dict[str, Any] = {"max_tokens": ctx.max_tokens, "temperature": ctx.temperature}
-    if override is None:  # the window is the shared policy's; an override's is not known
-        update["context_window"] = ctx.context_window
-    return ModelConfig.for_policy(policy, override).model_copy(update=update)
-
-
-def served_checkpoints(ctx: FlywheelContext, policy: Policy) -> dict[str, str]:
-    """What each role is served while `policy` is the shared one: its checkpoint (`base` before
-    any swap), or the model a role is configured apart with. Read from the role model configs
-    of the policy the graph holds, never from which update ran last."""
-    shared = policy.checkpoint_id or policy.version
-    served: dict[str, str] = {}
-    for role in ("proposer", "solver"):
-        config = _role_model(ctx, policy, role)
-        served[role] = shared if config.model == policy.model else config.model
-    return served
-
-
 def _timed(state: FlywheelState, stage: str, started: float) -> dict[str, float]:
     seconds = dict(state.get("stage_seconds", {}))
     seconds[stage] = round(seconds.get(stage, 0.0) + time.monotonic() - started, 2)
     return seconds
-
-
-def min_valid(attempts: int) -> int:
-    """Attempts that must finish without infrastructure failure before a mean means anything."""
-    return max(1, (attempts + 1) // 2)
-
-
-def refresh_window(entries: list[PoolEntry], round_: int, limit: int) -> list[PoolEntry]:
-    """The pool tasks round `round_` re-measures: all of them (limit 0), else `limit` from a
-    window that moves on by `limit` each round, so a limit below the pool's size reaches every
-    task in turn (the first few by id would be the only ones ever measured)."""
-    if not limit or not entries:
-        return entries
-    start = (round_ - 1) * limit % len(entries)
-    return (entries[start:] + entries[:start])[:limit]
-
-
-def decontamination_status(ctx: FlywheelContext) -> str:
-    """What the manifest and every round report say about decontamination."""
-    sources = ctx.decontam_sources()
-    if not sources:
-        return (
-            "NOT CONFIGURED: no held-out benchmark given (--decontam PATH, --heldout DIR); "
-            "admitted tasks were not checked for overlap with any benchmark"
-        )
-    return f"13-gram overlap checked against: {', '.join(sources)}"
-
-
-def seed_folder(ctx: FlywheelContext) -> Path:
-    """The folder the pool starts from."""
-    return Path(ctx.seed_dir) if ctx.seed_dir else REPO_SEED
-
-
-def run_splits(ctx: FlywheelContext) -> SplitCheck:
-    """The run's splits (the cold start's only when the run starts from one) and whether any two
-    share a task: the manifest and every round report name it."""
-    return check_splits(
-        {
-            "cold_start": ctx.cold_start_tasks if ctx.cold_start else None,
-            "pool_seed": seed_folder(ctx),
-            "heldout": ctx.heldout_dir,
-        }
-    )
-
-
-def _attempter(
-    ctx: FlywheelContext, run: RunDir, run_id: str, round_: int, policy: Policy, solver: Any
-) -> Any:
-    """`attempt(task_dir, sample, tags)`: one recorded solver attempt with the current policy,
-    at most `concurrency` in flight; returns its reward, None when it is not scored: an
-    infrastructure failure or the task's fault (tools/trials/faults.py; the rollout store keeps
-    which in the attempt's `fault` metadata). Neither is the policy's failure.
-
-    `solver`: the compiled solver graph (graphs/solver_graph.py) the attempts run in, never
-    checkpointed (graphs/nesting.py); the calling node names it, so Studio draws it nested."""
-    settings = SolverSettings(
-        model=_role_model(ctx, policy, "solver"),
-        budget=LoopBudget(max_turns=ctx.solver_max_turns),
-        store_path=run.store,
-        run_id=run_id,
-        round=round_,
-        policy_version=policy.version,
-        tool_output_chars=ctx.tool_output_chars,
-    )
-    gate = asyncio.Semaphore(ctx.concurrency)
-
-    async def attempt(path: Path, sample: int, tags: dict[str, str]) -> float | None:
-        one = SolveRun(
-            tasks=[str(path)],
-            attempts=1,
-            first_sample=sample,
-            settings=settings.model_copy(update={"tags": tags}).model_dump(mode="json"),
-            trials_dir=str(run.trials),
-        )
-
-        async def solve() -> float | None:
-            out = await non_durable(solver).ainvoke(
-                one, context=SolverContext(backend=ctx.backend), durability="exit"
-            )
-            result = SolverAttempt.model_validate(out["results"][0])
-            return None if result.fault is not None else (result.reward or 0.0)
-
-        if not run.on_postgres:
-            async with gate:
-                return await solve()
-        # Coordinators sharing the store run each attempt once (tools/rollouts/claims.py): the
-        # id is the one solve_task records the attempt under; the slot is held only while this
-        # process takes or runs it.
-        attempt_id = attempt_id_for(settings, path, sample)
-        return await run_once(run.store, attempt_id, solve, stored_reward, slot=gate)
-
-    return attempt
-
-
-def stored_reward(attempt: Attempt) -> float | None:
-    """What `attempt` returns for an attempt another coordinator ran: None for a fault."""
-    return None if attempt.metadata.get("fault") else (attempt.reward or 0.0)
-
-
-async def measure_baseline(
-    ctx: FlywheelContext, run: RunDir, run_id: str, policy: Policy, solver: Any = None
-) -> int:
-    """Before round one's proposers: the current policy attempts up to `baseline_tasks` pool
-    tasks `baseline_attempts` times each (round 0, tag purpose=baseline), so the first brief
-    holds real attempts. Idempotent: a resumed run that already measured skips it.
-    Returns the number of attempts made."""
-    if ctx.baseline_tasks <= 0 or ctx.baseline_attempts <= 0:
-        return 0
-    with RolloutStore(run.store) as store:
-        done = [
-            a
-            for a in store.list_attempts(run_id=run_id, role="solver", limit=100_000)
-            if a.metadata.get("purpose") == "baseline" and a.outcome is not None
-        ]
-    if done:
-        return 0
-    pool = Pool(run.pool)
-    entries = pool.entries("active")[: ctx.baseline_tasks]
-    attempt = _attempter(ctx, run, run_id, 0, policy, solver or solver_graph)
-
-    async def one(entry: PoolEntry) -> int:
-        results = await asyncio.gather(
-            *(
-                attempt(pool.path(entry.task_id), i, {"purpose": "baseline"})
-                for i in range(ctx.baseline_attempts)
-            )
-        )
-        rewards = [r for r in results if r is not None]
-        if len(rewards) >= min_valid(ctx.baseline_attempts):
-            pool.record_eval(entry.task_id, 0, rewards)  # measured, never retired here
-        return len(results)
-
-    return sum(await asyncio.gather(*(one(e) for e in entries)))
-
-
-#: The purpose tag of held-out attempts: the report, the brief and training tell them apart by it.
-HELDOUT: Final = "heldout"
-
-
-async def evaluate_heldout(
-    ctx: FlywheelContext,
-    run: RunDir,
-    run_id: str,
-    round_: int,
-    policy: Policy,
-    solver: Any = None,
-) -> int:
-    """The served solver on the held-out folder (`--heldout`, any folder of Harbor tasks):
-    `heldout_samples` attempts per task, recorded as round `round_` (0: before round 1) with
-    tag purpose=heldout. Nothing else reads them: the tasks are never copied into the pool, so
-    no refresh, GRPO group or cold start sees them. Idempotent per round (a resumed run that
-    evaluated this round skips it). Returns the attempts made."""
-    if not ctx.heldout_dir or ctx.heldout_samples <= 0:
-        return 0
-    tasks = task_folders(ctx.heldout_dir)
-    if not tasks:
-        return 0
-    with RolloutStore(run.store) as store:
-        done = any(
-            a.round == round_ and a.metadata.get("purpose") == HELDOUT and a.outcome is not None
-            for a in store.list_attempts(run_id=run_id, role="solver", limit=1_000_000)
-        )
-    if done:
-        return 0
-    attempt = _attempter(ctx, run, run_id, round_, policy, solver or solver_graph)
-    tags = {"purpose": HELDOUT, "split": str(ctx.heldout_dir)}
-    results = await asyncio.gather(
-        *(attempt(path, i, tags) for path in tasks for i in range(ctx.heldout_samples))
-    )
-    return len(results)
-
-
-async def _proposer_point(
-    ctx: FlywheelContext, run: RunDir, run_id: str, round_: int, policy: Policy
-) -> ProposerHeldoutEval | None:
-    """The served proposer on the held-out briefs (graphs/proposer_heldout.py), point `round_`."""
-    model = _role_model(ctx, policy, "proposer")
-    return await evaluate_proposer_heldout(ctx, run, run_id, round_, policy, model, proposer_graph)
 
 
 # -- nodes -------------------------------------------------------------------------------------
@@ -354,7 +139,7 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
     ctx = await _serving(runtime, state["policy"])
     started, round_started = time.monotonic(), time.time()
     run = _run(ctx)
-    from ..tools.agents.brief import build_brief
+    from ...tools.agents.brief import build_brief
 
     seconds: dict[str, float] = {}
     if state["round"] == 1:
@@ -365,7 +150,7 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
         await evaluate_heldout(ctx, run, state["run_id"], 0, state["policy"], solver_graph)
         seconds["heldout_before"] = round(time.monotonic() - before, 2)
         before = time.monotonic()
-        await _proposer_point(ctx, run, state["run_id"], 0, state["policy"])
+        await proposer_heldout_point(ctx, run, state["run_id"], 0, state["policy"])
         seconds["proposer_heldout_before"] = round(time.monotonic() - before, 2)
 
     brief = await asyncio.to_thread(
@@ -429,7 +214,7 @@ async def propose_one(
     ctx = await _serving(runtime, task.policy)
     # The attempt graph (episode -> gate -> revise) runs as this node's subgraph.
     candidate = await run_proposer(
-        ctx, _run(ctx), task, _role_model(ctx, task.policy, "proposer"), proposer_graph
+        ctx, _run(ctx), task, role_model(ctx, task.policy, "proposer"), proposer_graph
     )
     return Command(goto=Send("admit_one", AdmitItem(**dict(task), candidate=candidate)))
 
@@ -443,17 +228,17 @@ async def admit_one(state: AdmitItem, runtime: Runtime[FlywheelContext]) -> dict
     run = _run(ctx)
     # The validation graph runs as this node's subgraph.
     record: CandidateRecord = await run_gate(
-        ctx, run, item, _role_model(ctx, item.policy, "solver"), validation_graph
+        ctx, run, item, role_model(ctx, item.policy, "solver"), validation_graph
     )
     if record.admitted:
-        from ..tools.tasks.format import TaskFormatError, load_task
+        from ...tools.tasks.format import TaskFormatError, load_task
 
         try:
             task = load_task(Path(record.snapshot or record.path))
             category, difficulty = task.category or "", task.difficulty or ""
         except TaskFormatError:
             category = difficulty = ""
-        from ..tools.tasks.pool import PoolCopyError
+        from ...tools.tasks.pool import PoolCopyError
 
         try:
             # The pool receives the frozen bytes the gate checked, never the live candidate folder.
@@ -521,13 +306,7 @@ async def review(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dic
 
 async def train(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """Train the shared policy on this round's admitted tasks plus replay; swap it in for both roles."""
-    from .role_training import (
-        run_modes,
-        serve_checkpoint,
-        solver_start,
-        train_proposer,
-        train_solver,
-    )
+    from .training import run_modes, serve_checkpoint, solver_start, train_proposer, train_solver
 
     ctx = await _serving(runtime, state["policy"])
     started = time.monotonic()
@@ -578,7 +357,7 @@ async def refresh(
         if ctx.refresh_attempts > 0
         else []
     )
-    attempt = _attempter(ctx, run, state["run_id"], round_, policy, solver_graph)
+    attempt = attempter(ctx, run, state["run_id"], round_, policy, solver_graph)
     unmeasured: list[str] = []
     undecided: dict[str, BandDecision] = {}  # out of the band by the mean alone: kept
 
@@ -623,7 +402,7 @@ async def refresh(
     await evaluate_heldout(ctx, run, state["run_id"], round_, policy, solver_graph)
     stage_seconds["heldout"] = round(time.monotonic() - heldout_started, 2)
     heldout_started = time.monotonic()
-    proposer_point = await _proposer_point(ctx, run, state["run_id"], round_, policy)
+    proposer_point = await proposer_heldout_point(ctx, run, state["run_id"], round_, policy)
     stage_seconds["proposer_heldout"] = round(time.monotonic() - heldout_started, 2)
     stage_seconds["round_total"] = round(time.time() - state.get("round_started", time.time()), 2)
     training = state.get("training")
@@ -636,8 +415,8 @@ async def refresh(
         run.store,
         pool,
         state["run_id"],
-        prices=PriceTable(prices={_role_model(ctx, policy, "proposer").model: ctx.price_per_mtok}),
-        proposer_model=_role_model(ctx, policy, "proposer").model,
+        prices=PriceTable(prices={role_model(ctx, policy, "proposer").model: ctx.price_per_mtok}),
+        proposer_model=role_model(ctx, policy, "proposer").model,
         training=training.report() if training else {},
         stage_seconds=stage_seconds,
         policy=f"{policy.model} ({policy.version})",
@@ -678,62 +457,3 @@ async def refresh(
         await release_embedded_default(runtime.context or _NO_CONTEXT)
         return Command(goto=END, update=update)
     return Command(goto="inspect", update=update)
-
-
-def state_models(*schemas: Any) -> set[type[BaseModel]]:
-    """Every pydantic model a value of these state schemas can hold (fields followed inward)."""
-    found: set[type[BaseModel]] = set()
-
-    def visit(tp: Any) -> None:
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
-            if tp in found:
-                return
-            found.add(tp)
-            for field in tp.model_fields.values():
-                visit(field.annotation)
-        elif is_typeddict(tp):
-            for hint in get_type_hints(tp).values():
-                visit(hint)
-        for arg in get_args(tp):
-            visit(arg)
-
-    for schema in schemas:
-        visit(schema)
-    return found
-
-
-def checkpoint_serde() -> JsonPlusSerializer:
-    """The serializer for a flywheel checkpointer: restores the models of the flywheel's state
-    and of the graphs that run inside its nodes under the same checkpointer (the validation
-    graph), by name, and refuses any other class a checkpoint might name (strict msgpack)."""
-    from .validation import ValidationState
-
-    models = state_models(FlywheelState, SlotTask, AdmitItem, ValidationState)
-    return JsonPlusSerializer(
-        allowed_msgpack_modules=sorted((m.__module__, m.__name__) for m in models)
-    )
-
-
-def build_flywheel(checkpointer: Any = None, store: Any = None, *, name: str = "flywheel") -> Any:
-    """The flywheel graph; pass a checkpointer for durable runs (the CLI uses SQLite)."""
-    builder = StateGraph(FlywheelState, input_schema=FlywheelInput, context_schema=FlywheelContext)
-    builder.add_node("setup", setup)
-    builder.add_node("inspect", inspect)
-    builder.add_node("propose", propose)
-    builder.add_node("propose_one", propose_one)
-    # A Send target: its input is the AdmitItem propose_one sends, not the flywheel state.
-    builder.add_node("admit_one", admit_one)
-    # Deferred: waits until every proposer branch (with its revisions) has finished.
-    builder.add_node("review", review, defer=True)
-    builder.add_node("train", train)
-    builder.add_node("refresh", refresh)
-    builder.add_edge(START, "setup")
-    builder.add_edge("setup", "inspect")
-    builder.add_edge("inspect", "propose")
-    builder.add_edge("admit_one", "review")
-    builder.add_edge("review", "train")
-    builder.add_edge("train", "refresh")
-    return builder.compile(checkpointer=checkpointer, store=store, name=name)
-
-
-graph = build_flywheel()

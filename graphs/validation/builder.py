@@ -29,7 +29,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, Command, Send
 from pydantic import BaseModel, Field
 
-from ..tools.gate import (
+from ...tools.gate import (
     STAGES,
     GateConfig,
     StageName,
@@ -39,9 +39,9 @@ from ..tools.gate import (
     make_verdict,
     run_stage,
 )
-from ..tools.gate.harness import slots
-from ..tools.gate.pipeline import next_stage
-from .solver_attempt import SOLVER_AGENT
+from ...tools.gate.harness import slots
+from ...tools.gate.pipeline import next_stage
+from ..solver.attempt import SOLVER_AGENT
 
 # --------------------------------------------------------------------------- state
 

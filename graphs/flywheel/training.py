@@ -1,7 +1,7 @@
 """Both roles learn, in one shape: each picks its data and builds its job (`train_solver`: the
 round's admitted and replay tasks; `train_proposer`: groups of the round's proposer attempts);
 `_train` runs the TRL backend, reports and records the checkpoint in the lineage, and
-`serve_checkpoint` swaps it in for both roles (`adopt_checkpoint`, which the cold start uses too).
+`serve_checkpoint` swaps it in for both roles (graphs/models.py: `adopt_checkpoint`, which the cold start uses too).
 
 In the training node the proposer trains first, from the checkpoint that sampled its episodes
 (the state's policy), so its update is on-policy (training/proposer/update.py); it refuses
@@ -17,27 +17,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..tools.stats import group_variance_chance
-from ..tools.tasks.pool import Pool, PoolEntry
-from ..training.backend import TrainHyperParams, TrainingError, TrainJob, TrainResult
-from ..training.checkpoints import CheckpointRegistry
-from ..training.grpo.trl_backend import TRLGRPOBackend
-from ..training.policy import Checkpoint, PolicyServer, PolicySwapError
-from ..training.proposer.update import (
+from ...tools.stats import group_variance_chance
+from ...tools.tasks.pool import Pool, PoolEntry
+from ...training.backend import TrainHyperParams, TrainingError, TrainJob, TrainResult
+from ...training.checkpoints import CheckpointRegistry
+from ...training.grpo.trl_backend import TRLGRPOBackend
+from ...training.policy import Checkpoint, PolicySwapError
+from ...training.proposer.update import (
     DEFAULT_TEMPERATURE,
     ProposerJob,
     TRLProposerBackend,
     plan_proposer_update,
     update_due,
 )
-from ..training.worker_backend import WorkerBackend
+from ...training.worker_backend import WorkerBackend
+from ..models import Policy, adopt_checkpoint
 from .episode_budget import solver_episode
-from .models import Policy
 
 if TYPE_CHECKING:
-    from ..tools.run_dir import RunDir
-    from .config import FlywheelContext
-    from .flywheel_state import FlywheelState
+    from ...tools.run_dir import RunDir
+    from ..config import FlywheelContext
+    from .state import FlywheelState
 
 
 def run_modes(ctx: FlywheelContext) -> str:
@@ -54,12 +54,6 @@ def run_modes(ctx: FlywheelContext) -> str:
         )
     cold = f"on ({ctx.policy_checkpoint_id})" if ctx.cold_start else "off"
     return f"proposer training {proposer}; cold start {cold}"
-
-
-async def adopt_checkpoint(checkpoint: Checkpoint, server: PolicyServer, current: Policy) -> Policy:
-    """Serve `checkpoint` and return the policy both roles use from now on."""
-    ref = await server.activate(checkpoint)
-    return Policy.serving(ref.chat_model, ref.base_url, current.tool_choice, checkpoint.id)
 
 
 async def serve_checkpoint(

@@ -1,6 +1,6 @@
 """LangGraph's adapter: where we work around LangGraph itself (tests/test_public_apis.py).
 
-A graph that runs inside a node of another (graphs/nesting.py: the agent loops, the proposer's
+A graph that runs inside a node of another (graphs/agent/nesting.py: the agent loops, the proposer's
 attempt, the validation gate) keeps no checkpoints of its own. Inside the CLI's flywheel, which
 runs with `durability="sync"`, such a child inherits "sync" and langgraph 1.2.24 then fails it
 (`AttributeError: ... _put_checkpoint_fut`, waiting for a checkpoint that no checkpointer makes).
