@@ -21,12 +21,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
-from langgraph.types import Command
 from rich.console import Console
 
 from ..graphs.config import RunConfig, given_over_preset
-from ..graphs.lifecycle import OpenRun, RunSetupError, open_run, plan_run, run_values
-from ..tools.report.run_report import load_history, write_run_report
 from ..tools.rollouts.store import RolloutStore
 from ..tools.run_dir import RunDir
 from ..training.serving.supervision import PolicyServerCrashed
@@ -37,6 +34,7 @@ from .progress import TaskProgress
 
 if TYPE_CHECKING:
     from ..graphs.flywheel.state import TrainingSummary
+    from ..graphs.lifecycle import OpenRun, RunSetupError
     from ..tools.report.metrics import CandidateRecord, RoundMetrics
     from ..tools.trials.faults import Fault
 
@@ -59,6 +57,8 @@ async def _stream(opened: OpenRun, auto_yes: bool, bar: Any) -> None:
     """Stream the run's updates to the console, one line per node; at a review interrupt, ask
     which admitted tasks to veto (or keep them all with --yes) and go on."""
     started = time.monotonic()
+    from langgraph.types import Command  # lazy: LangGraph takes ~1.7 s; `--help` and `mcp` skip it
+
     payload = opened.payload
     while True:
         interrupted = None
@@ -111,6 +111,8 @@ def run_summary(
     attempt's `fault` metadata; a gate that could not judge a candidate is infrastructure), the
     run report's path, the error that stopped the run (or None; `error_fault` says whose fault
     it was: an infrastructure stop, the policy server lost, is 3), and the exit status they give."""
+    from ..tools.report.run_report import load_history  # lazy: matplotlib's ~2 s, for `--help` too
+
     run = RunDir(run_dir)
     manifest_path = run_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
@@ -175,6 +177,11 @@ def run(
             values = given_over_preset(values, preset_name)
         except KeyError as exc:
             raise typer.BadParameter(str(exc.args[0]), param_hint="--preset") from None
+    # lazy: the graphs import LangGraph, Harbor and the trainers' glue (~5 s): every other
+    # command, `--help` and the MCP servers' start go without
+    from ..graphs.lifecycle import RunSetupError, open_run, plan_run, run_values
+    from ..tools.report.run_report import write_run_report
+
     human_review: bool = values["human_review"]
     try:
         plan = asyncio.run(plan_run(values, resume=resume))
@@ -241,6 +248,8 @@ def report(
     run_dir: Annotated[Path, typer.Argument(help="Run folder", exists=True, file_okay=False)],
 ) -> None:
     """Write RUN_DIR/reports/run.md and PNG plots from the run's recorded metrics."""
+    from ..tools.report.run_report import write_run_report  # lazy: matplotlib's ~2 s
+
     manifest = (
         json.loads((run_dir / "manifest.json").read_text())
         if (run_dir / "manifest.json").exists()
