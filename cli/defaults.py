@@ -37,6 +37,7 @@ def model_or_embedded(
         name = model or REMOTE_DEFAULT
         yield ResolvedModel(model=name, base_url=base_url, label=name)
         return
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..training.serving.embedded_server import EmbeddedLlamaServer
     from ..training.serving.embedded_setup import ensure_embedded_assets
 

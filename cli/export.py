@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -42,6 +43,7 @@ def pool(
     as_json: JsonOpt = False,
 ) -> None:
     """Write the pool as a Harbor dataset (`harbor run -p OUT`), a validity card per task."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..tools.export import ExportError, export_pool
 
     target = out or run_dir / "export" / "pool"
@@ -79,6 +81,7 @@ def pool(
 
 def role_tool_schemas(store: Path | str) -> dict[str, list[dict[str, Any]]]:
     """The OpenAI function schemas of each role's MCP tools, listed by the servers themselves."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..mcp_servers.filesystem import build_filesystem_server
     from ..mcp_servers.rollouts import build_rollouts_server
     from ..mcp_servers.terminal import build_terminal_server
@@ -127,8 +130,8 @@ def rollouts(
     as_json: JsonOpt = False,
 ) -> None:
     """Write the run's attempts as Harbor trajectories (ATIF), chat JSONL or an HF dataset."""
-    from pydantic import ValidationError
 
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..tools.export import RolloutFilter, export_rollouts
     from ..tools.run_dir import RunDir
 

@@ -84,6 +84,7 @@ def import_dataset_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Report what the gate would say of every task of DATASET, before building anything."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..tools.gate.import_rewrite import rewrite_task
     from ..tools.gate.importer import find_tasks, import_dataset, import_task
 
@@ -112,6 +113,7 @@ def import_dataset_command(
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
     if rewrite is not None:
+        # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
         from ..tools.gate.importer import BaseImages
         from ..tools.gate.lint import lint_task
 
@@ -138,6 +140,7 @@ def import_dataset_command(
 def _run_gate(
     result: ImportReport, dataset: Path, rewrite: Path | None, backend: str, allow: bool
 ) -> None:
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..graphs.validation.builder import validate_batch
     from ..tools.gate import GateConfig
     from ..tools.gate.importer import GateResult

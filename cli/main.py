@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 import os
@@ -14,8 +15,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ..tools.agents.solver_interface import SOLVER_MAX_TURNS
+from .defaults import model_or_embedded
 from .exit_codes import exit_code_for
 from .options import BackendOpt, HarborEnvOpt, JsonOpt, ModelOpt
+from .progress import TaskProgress
 
 for _var, _value in (
     ("HARBOR_TELEMETRY", "0"),
@@ -35,7 +38,6 @@ console = Console(stderr=True)
 
 def _mount_subapps() -> None:
     """Sub-apps live next to what they drive; a missing optional one must not break the CLI."""
-    import importlib
 
     for module, attr, name in (
         ("autoenvscaling.cli.run", "run_app", None),
@@ -72,6 +74,7 @@ def trial(
     as_json: JsonOpt = False,
 ) -> None:
     """Run real Harbor trials of TASKS and print one result per task."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..tools.trials.trial import run_trials
 
     skipped = [t for t in tasks if not (t / "task.toml").is_file()]
@@ -80,8 +83,6 @@ def trial(
     tasks = [t for t in tasks if t not in skipped]
     if not tasks:
         raise typer.BadParameter("no Harbor task folders given")
-
-    from .progress import TaskProgress
 
     with TaskProgress("trials", total=len(tasks), quiet=as_json, console=console) as bar:
 
@@ -101,6 +102,7 @@ def trial(
                 environment_options=json.loads(harbor_env.read_text()) if harbor_env else None,
             )
         )
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..tools.trials.faults import trial_failure
 
     # The task's own solution (or nothing) ran: past the agent's limits is the task's fault.
@@ -141,12 +143,11 @@ def solve(
     as_json: JsonOpt = False,
 ) -> None:
     """Let the solver attempt TASKS in real Harbor trials; every attempt goes to the store."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..graphs.agent.loop import LoopBudget
     from ..graphs.models import ModelConfig
     from ..graphs.solver.attempt import SolverSettings, solve_task
     from ..tools.sandbox.harbor_backends import HarborBackendError, check_stages
-    from .defaults import model_or_embedded
-    from .progress import TaskProgress
 
     try:  # our solver attaches to the sandbox: refuse a backend without one before a model starts
         check_stages(backend, ["solve"])
@@ -202,11 +203,13 @@ def doctor(
 ) -> None:
     """Say which sandbox backends work on this machine, and why not for the others; check that
     the embedded policy server answers a chat with tools on this CPU."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..tools.sandbox.doctor import BackendStatus, clean_docker, diagnose
 
     if clean:
         for line in clean_docker():
             console.print(line)
+        # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
         from ..tools.gate.harness import SCRATCH_PREFIX
         from ..tools.scratch import sweep_scratch
 
@@ -215,6 +218,7 @@ def doctor(
 
     statuses = asyncio.run(diagnose())
     if server:
+        # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
         from ..training.serving.server_check import check_embedded_server
 
         check = check_embedded_server()
@@ -242,6 +246,7 @@ def chat_template(
 ) -> None:
     """The policy's chat format: the tool template the trainer tokenizes with and the embedded
     server renders with, for a model whose own template has no tools (SmolLM2...)."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..training.chat_format import tool_chat_template, write_tool_template
 
     if out is None:

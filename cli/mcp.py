@@ -26,6 +26,7 @@ PortOpt = Annotated[
 
 
 def _serve(name: ServerName, transport: str, host: str, port: int | None, **options: Any) -> None:
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..mcp_servers.serve import serve
 
     # stdout carries the protocol under stdio: logs go to stderr, and only warnings.
@@ -72,6 +73,7 @@ def terminal(
     port: PortOpt = None,
 ) -> None:
     """A persistent bash per MCP session, in the sandbox --ref points at, or in a fresh workspace."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..mcp_servers.terminal import attached_shells, workspace_shells
     from ..tools.sandbox import SandboxLimits, SandboxRef
 
@@ -105,6 +107,7 @@ def filesystem(
     port: PortOpt = None,
 ) -> None:
     """Read, write, edit, list, glob and grep inside one folder."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..tools.files.models import FsLimits
 
     limits = FsLimits(
@@ -130,6 +133,7 @@ def rollouts(
     port: PortOpt = None,
 ) -> None:
     """Read-only queries over the rollout store: pass rates, failures, trajectories, search."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..tools.rollouts.models import RolloutStoreError
     from ..tools.rollouts.postgres import is_postgres_url
     from ..tools.rollouts.store import RolloutStore

@@ -13,8 +13,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ..graphs.config import PROPOSER_MAX_TURNS
+from .defaults import model_or_embedded
 from .exit_codes import exit_code_for
 from .options import ModelOpt
+from .progress import TaskProgress
 
 propose_app = typer.Typer(no_args_is_help=False)
 console = Console(stderr=True)
@@ -61,6 +63,7 @@ def propose(
     ] = False,
 ) -> None:
     """Let N proposers write Harbor tasks; each submission goes through the full admission gate."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..graphs.models import ModelConfig
     from ..graphs.proposer.record import propose
     from ..graphs.proposer.settings import ARMS, ProposerSettings, gate_config, proposer_budget
@@ -71,8 +74,6 @@ def propose(
         raise typer.BadParameter(f"--arm must be one of {', '.join(ARMS)}, not {arm!r}")
     if not pool.is_dir():
         raise typer.BadParameter(f"--pool {pool} is not a folder of Harbor tasks")
-    from .defaults import model_or_embedded
-    from .progress import TaskProgress
 
     def settings_for(resolved) -> ProposerSettings:  # noqa: ANN001
         proposer = ModelConfig(

@@ -14,6 +14,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from .train import parse_trl_config
+
 sft_app = typer.Typer(help="SFT data commands.")
 console = Console(stderr=True)
 
@@ -40,6 +42,7 @@ def sft_data(
 ) -> None:
     """Replay SEED's reference solutions through the served solver (kept at reward 1.0) and
     harvest solved / admitted attempts from RUN folders; write deduplicated SFT data to OUT."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..graphs.cold_start.solver_replay import replay_tasks, served_solver_interface
     from ..training.sft.data import (
         deduplicate,
@@ -135,6 +138,7 @@ def cold_start(
 ) -> None:
     """Build the embedded policy's cold start once per machine (what `autoenvscaling run` then
     serves to both roles); later calls find it and return at once. `make run` calls this first."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..graphs.cold_start.start import cold_start_checkpoint, cold_start_splits, settings_for
     from ..graphs.config import RunConfig, preset
     from ..training.serving.embedded_setup import (
@@ -142,7 +146,6 @@ def cold_start(
         ensure_embedded_assets,
         ensure_hf_base_model,
     )
-    from .train import parse_trl_config
 
     config = RunConfig(**preset("embedded"), cold_start_trl_config=parse_trl_config(trl_config))
     # The run's own split (cli/run.py), never the pool's seed: a build on any other folder is one

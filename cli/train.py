@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 
 from ..tools.agents.solver_interface import SOLVER_MAX_TURNS
+from .progress import TaskProgress
 
 train_app = typer.Typer(help="Training commands.")
 console = Console(stderr=True)
@@ -23,6 +24,7 @@ console = Console(stderr=True)
 
 def _task_dirs(paths: list[Path]) -> list[Path]:
     """Each path is a task folder (has task.toml) or a pool of task folders."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..tools.tasks.format import TaskFormatError, load_pool
 
     found: list[Path] = []
@@ -154,6 +156,7 @@ def train(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Train the policy with GRPO on TASKS (or SFT on --sft DATASET) and publish a new checkpoint."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..tools.sandbox.harbor_backends import (
         HarborBackendError,
         check_stages,
@@ -168,7 +171,6 @@ def train(
     from ..training.checkpoints import CheckpointRegistry
     from ..training.grpo.trl_backend import TRLGRPOBackend
     from ..training.worker_backend import AccelerateLauncher
-    from .progress import TaskProgress
 
     sandbox_options = json.loads(harbor_env.read_text()) if harbor_env else {}
     trl_fields = parse_trl_config(trl_config)
@@ -178,6 +180,7 @@ def train(
     except HarborBackendError as exc:
         raise typer.BadParameter(str(exc), param_hint="--sandbox") from None
     if base is None:  # the same embedded default as `run`, as HF weights for the trainer
+        # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
         from ..training.serving.embedded_setup import (
             ensure_embedded_assets,
             ensure_hf_base_model,
@@ -228,6 +231,7 @@ def train(
         ),
     )
     if sft is not None:
+        # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
         from ..training.sft.trl_backend import SFTJob, TRLSFTBackend
 
         job: TrainJob = SFTJob(

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .defaults import ResolvedModel, model_or_embedded
 from .exit_codes import ExitCode, exit_code_for_kinds
 from .options import BackendOpt, HarborEnvOpt
 from .progress import TaskProgress
@@ -114,11 +116,10 @@ def validate(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array on stdout.")] = False,
 ) -> None:
     """Run the admission gate on TASKS and print one verdict per task."""
-    from pydantic import ValidationError
 
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..graphs.validation.builder import validate_batch
     from ..tools.gate import GateConfig
-    from .defaults import ResolvedModel, model_or_embedded
 
     if calibrate_policy and solver:
         raise typer.BadParameter("--calibrate-policy and --solver both name the solver; pick one")
@@ -144,11 +145,13 @@ def validate(
         }
         try:
             if resolved is None:
+                # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
                 from ..graphs.solver.attempt import SOLVER_AGENT
 
                 return GateConfig(solver=solver, solver_agent=SOLVER_AGENT, **common).with_skip(
                     *(skip or [])
                 )
+            # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
             from ..graphs.models import ModelConfig
             from ..graphs.proposer.settings import gate_config
 
@@ -163,6 +166,7 @@ def validate(
         with TaskProgress("validate", total=len(tasks), quiet=as_json, console=console) as bar:
             return asyncio.run(validate_batch(tasks, config, on_event=_progress(bar, as_json)))
 
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..tools.gate.harness import SCRATCH_PREFIX
     from ..tools.scratch import sweep_scratch
 

@@ -38,8 +38,10 @@ def view(
 ) -> None:
     """Serve a web viewer over RUN_DIR, live while the run writes: overview, curves,
     candidates and verdicts, rollouts as conversations, trials. Read-only."""
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     import uvicorn
 
+    # lazy: only this command loads it; the CLI's start (--help, the MCP servers) stays light
     from ..viewer.app import create_app
 
     if not run_dir.is_dir():

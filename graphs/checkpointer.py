@@ -15,7 +15,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from ..tools.rollouts.postgres import is_postgres_url
 
@@ -57,8 +59,6 @@ async def open_saver(location: str | Path, serde: SerializerProtocol) -> AsyncIt
                 await conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
             yield saver
         return
-    import aiosqlite
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     async with aiosqlite.connect(str(location)) as sqlite_conn:
         yield AsyncSqliteSaver(sqlite_conn, serde=serde)

@@ -161,7 +161,7 @@ class RunConfig(BaseModel):
         int,
         Cli(
             help="Held-out briefs the served proposer is evaluated on before round 1 and after "
-            "every round (0: none; graphs/proposer/heldout.py)"
+            "every round (0: none; graphs/flywheel/proposer_heldout.py)"
         ),
     ] = Field(default=0, ge=0, description="Held-out briefs for the proposer (0: no evaluation)")
     proposer_heldout_samples: Annotated[

@@ -10,8 +10,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
+
+from .agent.scripted_model import load_scripted
 
 if TYPE_CHECKING:
     from ..training.checkpoints import Checkpoint
@@ -83,10 +86,7 @@ class ModelConfig(BaseModel):
 
 def load_chat_model(config: ModelConfig) -> BaseChatModel:
     if config.model.startswith("scripted:"):
-        from .agent.scripted_model import load_scripted
-
         return load_scripted(config.model.removeprefix("scripted:"))
-    from langchain.chat_models import init_chat_model
 
     kwargs: dict[str, Any] = {
         "temperature": config.temperature,

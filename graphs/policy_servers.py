@@ -18,6 +18,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Self, TypeVar
 
+from ..training.serving.embedded_server import EmbeddedLlamaServer
+from ..training.serving.supervision import PolicyServerCrashed
+from ..training.serving.vllm_server import VLLMPolicyServer
+
 if TYPE_CHECKING:
     from ..training.policy import PolicyRef, PolicyServer
     from ..training.serving.embedded_server import EmbeddedLlamaServer
@@ -46,7 +50,6 @@ class PolicyServers:
         """Start the embedded (llama.cpp) server once; later calls return what it serves."""
         if self.embedded is not None:
             return self.embedded.current()
-        from ..training.serving.embedded_server import EmbeddedLlamaServer
 
         server = EmbeddedLlamaServer(model_path=model_path)
         self._loop = asyncio.get_running_loop()
@@ -69,15 +72,12 @@ class PolicyServers:
 
     def raise_if_down(self) -> None:
         if self.down is not None:
-            from ..training.serving.supervision import PolicyServerCrashed
-
             raise PolicyServerCrashed(self.down)
 
     async def supervise(self, work: Awaitable[T]) -> T:
         """Await `work`; if the policy server goes down for good meanwhile, cancel it and raise
         `PolicyServerCrashed` (the crash's signal and log tail): nothing the run does afterwards
         could reach its model."""
-        from ..training.serving.supervision import PolicyServerCrashed
 
         self._loop = asyncio.get_running_loop()
         self._down_event = event = asyncio.Event()
@@ -102,8 +102,6 @@ class PolicyServers:
         if config.policy_server == "embedded":
             return self.embedded
         if config.policy_server == "vllm" and config.policy_base_url:
-            from ..training.serving.vllm_server import VLLMPolicyServer
-
             return VLLMPolicyServer(
                 base_url=config.policy_base_url, base_model=config.base_model or ""
             )

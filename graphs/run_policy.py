@@ -18,6 +18,7 @@ from ..tools.run_dir import RunDir
 from ..training.backend import TrainingError
 from ..training.checkpoints import CheckpointRegistry
 from ..training.policy import PolicySwapError
+from ..training.serving.embedded_setup import ensure_embedded_assets, ensure_hf_base_model
 from .cold_start.start import (
     adopt_cold_start,
     cold_start_checkpoint,
@@ -55,7 +56,6 @@ async def embedded_defaults(
 
     `model_path` / `base_model` serve and train another GGUF / HF pair (e.g. a warmed-up model).
     """
-    from ..training.serving.embedded_setup import ensure_embedded_assets
 
     if notify:
         notify("embedded policy: setting up (first time only) and starting the server...")
@@ -73,8 +73,6 @@ async def embedded_defaults(
     if base_model is not None:
         values["base_model"] = str(base_model)
     else:
-        from ..training.serving.embedded_setup import ensure_hf_base_model
-
         try:
             values["base_model"] = str(await asyncio.to_thread(ensure_hf_base_model, assets))
         except Exception as exc:  # noqa: BLE001 - no torch here: the run trains nothing, and says why

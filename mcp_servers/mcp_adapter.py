@@ -29,8 +29,12 @@ from typing import Any
 
 import jsonschema
 import jsonschema.validators
+import mcp.server.lowlevel.server as lowlevel
 from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
+from mcp.client.session import ClientSession
+from referencing import Registry
+from referencing.exceptions import Unresolvable
 
 __all__ = ["install", "validate", "validator_for"]
 
@@ -40,8 +44,6 @@ _installed = False
 
 @lru_cache(maxsize=256)
 def _cached(schema_json: str) -> Validator:
-    from referencing import Registry
-
     schema = json.loads(schema_json)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)  # once per schema: raises SchemaError like `validate` does
@@ -67,9 +69,6 @@ def install() -> None:
     with _lock:
         if _installed or os.environ.get("AUTOENVSCALING_MCP_SCHEMA_CACHE", "1") == "0":
             return
-        import mcp.server.lowlevel.server as lowlevel
-        from mcp.client.session import ClientSession
-        from referencing.exceptions import Unresolvable
 
         if getattr(lowlevel, "jsonschema", None) is jsonschema:
             shim = types.SimpleNamespace(

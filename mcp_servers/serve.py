@@ -19,14 +19,17 @@ log = logging.getLogger(__name__)
 def build_server(name: ServerName, **options: Any) -> FastMCP:
     """`build_<name>_server(**options)`, imported lazily so one server's deps never load another's."""
     if name == "terminal":
+        # lazy: one server's deps never load another's
         from .terminal import build_terminal_server
 
         return build_terminal_server(**options)
     if name == "filesystem":
+        # lazy: one server's deps never load another's
         from .filesystem import build_filesystem_server
 
         return build_filesystem_server(**options)
     if name == "rollouts":
+        # lazy: one server's deps never load another's
         from .rollouts import build_rollouts_server
 
         return build_rollouts_server(**options)

@@ -102,6 +102,7 @@ def workspace_shells(
 
     @asynccontextmanager
     async def open_shell() -> AsyncIterator[PersistentShell]:
+        # lazy: the container stack (docker's SDK: ~200 modules) only once a session opens
         from ..tools.sandbox.container import start_workspace
 
         sandbox = await start_workspace(

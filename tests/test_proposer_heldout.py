@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from autoenvscaling.graphs.agent.scripted_model import register
 from autoenvscaling.graphs.config import FlywheelContext
 from autoenvscaling.graphs.flywheel.builder import build_flywheel
-from autoenvscaling.graphs.proposer.heldout import FOLDER
+from autoenvscaling.graphs.flywheel.proposer_heldout import FOLDER
 from autoenvscaling.tools.report.curve import build_curve
 from autoenvscaling.tools.report.metrics import RoundMetrics
 from autoenvscaling.tools.rollouts.store import RolloutStore

@@ -55,7 +55,9 @@ def server(tmp_path_factory):
                 "--config",
                 str(REPO / "langgraph.json"),
             ],
-            cwd=REPO,
+            # Its own working folder: `langgraph dev` keeps pending runs in ./.langgraph_api and
+            # takes them up again at its next start (a killed test's run would go first).
+            cwd=tmp_path_factory.mktemp("server-cwd"),
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -151,9 +153,9 @@ async def test_served_flywheel_starts_and_stops_the_embedded_policy_itself(
     `autoenvscaling run` does: graphs/run_policy.py), runs the round on it under the embedded
     preset, reads the `rounds` input it shows (the context asks for 2, the input for 1: one
     round), and stops the server at the end. Nothing is scripted: the 135M model's own replies
-    drive the round. Set: the run folder, a one-task cold start (the preset's eight starter tasks
-    would add ~10 min here; it is built in the run folder, never the machine's cache), and no
-    GRPO (on 2 CPU cores it would add ~5 min and is tested elsewhere)."""
+    drive the round. Set: the run folder, a one-task, one-step cold start (the preset's eight
+    starter tasks would add ~10 min here; it is built in the run folder, never the machine's
+    cache), and no GRPO (on 2 CPU cores it would add ~5 min and is tested elsewhere)."""
     import json
 
     from langgraph_sdk import get_client
@@ -177,6 +179,9 @@ async def test_served_flywheel_starts_and_stops_the_embedded_policy_itself(
         "heldout_dir": str(heldout),
         "cold_start": True,
         "cold_start_tasks": str(cold),
+        # One SFT step on examples cut to 2k tokens: what is tested is that Studio's run builds
+        # and serves it, not what it learns (`make learn` measures that).
+        "cold_start_trl_config": {"max_steps": 1, "max_length": 2048},
     }
     thread = await client.threads.create()
     state = await client.runs.wait(

@@ -62,6 +62,7 @@ def pip_install_packages(dockerfile: Path, line: int) -> Iterator[tuple[list[str
     """For each shell command on Dockerfile `line` (continuations joined, as Harbor reads it):
     (its words, the packages it installs that Harbor calls unpinned). Raises ImportError when
     this Harbor has no such parser, OSError when the file cannot be read."""
+    # lazy: Harbor's private parser; where this Harbor has none, the ImportError is the caller's
     from harbor.lint.task import _commands, _lines, _packages, _unpinned
 
     text = dict(_lines(dockerfile.read_text(encoding="utf-8"))).get(line, "")

@@ -5,6 +5,7 @@ template TRL renders tools with and parses tool calls from. Workers only (torch 
 from __future__ import annotations
 
 from .backend import TrainJob
+from .chat_format import CHATML_TOKENS, END_OF_TURN, tool_chat_template
 from .worker_protocol import emit
 
 
@@ -26,8 +27,6 @@ def ensure_tool_template(tokenizer) -> str | None:
     `<tool_call>` JSON format. Returns a note when the template was replaced.
     """
     from trl.chat_template_utils import add_response_schema, supports_tool_calling
-
-    from .chat_format import CHATML_TOKENS, END_OF_TURN, tool_chat_template
 
     if tokenizer.chat_template and supports_tool_calling(tokenizer):
         try:

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from .backend import Behaviour, TrainingError, TrainJob, TrainProgress
+from .orphan import watch_parent, watch_process
 from .policy import CheckpointKind
 
 EVENT_PREFIX = "@@aes "
@@ -186,7 +187,6 @@ def serve_job[J: TrainJob](
         return 2
     job = job_model.model_validate_json(Path(argv[0]).read_text())
     # A run killed mid-training must not leave its worker (and the episodes' sandboxes) behind.
-    from .orphan import watch_parent, watch_process
 
     on_orphan = lambda: emit("error", job.job_id, message="parent died; exiting")  # noqa: E731
     watch_parent(os.getppid(), on_orphan, grace_sec=0.0)

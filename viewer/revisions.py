@@ -11,6 +11,7 @@ commands cannot be replayed: the page says how many such calls an episode made.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from typing import Any
 
@@ -41,8 +42,6 @@ class Revision(BaseModel):
 def _arguments(call: dict[str, Any]) -> dict[str, Any]:
     args = (call.get("function") or {}).get("arguments")
     if isinstance(args, str):
-        import json
-
         try:
             args = json.loads(args)
         except ValueError:

@@ -20,6 +20,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ...tools.agents import solver_interface as agent_interface
+from ...tools.rollouts.store import RolloutStore
+from ...tools.tasks.domains import needs_desktop
+from ...tools.tasks.format import TaskFormatError, load_task
 from ...training.sft.data import (
     NotReplayableError,
     ReplayPlan,
@@ -59,7 +63,6 @@ async def served_solver_interface() -> SolverInterface:
     """The solver's system prompt and tools exactly as the served solver gives them to its model:
     the one solver interface (tools/agents/solver_interface.py). tests/test_sft_data.py checks the
     rendering against what a served attempt really sends to its endpoint."""
-    from ...tools.agents import solver_interface as agent_interface
 
     return SolverInterface(
         system_prompt=agent_interface.system_prompt(),
@@ -98,9 +101,6 @@ async def replay_task(
     trials_dir: Path | None = None,
 ) -> tuple[ReplayResult, SFTExample | None]:
     """Replay one task's reference solution; the example when the verifier gives 1.0."""
-    from ...tools.rollouts.store import RolloutStore
-    from ...tools.tasks.domains import needs_desktop
-    from ...tools.tasks.format import TaskFormatError, load_task
 
     task_dir = Path(task_dir).resolve()
     result = ReplayResult(task_id=task_dir.name)

@@ -25,16 +25,26 @@ import random
 import resource
 import time
 from collections.abc import Callable, Sequence
+from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from ...tools.export.rollouts import wire_messages
 from ...tools.one_time import record_one_time_build
+from ...tools.rollouts.store import RolloutStore
+from ...tools.rollouts.transcripts import load_transcript
+from ...tools.tasks.snapshot import content_hash
 from ...tools.tasks.splits import SplitCheck, check_splits, require_disjoint
+from ...training.backend import TrainHyperParams, TrainingError, TrainProgress
 from ...training.checkpoints import CheckpointRegistry
+from ...training.serving.embedded_setup import embedded_cache_dir
+from ...training.sft.data import SFTExample, deduplicate, harvest_run
+from ...training.sft.trl_backend import SFTJob, TRLSFTBackend
 from ..models import adopt_checkpoint
-from ..proposer.replay import FileForm, ServedProposer
+from ..proposer.replay import FileForm, ServedProposer, replay_authorings
+from .solver_replay import replay_tasks, served_solver_interface
 
 if TYPE_CHECKING:
     from ...training.policy import Checkpoint, PolicyServer
@@ -179,7 +189,6 @@ def fingerprint(
 ) -> str:
     """Changes when anything the checkpoint depends on changes (`dataset`: the dataset only —
     the replays are scripted, so the policy's weights do not enter it)."""
-    from ...tools.tasks.snapshot import content_hash
 
     fields = _DATASET_FIELDS if dataset else None
     # No override is no field: a cache built before `trl_config` existed stays valid.
@@ -200,7 +209,6 @@ def fingerprint(
 def _prompts_hash() -> str:
     """The prompts' text: the episodes record what the roles were told, so a changed prompt
     is a new dataset (else round 1 serves prompts the cold start never trained on)."""
-    from importlib.resources import files
 
     digest = hashlib.sha256()
     for prompt in sorted(files("autoenvscaling.prompts").iterdir(), key=lambda p: p.name):
@@ -212,7 +220,6 @@ def _prompts_hash() -> str:
 def export_row(example: SFTExample, *, run_id: str = "cold-start") -> dict[str, Any]:
     """An example as a row of `export rollouts --format jsonl` (tools/export/rollouts.py),
     plus its `source`; training/sft/data.py reads such rows back."""
-    from ...tools.export.rollouts import wire_messages
 
     return {
         "id": example.attempt_id,
@@ -245,11 +252,6 @@ async def build_dataset(
     progress: Callable[[str], None] | None = None,
 ) -> ColdStartCard:
     """Replay both roles on `tasks_dir` (and harvest `runs`) into `cache/cold-start.jsonl`."""
-    from ...tools.rollouts.store import RolloutStore
-    from ...tools.rollouts.transcripts import load_transcript
-    from ...training.sft.data import SFTExample, deduplicate, harvest_run
-    from ..proposer.replay import replay_authorings
-    from .solver_replay import replay_tasks, served_solver_interface
 
     settings = settings or ColdStartSettings()
     say = progress or (lambda _msg: None)
@@ -348,8 +350,6 @@ async def cold_start_checkpoint(
     """The cold-start checkpoint in `cache` (a registry), built once per fingerprint: the
     dataset (`build_dataset`), then SFT on it; the card records both, and the run's `splits`
     (`cold_start_splits`) when given."""
-    from ...training.backend import TrainHyperParams, TrainingError, TrainProgress
-    from ...training.sft.trl_backend import SFTJob, TRLSFTBackend
 
     settings = settings or ColdStartSettings()
     say = progress or (lambda _msg: None)
@@ -473,7 +473,6 @@ _SFT_METRICS = (
 
 def _machine_wide(cache: Path) -> bool:
     """The cache every process on the machine shares (the embedded one, `make coldstart`'s)."""
-    from ...training.serving.embedded_setup import embedded_cache_dir
 
     return cache.resolve().is_relative_to(embedded_cache_dir().resolve())
 

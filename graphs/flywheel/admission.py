@@ -12,11 +12,23 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...tools.gate import REWARD_VALIDATION_FAILED, Verdict, make_verdict
+from ...tools.gate.gpu import scored_for_proposer
+from ...tools.gate.results import infrastructure_verdict
 from ...tools.report.metrics import CandidateRecord
+from ...tools.rollouts.models import AttemptNotFoundError
+from ...tools.rollouts.store import RolloutStore
 from ...tools.run_dir import RunDir
 from ...tools.sandbox.harbor_backends import our_engine
+from ...tools.sandbox.images import remove_task_image
 from ...tools.tasks.domains import DEFAULT_DOMAIN, folder_domain
+from ...tools.tasks.snapshot import SnapshotError, content_hash, freeze
+from ..agent.nesting import non_durable
 from ..models import ModelConfig
+from ..proposer.record import propose
+from ..proposer.settings import ProposerSettings, gate_config, proposer_budget
+from ..validation.builder import ValidationInput
+from ..validation.builder import graph as validation_graph
 
 if TYPE_CHECKING:
     from ...tools.agents.brief import ProposerBrief
@@ -35,7 +47,6 @@ PROPOSER_CHECKED = ("lint", "build", "oracle", "nop", "repeat", "anti_cheat", "d
 
 
 def _gate(ctx: FlywheelContext, run: RunDir, solver: ModelConfig | None) -> GateConfig:
-    from ..proposer.settings import gate_config
 
     return gate_config(
         backend=ctx.backend,
@@ -60,8 +71,6 @@ async def run_proposer(
 ) -> ProposalResult:
     """One proposer attempt (episodes + revisions against the gate minus calibrate), run by
     the compiled attempt `graph` (default: graphs/proposer's)."""
-    from ..proposer.record import propose
-    from ..proposer.settings import ProposerSettings, proposer_budget
 
     policy = task.policy
     settings = ProposerSettings(
@@ -102,8 +111,6 @@ async def run_gate(
 ) -> CandidateRecord:
     """Admission of one proposal: the compiled `validation` graph (default: graphs/validation's)
     on the final candidate."""
-    from ...tools.gate import REWARD_VALIDATION_FAILED
-    from ...tools.rollouts.store import RolloutStore
 
     proposal = item.candidate
     candidate = Path(proposal.candidate)
@@ -226,7 +233,6 @@ def _drop_unjudged_calibration(run: RunDir, run_id: str, round_: int, task_id: s
     killed before its verdict was checkpointed; the resume calibrates again from the start, and
     keeping the old rollouts too would count them twice (their ids are fresh per trial).
     """
-    from ...tools.rollouts.store import RolloutStore
 
     if not run.has_store:
         return
@@ -245,8 +251,6 @@ def _drop_unjudged_calibration(run: RunDir, run_id: str, round_: int, task_id: s
 def _finish_calibration(run: RunDir, verdict: Verdict, task_id: str) -> None:
     """Give each recorded calibration rollout its reward: None, outcome `error`, when the
     rollout was not scored (an infrastructure failure or the task's fault, tools/trials/faults.py)."""
-    from ...tools.rollouts.models import AttemptNotFoundError
-    from ...tools.rollouts.store import RolloutStore
 
     stage = next((r for r in verdict.stages if r.stage == "calibrate"), None)
     attempts = (
@@ -287,13 +291,6 @@ async def _check_snapshot(
 
     Returns (verdict, frozen folder or None). The verdict merges the final check's stages with
     the admission's, so it lists every stage's result for exactly these bytes."""
-    from ...tools.gate import REWARD_VALIDATION_FAILED, Verdict, make_verdict
-    from ...tools.gate.gpu import scored_for_proposer
-    from ...tools.gate.results import infrastructure_verdict
-    from ...tools.tasks.snapshot import SnapshotError, content_hash, freeze
-    from ..agent.nesting import non_durable
-    from ..validation.builder import ValidationInput
-    from ..validation.builder import graph as validation_graph
 
     frozen = run.root / "snapshots" / f"r{item.round:02d}" / candidate.name
     try:
@@ -334,7 +331,6 @@ async def _check_snapshot(
 
 async def _drop_candidate_image(candidate: Path, backend: Backend) -> None:
     """A rejected candidate's image is garbage; admitted ones are kept (best effort)."""
-    from ...tools.sandbox.images import remove_task_image
 
     try:
         await asyncio.to_thread(remove_task_image, candidate, backend=backend)

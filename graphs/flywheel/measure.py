@@ -20,10 +20,10 @@ from ..agent.nesting import non_durable
 from ..config import REPO_SEED, FlywheelContext
 from ..models import ModelConfig, Policy
 from ..proposer.episode import attempt_graph as proposer_graph
-from ..proposer.heldout import evaluate_proposer_heldout
 from ..solver.attempt import SolverAttempt, SolverSettings, attempt_id_for
 from ..solver.builder import SolverContext, SolveRun
 from ..solver.builder import graph as solver_graph
+from .proposer_heldout import evaluate_proposer_heldout
 
 #: langgraph's END, typed as the literal the nodes' `Command[Literal[...]]` routes name.
 END: Final = "__end__"
@@ -238,6 +238,6 @@ async def evaluate_heldout(
 async def proposer_heldout_point(
     ctx: FlywheelContext, run: RunDir, run_id: str, round_: int, policy: Policy
 ) -> ProposerHeldoutEval | None:
-    """The served proposer on the held-out briefs (graphs/proposer/heldout.py), point `round_`."""
+    """The served proposer on the held-out briefs (graphs/flywheel/proposer_heldout.py), point `round_`."""
     model = role_model(ctx, policy, "proposer")
     return await evaluate_proposer_heldout(ctx, run, run_id, round_, policy, model, proposer_graph)

@@ -27,20 +27,22 @@ from langgraph.errors import GraphInterrupt
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send, interrupt
 
+from ...tools.agents.brief import build_brief
 from ...tools.report.links import candidate_links, links_markdown
 from ...tools.report.metrics import CandidateRecord, PriceTable, round_metrics
 from ...tools.report.run_report import load_history, round_markdown, save_history
 from ...tools.rollouts.store import RolloutStore
 from ...tools.run_dir import RunDir
 from ...tools.sandbox.harbor_backends import check_stages
-from ...tools.tasks.pool import BandDecision, Pool, PoolEntry, band_decision
+from ...tools.tasks.format import TaskFormatError, load_task
+from ...tools.tasks.pool import BandDecision, Pool, PoolCopyError, PoolEntry, band_decision
 from ...tools.tasks.splits import task_folders
 from ..config import FlywheelContext
 from ..models import Policy
 from ..proposer.episode import attempt_graph as proposer_graph
-from ..proposer.heldout import load_point
 from ..solver.builder import graph as solver_graph
 from ..validation.builder import graph as validation_graph
+from .admission import run_gate, run_proposer
 from .episode_budget import episode_record
 from .measure import (
     attempter,
@@ -55,8 +57,10 @@ from .measure import (
     seed_folder,
     served_checkpoints,
 )
-from .roles import release_embedded_default
+from .proposer_heldout import load_point
+from .roles import release_embedded_default, serve_embedded_default
 from .state import AdmitItem, FlywheelState, SlotTask, TrainingSummary
+from .training import run_modes, serve_checkpoint, solver_start, train_proposer, train_solver
 
 #: langgraph's END, typed as the literal the nodes' `Command[Literal[...]]` routes name.
 END: Final = "__end__"
@@ -77,7 +81,6 @@ def _ctx(runtime: Runtime[FlywheelContext]) -> FlywheelContext:
 async def _serving(runtime: Runtime[FlywheelContext], policy: Policy | None) -> FlywheelContext:
     """`_ctx`, after starting the embedded default if this run needs it and nothing started it
     (the first node of a run, or of a resumed one: `policy` is what the state serves)."""
-    from .roles import serve_embedded_default
 
     return await serve_embedded_default(runtime.context or _NO_CONTEXT, policy)
 
@@ -139,7 +142,6 @@ async def inspect(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> di
     ctx = await _serving(runtime, state["policy"])
     started, round_started = time.monotonic(), time.time()
     run = _run(ctx)
-    from ...tools.agents.brief import build_brief
 
     seconds: dict[str, float] = {}
     if state["round"] == 1:
@@ -209,7 +211,6 @@ async def propose_one(
     """One proposer attempt in its own workspace: episodes and revisions against the gate's
     checks (all but calibrate), recorded as a proposer rollout."""
     task = state  # the slot's task, sent by `propose`
-    from .admission import run_proposer
 
     ctx = await _serving(runtime, task.policy)
     # The attempt graph (episode -> gate -> revise) runs as this node's subgraph.
@@ -222,7 +223,6 @@ async def propose_one(
 async def admit_one(state: AdmitItem, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """The validation gate on one final candidate; admitted tasks join the pool."""
     item = state  # the final candidate, sent by `propose_one`
-    from .admission import run_gate
 
     ctx = await _serving(runtime, item.policy)
     run = _run(ctx)
@@ -231,14 +231,11 @@ async def admit_one(state: AdmitItem, runtime: Runtime[FlywheelContext]) -> dict
         ctx, run, item, role_model(ctx, item.policy, "solver"), validation_graph
     )
     if record.admitted:
-        from ...tools.tasks.format import TaskFormatError, load_task
-
         try:
             task = load_task(Path(record.snapshot or record.path))
             category, difficulty = task.category or "", task.difficulty or ""
         except TaskFormatError:
             category = difficulty = ""
-        from ...tools.tasks.pool import PoolCopyError
 
         try:
             # The pool receives the frozen bytes the gate checked, never the live candidate folder.
@@ -306,7 +303,6 @@ async def review(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dic
 
 async def train(state: FlywheelState, runtime: Runtime[FlywheelContext]) -> dict[str, Any]:
     """Train the shared policy on this round's admitted tasks plus replay; swap it in for both roles."""
-    from .training import run_modes, serve_checkpoint, solver_start, train_proposer, train_solver
 
     ctx = await _serving(runtime, state["policy"])
     started = time.monotonic()

@@ -19,6 +19,7 @@ from ..config import (
     PROPOSER_TIME_BUDGET_SEC,
 )
 from ..models import ModelConfig
+from ..solver.attempt import SOLVER_AGENT, SolverSettings
 
 Arm = Literal["terminal", "error_feedback", "prompt_only"]
 ARMS: tuple[Arm, ...] = ("terminal", "error_feedback", "prompt_only")
@@ -144,7 +145,6 @@ def gate_config(
     **more: Any,
 ) -> GateConfig:
     """The gate a proposer faces; `solver` (a model) turns on calibration with our solver agent."""
-    from ..solver.attempt import SOLVER_AGENT, SolverSettings
 
     kwargs: dict[str, Any] = {
         "solver_agent": SOLVER_AGENT,

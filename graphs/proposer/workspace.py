@@ -16,7 +16,14 @@ from ...mcp_servers.terminal import ShellOpener, build_terminal_server
 from ...tools.rollouts.postgres import is_postgres_url
 from ...tools.sandbox import PersistentShell, SandboxLimits
 from ...tools.sandbox.base import Shell
+from ...tools.sandbox.container import start_workspace
+from ...tools.sandbox.exec_shell import ExecShell
 from ...tools.sandbox.harbor_backends import our_engine
+from ...tools.sandbox.harbor_workspace import (
+    FolderSyncShell,
+    start_harbor_workspace,
+    stop_harbor_workspace,
+)
 from ...tools.tasks.privileges import strip_privileges
 from ..agent.mcp_tools import open_mcp_tools
 from .settings import TASK_MOUNT, ProposerSettings
@@ -48,7 +55,6 @@ def workspace_with_task(
 
     @asynccontextmanager
     async def open_shell() -> AsyncIterator[PersistentShell]:
-        from ...tools.sandbox.container import start_workspace
 
         sandbox = await start_workspace(
             backend=engine,
@@ -75,12 +81,6 @@ def harbor_workspace_with_task(
 
     @asynccontextmanager
     async def open_shell() -> AsyncIterator[Shell]:
-        from ...tools.sandbox.exec_shell import ExecShell
-        from ...tools.sandbox.harbor_workspace import (
-            FolderSyncShell,
-            start_harbor_workspace,
-            stop_harbor_workspace,
-        )
 
         environment = await start_harbor_workspace(
             backend, options, limits=limits, workdir=TASK_MOUNT

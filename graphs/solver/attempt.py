@@ -16,6 +16,8 @@ from ...tools.agents.solver_interface import OUTPUT_CHARS, SOLVER_MAX_TURNS
 from ...tools.rollouts.kept import kept_store
 from ...tools.rollouts.models import Outcome, stable_attempt_id
 from ...tools.rollouts.store import RolloutStore
+from ...tools.tasks.domains import needs_desktop
+from ...tools.tasks.format import TaskFormatError, load_task
 from ...tools.trials.faults import Fault, trial_failure
 from ...tools.trials.trial import TrialBackend, TrialOutcome, run_trial
 from ..agent.loop import LoopBudget
@@ -137,8 +139,6 @@ def task_facts(task_dir: Path) -> tuple[str, bool]:
 
 @functools.lru_cache(maxsize=4096)
 def _task_facts(task_dir: Path, _stamps: tuple[int, ...]) -> tuple[str, bool]:
-    from ...tools.tasks.domains import needs_desktop
-    from ...tools.tasks.format import TaskFormatError, load_task
 
     try:
         category = load_task(task_dir).category or ""

@@ -24,6 +24,9 @@ import uuid
 from pathlib import Path
 from typing import Literal
 
+from harbor.models.dataset.manifest import DatasetInfo, DatasetManifest, DatasetTaskRef
+from harbor.models.task.config import PackageInfo, TaskConfig
+from harbor.publisher.packager import Packager
 from pydantic import BaseModel, Field
 
 from ..rollouts.store import RolloutStore
@@ -63,8 +66,6 @@ def _segment(text: str) -> str:
 
 def _set_package_name(task_dir: Path, name: str, description: str) -> None:
     """Write `[task] name = org/task` into task.toml with Harbor's own model and serializer."""
-    from harbor.models.task.config import PackageInfo, TaskConfig
-
     path = task_dir / "task.toml"
     config = TaskConfig.model_validate_toml(path.read_text())
     config.task = PackageInfo(name=name, version="1.0.0", description=description)
@@ -95,9 +96,6 @@ def export_pool(
     overwrite: bool = False,
 ) -> ExportedPool:
     """Write `run_dir`'s pool to `out` as a Harbor dataset (see the module docstring)."""
-    from harbor.models.dataset.manifest import DatasetInfo, DatasetManifest, DatasetTaskRef
-    from harbor.publisher.packager import Packager
-
     run = RunDir(run_dir)
     if not run.manifest_path.exists():
         raise ExportError(f"{run.root} is not a run folder (no manifest.json); pass RUN_DIR")

@@ -21,6 +21,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from harbor.models.trajectories.agent import Agent
+from harbor.models.trajectories.final_metrics import FinalMetrics
+from harbor.models.trajectories.observation import Observation
+from harbor.models.trajectories.observation_result import ObservationResult
+from harbor.models.trajectories.step import Step as AtifStep
+from harbor.models.trajectories.tool_call import ToolCall
+from harbor.models.trajectories.trajectory import Trajectory as Atif
 from pydantic import BaseModel, Field
 
 from ..rollouts.models import Outcome, Role, Trajectory
@@ -124,14 +131,6 @@ def atif_trajectory(
     tools: Sequence[dict[str, Any]] = (),
 ) -> Any:
     """The attempt as Harbor's ATIF `Trajectory` (validated on construction)."""
-    from harbor.models.trajectories.agent import Agent
-    from harbor.models.trajectories.final_metrics import FinalMetrics
-    from harbor.models.trajectories.observation import Observation
-    from harbor.models.trajectories.observation_result import ObservationResult
-    from harbor.models.trajectories.step import Step as AtifStep
-    from harbor.models.trajectories.tool_call import ToolCall
-    from harbor.models.trajectories.trajectory import Trajectory as Atif
-
     attempt = trajectory.attempt
     steps = [
         AtifStep(

@@ -85,7 +85,7 @@ def compile_search(pattern: str, *, ignore_case: bool = False, fixed: bool = Fal
                 f"backreferences or lookaround): {why}",
             ) from None
         return lambda line: compiled.search(line) is not None
-    import regex as _regex  # only without google-re2 (a dependency: normally never reached)
+    import regex as _regex  # lazy: only without google-re2 (a dependency: never reached)
 
     try:
         compiled_re = _regex.compile(pattern, _regex.IGNORECASE if ignore_case else 0)

@@ -21,7 +21,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ..tasks.dockerfile import Dockerfile, DockerfileError
 from ..trials.verifier import shared_verifier_risk
+from .lint.model import TaskView
 from .lint.written_paths import is_written, written_by_verifier
 
 Route = Literal["agent_program", "git_in_agent_repo", "agent_python_path", "shared_root"]
@@ -98,9 +100,6 @@ def _agent_path(path: str, workdir: str) -> bool:
 
 
 def _workdir(task: Path) -> str:
-    from ..tasks.dockerfile import Dockerfile, DockerfileError
-    from .lint.model import TaskView
-
     view = TaskView.of(task)
     if view.workdir:
         return view.workdir

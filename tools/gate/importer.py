@@ -26,7 +26,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, computed_field
 
+from ..sandbox.engine import client
 from ..sandbox.harbor_backends import our_engine
+from ..sandbox.image_tags import image_id, parent_images
 from .forgeability import ForgeRoute, forgeability
 from .kinds import (
     Kind,
@@ -143,8 +145,6 @@ class BaseImages:
         engine = our_engine(backend)
         if ask_engine and engine is not None:
             try:
-                from ..sandbox.engine import client
-
                 self._api = client(engine).api
             except Exception:  # noqa: BLE001 - no engine here: judge by the offline bases
                 self._api = None
@@ -160,8 +160,6 @@ class BaseImages:
                 bare = image.removeprefix("docker.io/").removeprefix("library/")
                 self._held[image] = bare in OFFLINE_BASES
             else:
-                from ..sandbox.image_tags import image_id
-
                 try:
                     self._held[image] = image_id(self._api, image) is not None
                 except Exception:  # noqa: BLE001 - an engine error: do not call it missing
@@ -169,8 +167,6 @@ class BaseImages:
         return self._held[image]
 
     def missing(self, task: Path) -> list[Missing]:
-        from ..sandbox.image_tags import parent_images
-
         dockerfile = task / "environment" / "Dockerfile"
         if not dockerfile.is_file():
             return []

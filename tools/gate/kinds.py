@@ -22,7 +22,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ..sandbox.base import DEFAULT_BACKEND
+from ..sandbox.engine import client
 from ..sandbox.harbor_backends import our_engine
+from ..sandbox.image_tags import image_id, parent_images
 from .network import Phase, network_need
 
 Kind = Literal["task_wrong", "cannot_run_here", "infrastructure"]
@@ -67,9 +69,6 @@ def _engine_images(task: Path, backend: str) -> list[Missing]:
     engine = our_engine(backend)
     if engine is None:
         return []
-    from ..sandbox.engine import client
-    from ..sandbox.image_tags import image_id, parent_images
-
     images = parent_images(task / "environment" / "Dockerfile")
     try:
         api = client(engine).api

@@ -7,8 +7,11 @@ import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 
+from harbor.models.task.task import Task
+
 from ..sandbox.base import BuildError, SandboxError
 from ..sandbox.harbor_backends import our_engine
+from ..sandbox.images import build_image
 from ..sandbox.netns import gives_internet
 from ..tasks.format import load_task
 from ..trials.faults import TrialFailure, trial_failure
@@ -82,8 +85,6 @@ def network_blame(task: Path, config: GateConfig, *phases: Phase) -> str:
 
 
 def _harbor_name(task: Path) -> str:
-    from harbor.models.task.task import Task
-
     return Task(task_dir=task).short_name
 
 
@@ -91,8 +92,6 @@ async def build(task: Path, config: GateConfig, prior: Prior) -> StageResult:
     loaded = load_task(task)
     env = loaded.config.environment
     if engine := our_engine(config.backend):
-        from ..sandbox.images import build_image
-
         try:
             image = await build_image(
                 loaded.environment_dir,

@@ -136,7 +136,7 @@ class RoundMetrics(BaseModel):
     )
     proposer_heldout: ProposerHeldoutEval | None = Field(
         default=None,
-        description="The proposer's held-out evaluation after this round (graphs/proposer/heldout.py)",
+        description="The proposer's held-out evaluation after this round (graphs/flywheel/proposer_heldout.py)",
     )
     proposer_heldout_before: ProposerHeldoutEval | None = Field(
         default=None, description="Round 1 only: the proposer's held-out evaluation before it."

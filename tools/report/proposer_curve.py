@@ -1,5 +1,5 @@
 """The proposer's part of a run's learning curve: each held-out-brief point
-(graphs/proposer/heldout.py) with its rates and intervals, the change in the lint-pass rate from
+(graphs/flywheel/proposer_heldout.py) with its rates and intervals, the change in the lint-pass rate from
 the first point to the last (Newcombe), and what each round's proposer update did (its rewards,
 behaviour line, checkpoint). Read from reports/metrics.json, as the solver's curve is
 (tools/report/curve.py draws and prints both)."""
@@ -17,7 +17,7 @@ from .proposer_heldout import ProposerHeldoutEval
 
 
 class ProposerPoint(BaseModel):
-    """One proposer evaluation on the held-out briefs (graphs/proposer/heldout.py)."""
+    """One proposer evaluation on the held-out briefs (graphs/flywheel/proposer_heldout.py)."""
 
     point: int
     when: str

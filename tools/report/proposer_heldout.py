@@ -1,7 +1,7 @@
 """The proposer's held-out evaluation as the reports show it: how often the served proposer,
 given a brief it never trained on, writes a task that passes lint and one whose oracle solves it.
 
-The flywheel (graphs/proposer/heldout.py) serves the proposer each held-out brief k times before
+The flywheel (graphs/flywheel/proposer_heldout.py) serves the proposer each held-out brief k times before
 round 1 and after every round that changed the policy, and keeps one `ProposerHeldoutSample` per
 attempt. Each rate comes with its 95% Wilson interval over the valid samples (tools/stats.py); a
 failed model call or a crashed gate is an infrastructure failure, counted apart, never a failure.

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
+from . import pg_schema
 from .models import (
     ATTEMPTS,
     Attempt,
@@ -97,8 +98,6 @@ class StoreConnection:
                 "(pip install 'autoenvscaling[postgres]')"
             ) from None
 
-        from . import pg_schema
-
         try:
             conn = self._pg()
             if self.read_only:
@@ -130,8 +129,6 @@ class StoreConnection:
 
     def _schema_version(self, conn: Any) -> int:
         if self.postgres:
-            from . import pg_schema
-
             return pg_schema.schema_version(conn) or 0
         return int(conn.execute("PRAGMA user_version").fetchone()[0])
 

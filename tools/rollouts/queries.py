@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 from ..text_cap import tail_text
+from . import pg_search
 from .connection import StoreConnection
 from .models import (
     ATTEMPTS,
@@ -268,8 +269,6 @@ class StoreQueries(StoreConnection):
 
     def _search_postgres(self, text: str, limit: int, *, raw: bool) -> list[SearchHit]:
         """`search` with PostgreSQL's full-text search (pg_search.py): same words, same hits."""
-        from . import pg_search
-
         query = pg_search.tsquery(text, raw=raw)
         if query is None:
             return []

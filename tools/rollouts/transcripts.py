@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from .connection import StoreConnection
 from .postgres import is_postgres_url
 
 TRANSCRIPTS_DIR = "transcripts"
@@ -69,8 +70,6 @@ def load_transcript(store_path: str | os.PathLike[str], attempt_id: str) -> Tran
 
 
 def _pg_save(url: str, transcript: Transcript) -> None:
-    from .connection import StoreConnection
-
     with StoreConnection(url) as store, store._write() as conn:
         conn.execute(
             "INSERT INTO transcripts (attempt_id, body) VALUES (?, ?) "
@@ -80,8 +79,6 @@ def _pg_save(url: str, transcript: Transcript) -> None:
 
 
 def _pg_load(url: str, attempt_id: str) -> Transcript | None:
-    from .connection import StoreConnection
-
     with StoreConnection(url, read_only=True) as store:
         row = (
             store._conn()

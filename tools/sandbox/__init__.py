@@ -18,8 +18,8 @@ from .shell import PersistentShell, ShellResult
 
 async def attach(ref: SandboxRef) -> Sandbox:
     """Attach to a live sandbox started by another process (or this one)."""
-    # Imported here: the container pulls in the whole engine stack, which the contract's
-    # importers (settings, models) must not load.
+    # lazy: the container pulls in the whole engine stack (docker's SDK and more), which the
+    # contract's importers (settings, models) must not load.
     from .container import ContainerSandbox
 
     return await ContainerSandbox.attach(ref)

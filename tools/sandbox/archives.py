@@ -26,6 +26,7 @@ from ..settings import get_settings
 from .base import SandboxError
 from .cleanup import scratch_dir
 from .engine import call
+from .exec_archive import ExecArchive
 from .runtimes import RUNTIMES
 
 if TYPE_CHECKING:
@@ -141,7 +142,6 @@ def _archive_api(box: ContainerSandbox) -> Any:
     """The engine's archive API, or `exec tar` where the runtime's root is out of its reach."""
     if RUNTIMES[box.ref.handle.get("runtime", "runc")].engine_copies:
         return box._api
-    from .exec_archive import ExecArchive
 
     return ExecArchive(box.ref.backend)
 

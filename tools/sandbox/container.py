@@ -31,11 +31,13 @@ from .base import (
     SandboxLimits,
     SandboxRef,
 )
+from .bases import require_base
 from .cleanup import labels as our_labels
 from .cleanup import remove_container, sweep_once
 from .control import EXEC_MARK, ControlChannel, exec_output
 from .engine import call, cli_argv, client, engine_url, inspect_image
 from .image_gc import sweep_stale_images_once
+from .layercap import watch
 from .netns import SANDBOX_NETWORK, check_network
 from .proctree import KILL_TREE, exec_quiet, kill_tree_host
 from .shell import PendingOutput, PersistentShell
@@ -220,8 +222,6 @@ class ContainerSandbox(Sandbox):
         )
         sandbox = cls(ref, owner=True, tie=tie)
         if layer_cap.startswith("measured"):
-            from .layercap import watch
-
             watch(sandbox)
         return sandbox
 
@@ -455,8 +455,6 @@ async def start_workspace(
 
     The base must already be in the engine (`make bases`); it is never built here.
     """
-    from .bases import require_base
-
     backend = backend or get_settings().engine
     image = image or await call(require_base, backend)
     sandbox = await ContainerSandbox.start(

@@ -10,7 +10,15 @@ import subprocess
 
 from pydantic import BaseModel
 
+from . import engine_health
 from .base import Backend
+from .bases import BaseImageMissingError, require_base
+from .cleanup import cleanup_stale
+from .container import start_workspace
+from .engine import PODMAN, cli_answers, client
+from .image_gc import sweep_stale_images
+from .layercap import mechanism
+from .runtimes import choice
 
 
 class BackendStatus(BaseModel):
@@ -29,8 +37,6 @@ PODMAN_PACKAGES = {
 
 async def _probe(backend: Backend) -> str | None:
     """Start a workspace and run `true` in it; None when it worked, else why not."""
-    from .container import start_workspace
-
     try:
         sandbox = await start_workspace(backend=backend)
         try:
@@ -43,8 +49,6 @@ async def _probe(backend: Backend) -> str | None:
 
 
 def _base_note(backend: Backend) -> tuple[bool, str]:
-    from .bases import BaseImageMissingError, require_base
-
     try:
         return True, f"base image {require_base(backend)} present"
     except BaseImageMissingError as exc:
@@ -64,7 +68,6 @@ async def check_podman(start: bool = True) -> BackendStatus:
         return BackendStatus(
             name="podman", ok=False, detail="runs rootful: run as root (rootless is not set up)"
         )
-    from .engine import client
 
     try:
         version = (await asyncio.to_thread(client, "podman")).version().get("Version", "?")
@@ -82,8 +85,6 @@ async def check_podman(start: bool = True) -> BackendStatus:
 
 async def check_docker(start: bool = True) -> BackendStatus:
     """The docker engine: a daemon answers at DOCKER_HOST or the default socket."""
-    from .engine import client
-
     try:
         version = (await asyncio.to_thread(client, "docker")).version().get("Version", "?")
     except Exception as exc:  # noqa: BLE001 - the reason is the report
@@ -134,9 +135,6 @@ def check_engine_health() -> BackendStatus:
     """podman's storage, read without asking podman (engine_health.py), and one bounded
     `podman ps -a`: wedged when that does not answer, or when a layer is left incomplete or a
     mount hidden. The detail says the state and the exact commands that recover it."""
-    from . import engine_health
-    from .engine import PODMAN, cli_answers
-
     name = "engine health (podman)"
     if not os.access(PODMAN, os.X_OK):
         return BackendStatus(name=name, ok=True, detail="podman is not installed: nothing to check")
@@ -161,8 +159,6 @@ def check_engine_health() -> BackendStatus:
 
 
 def check_layer_cap(backend: Backend = "podman") -> BackendStatus:
-    from .layercap import mechanism
-
     try:
         return BackendStatus(name=f"layer-cap ({backend})", ok=True, detail=mechanism(backend))
     except Exception as exc:  # noqa: BLE001 - the reason is the report
@@ -171,8 +167,6 @@ def check_layer_cap(backend: Backend = "podman") -> BackendStatus:
 
 def check_runtime() -> BackendStatus:
     """Which OCI runtime podman sandboxes run under, and why (runtimes.py's self-check)."""
-    from .runtimes import choice
-
     try:
         chosen = choice("podman")
     except Exception as exc:  # noqa: BLE001 - the reason is the report
@@ -185,10 +179,6 @@ def check_runtime() -> BackendStatus:
 def clean_docker() -> list[str]:
     """Remove stale containers, task images and scratch of exited runs (`doctor --clean`);
     says what."""
-    from .cleanup import cleanup_stale
-    from .engine import client
-    from .image_gc import sweep_stale_images
-
     lines = []
     for backend in ("podman", "docker"):
         try:

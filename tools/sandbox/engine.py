@@ -29,6 +29,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from . import engine_health
 from .base import (
     Backend,
     EngineUnavailableError,
@@ -83,7 +84,6 @@ def wedged_error(what: str, backend: Backend = "podman") -> EngineWedgedError:
     """`what` did not answer: the error, with what the engine's storage shows now."""
     if backend != "podman":
         return EngineWedgedError(f"{what} (the {backend} engine did not answer)")
-    from . import engine_health
 
     try:
         health = engine_health.read()
@@ -107,7 +107,6 @@ def wedge_now(bound: float = 15.0) -> EngineWedgedError | None:
     CLI call of ours that ran past its own deadline: the engine's fault, or the work's."""
     if cli_answers(bound) is None:
         return wedged_error(f"`podman ps -a` did not answer within {bound:g} s")
-    from . import engine_health
 
     if faults := engine_health.read().faults:
         return wedged_error(f"podman's storage is damaged: {'; '.join(faults)}")

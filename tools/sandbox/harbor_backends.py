@@ -20,6 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal, get_args
 
+from harbor.models.environment_type import EnvironmentType
+from harbor.models.trial.config import EnvironmentConfig
+from pydantic import ValidationError
+
 from .base import Backend
 
 PREFIX = "harbor:"
@@ -138,10 +142,6 @@ def environment_config(
     backend: str, passthrough: dict[str, Any] | None = None, *, ours: dict[str, dict] | None = None
 ) -> Any:
     """Harbor's trial `EnvironmentConfig` for `backend` (ours by name, or `harbor:<type>`)."""
-    from harbor.models.environment_type import EnvironmentType
-    from harbor.models.trial.config import EnvironmentConfig
-    from pydantic import ValidationError
-
     options = dict(passthrough or {})
     if is_harbor_type(backend):
         name = backend.removeprefix(PREFIX)

@@ -35,6 +35,11 @@ from .base import (
     SandboxLimits,
     SandboxRef,
 )
+from .container import ContainerSandbox
+from .engine import call, client
+from .gvisor_procs import kill_agent_processes
+from .images import build_image
+from .quiesce import kill_container_processes
 
 DEFAULT_MEMORY_MB = 2048
 
@@ -221,8 +226,6 @@ class EngineEnvironment(SandboxEnvironment):
     @classmethod
     @override
     def preflight(cls) -> None:
-        from .engine import client
-
         try:
             client(cls.engine)
         except SandboxError as exc:
@@ -230,9 +233,6 @@ class EngineEnvironment(SandboxEnvironment):
 
     @override
     async def _start_sandbox(self, force_build: bool) -> Sandbox:
-        from .container import ContainerSandbox
-        from .images import build_image
-
         image = await build_image(
             self.environment_dir,
             backend=self.engine,
@@ -259,13 +259,8 @@ class EngineEnvironment(SandboxEnvironment):
 
     @override
     async def end_agent_processes(self) -> int:
-        from .engine import call, client
-        from .quiesce import kill_container_processes
-
         handle = self.sandbox.ref.handle
         if handle.get("runtime") == "runsc":  # not host processes: runsc ends them (gvisor_procs)
-            from .gvisor_procs import kill_agent_processes
-
             killed = await asyncio.to_thread(kill_agent_processes, handle["container_id"])
         else:
             api = client(self.engine).api
@@ -278,8 +273,6 @@ class EngineEnvironment(SandboxEnvironment):
         if get_settings().control_channel:
             # The kill ended the control channel too: a fresh one, opened with no agent process
             # left, serves the verifier's execs.
-            from .container import ContainerSandbox
-
             if isinstance(self.sandbox, ContainerSandbox):
                 await self.sandbox.reopen_control()
         return killed

@@ -24,7 +24,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from harbor.environments.factory import EnvironmentFactory
+from harbor.models.task.config import EnvironmentConfig as TaskEnvironment
+from harbor.models.task.config import NetworkMode, NetworkPolicy
+from harbor.models.trial.paths import TrialPaths
+
 from .base import SandboxError, SandboxLimits, Shell
+from .harbor_backends import ENVIRONMENTS, environment_config
 from .shell import ShellResult
 
 #: The workspace image on a Harbor type: a tag the seed pool's FROM lines use (here our Debian
@@ -45,12 +51,6 @@ async def start_harbor_workspace(
     trials) with no network (a type that cannot enforce that is refused); the caller stops it (`stop(delete=True)`) and removes
     `environment.aes_scratch`."""
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
-    from harbor.environments.factory import EnvironmentFactory
-    from harbor.models.task.config import EnvironmentConfig as TaskEnvironment
-    from harbor.models.task.config import NetworkMode, NetworkPolicy
-    from harbor.models.trial.paths import TrialPaths
-
-    from .harbor_backends import ENVIRONMENTS, environment_config
 
     limits = limits or SandboxLimits()
     config = environment_config(backend, options, ours=ENVIRONMENTS)

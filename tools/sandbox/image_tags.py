@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import docker.errors
+from harbor.environments.definition import environment_content_hash
 
 from ..tasks.dockerfile import Dockerfile, DockerfileError
 from .base import Backend
@@ -49,8 +50,6 @@ def image_id(api: Any, name: str) -> str | None:
 
 def image_tag(task_name: str, environment_dir: Path, backend: Backend = "podman") -> str:
     """`autoenvscaling/<task>:<hash>` of the environment's files and of the FROM images' ids."""
-    from harbor.environments.definition import environment_content_hash
-
     digest = hashlib.sha256(environment_content_hash(environment_dir, truncate=64).encode())
     dockerfile = environment_dir / "Dockerfile"
     if dockerfile.exists():

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from . import layerfs
 from .base import Backend
+from .engine import client
 from .layerfs import BYTES_PER_INODE, upper_dir
 
 if TYPE_CHECKING:
@@ -69,8 +70,6 @@ def usage(
 
 def mechanism(backend: Backend = "podman") -> str:
     """Which writable-layer cap applies on this machine's engine (for `doctor`)."""
-    from .engine import client
-
     info = client(backend).api.info()
     status = dict(info.get("DriverStatus") or [])
     driver, backing = info.get("Driver", "?"), status.get("Backing Filesystem", "?")

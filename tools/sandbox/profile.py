@@ -30,7 +30,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..settings import get_settings
 from .base import Backend, SandboxLimits
+from .engine import config_dir
 
 #: The capabilities every container and (podman) build keeps, with their kernel bit numbers.
 CAP_BITS = {
@@ -98,8 +100,6 @@ def seccomp_profile(*, run: bool = False, bound: bool = False) -> Path:
     """Our seccomp profile (json, in our config folder): the engine's default minus the keyring;
     `run` (a sandbox, not a build): no fallocate; `bound` (a host folder is bound in): no
     setuid/setgid bit can be set either."""
-    from .engine import config_dir
-
     try:
         base = json.loads(ENGINE_SECCOMP.read_text())
     except (OSError, ValueError) as exc:
@@ -157,8 +157,6 @@ def build_flags() -> list[str]:
 
 def clamp(limits: SandboxLimits) -> SandboxLimits:
     """`limits` with each value cut to the configured maximum (and CPUs to this machine's)."""
-    from ..settings import get_settings
-
     settings = get_settings()
     cpus = float(os.cpu_count() or 1)
     if settings.max_cpus:
@@ -218,6 +216,4 @@ def logs_tmpfs() -> str:
     bytes stop at the size, its files and pages count against the sandbox's memory limit (tmpfs
     inodes are memory-accounted; podman 4.3 refuses `nr_inodes`), and nothing written there
     reaches the host's disk."""
-    from ..settings import get_settings
-
     return f"rw,nosuid,nodev,size={get_settings().max_download_mb}m,mode=0755"

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from docker.utils.socket import STDOUT, frames_iter
+
 from .docker_adapter import exec_socket, send, shutdown
 from .shell import PendingOutput
 
@@ -54,8 +56,6 @@ def in_daemon_thread[T](fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
 def pump(
     api: Any, exec_id: str, out: PendingOutput, err: PendingOutput, sockets: list[Any]
 ) -> None:
-    from docker.utils.socket import STDOUT, frames_iter
-
     sock = exec_socket(api, exec_id)  # no read timeout: a command may be quiet for minutes
     sockets.append(sock)
     try:

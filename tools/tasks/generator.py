@@ -130,6 +130,7 @@ def write_split(
 ) -> list[TaskVariant]:
     """Write `per_family` variants of each family into `folder`, drawn from `seeds` in order;
     a variant that overlaps a task under `avoid` (tools/tasks/splits.py) is skipped."""
+    # lazy: splits loads datasketch (scipy, numpy: ~1 s), which generate() alone never needs
     from .splits import SplitIndex
 
     index = SplitIndex.of_folders(avoid)

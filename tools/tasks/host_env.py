@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..settings import get_settings
 from .limits import toml_leaves
 
 # Harbor's pattern is `\$\{([^}:]+)(?::-(.*))?\}` on whole values (and embedded in headers):
@@ -61,8 +62,6 @@ class HostTemplate(BaseModel):
 
 
 def allowed() -> frozenset[str]:
-    from ..settings import get_settings
-
     return frozenset(get_settings().task_env_allow)
 
 

@@ -20,6 +20,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ..stats import Rate, Verdict, band_verdict, rate, samples_to_decide
+from .format import TaskFormatError, load_task
+from .limits import inventory
 from .snapshot import content_hash
 
 Status = Literal["active", "retired"]
@@ -140,8 +142,6 @@ class Pool:
 
     def seed_from(self, seed_dir: Path) -> int:
         """Start the pool from a folder of tasks (the static seed pool). Returns how many added."""
-        from .format import TaskFormatError, load_task
-
         added = 0
         for folder in sorted(p for p in Path(seed_dir).iterdir() if (p / "task.toml").exists()):
             try:
@@ -213,8 +213,6 @@ def band_decision(rewards: list[float], band: tuple[float, float]) -> BandDecisi
 def _copy_task(source: Path, tmp: Path) -> None:
     """Copy a task folder to `tmp`, refusing anything but regular files and folders (a FIFO
     would block the copy, a device would never end it); nothing is left behind on failure."""
-    from .limits import inventory
-
     problems = inventory(source)
     if problems:
         first = problems[0]

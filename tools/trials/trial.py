@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from harbor.models.trial.config import AgentConfig, TaskConfig, TrialConfig
 from pydantic import BaseModel, Field
 
 from ..sandbox.base import Backend
@@ -156,6 +157,7 @@ def _classify(exception_type: str, message: str) -> str:
 def _create_trial(config: Any) -> Any:
     """`Trial.create(config)` on a worker thread, in a loop of its own: nothing it awaits for a
     local task (loading it) outlives the call, and the trial it returns holds no loop."""
+    # lazy: Harbor's Trial and its agents (~50 modules, 0.1-0.3 s) only once a trial runs
     from harbor.trial.trial import Trial
 
     return asyncio.run(Trial.create(config))
@@ -209,11 +211,6 @@ async def run_trial(
     `max_trial_sec` caps the trial's wall time (None: no cap beyond the task's own timeouts).
     """
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
-    from harbor.models.trial.config import (
-        AgentConfig,
-        TaskConfig,
-        TrialConfig,
-    )
 
     route_harbor_records()
 

@@ -30,7 +30,21 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from harbor.environments.factory import EnvironmentFactory
+from harbor.models.task.config import TaskConfig
+from harbor.models.task.verifier_mode import (
+    VerifierEnvironmentMode,
+    resolve_task_verifier_mode,
+    resolve_verifier_environment_definition,
+)
+from harbor.models.trial.config import VerifierConfig
+from harbor.models.trial.paths import EnvironmentPaths
+from harbor.trial.artifact_handler import ArtifactHandler
+from harbor.trial.errors import VerifierTimeoutError
+from harbor.verifier.factory import VerifierFactory
+
 from ..tasks.dockerfile import Dockerfile, DockerfileError
+from ..tasks.limits import TaskLimits
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
@@ -65,9 +79,6 @@ class VerifierRunError(RuntimeError):
 
 def verifier_mode(task_dir: Path | str) -> VerifierMode | None:
     """The task's effective verifier mode by Harbor's rules; None when task.toml is unreadable."""
-    from harbor.models.task.config import TaskConfig
-    from harbor.models.task.verifier_mode import resolve_task_verifier_mode
-
     text = _small_toml_text(Path(task_dir) / "task.toml")
     if text is None:
         return None
@@ -86,9 +97,6 @@ def shared_verifier_risk(task_dir: Path | str) -> str | None:
     Safe: a separate verifier, or a shared one whose agent runs as an unprivileged user
     (`[agent] user`) while the tests run as root. Unreadable task.toml: a risk (fail closed).
     """
-    from harbor.models.task.config import TaskConfig
-    from harbor.models.task.verifier_mode import resolve_task_verifier_mode
-
     text = _small_toml_text(Path(task_dir) / "task.toml")
     try:
         config = TaskConfig.model_validate_toml(text or "")
@@ -108,8 +116,6 @@ def shared_verifier_risk(task_dir: Path | str) -> str | None:
 def _small_toml_text(path: Path) -> str | None:
     """task.toml's text when it is a small regular UTF-8 file; None otherwise. A hostile task.toml
     may be a link, a FIFO (reading it would block), huge, or not text: lint reports those."""
-    from ..tasks.limits import TaskLimits
-
     try:
         info = path.lstat()
         if not stat.S_ISREG(info.st_mode) or info.st_size > TaskLimits().max_toml_bytes:
@@ -186,18 +192,6 @@ async def run_verifier(
     environment is stopped here in separate mode (the caller may stop it again: stop is
     idempotent). Raises VerifierRunError when no valid reward comes back.
     """
-    from harbor.environments.factory import EnvironmentFactory
-    from harbor.models.task.verifier_mode import (
-        VerifierEnvironmentMode,
-        resolve_task_verifier_mode,
-        resolve_verifier_environment_definition,
-    )
-    from harbor.models.trial.config import VerifierConfig
-    from harbor.models.trial.paths import EnvironmentPaths
-    from harbor.trial.artifact_handler import ArtifactHandler
-    from harbor.trial.errors import VerifierTimeoutError
-    from harbor.verifier.factory import VerifierFactory
-
     logger = logger or log
     config = task.config.verifier
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backend import Behaviour, BehaviourStep, LogpShift
+from .episode_env import episode_prompt, prompt_tools
 
 #: The probe set: fixed, so that the KL of every job and round compares like with like.
 PROBES: tuple[dict[str, str], ...] = (
@@ -227,8 +228,6 @@ def probe_inputs(
     """Each probe as (ids (1, L), attention (1, L), reply tokens): the episode's first prompt
     with the terminal's tools, as GRPOTrainer renders it, then the fixed reply."""
     import torch
-
-    from .episode_env import episode_prompt, prompt_tools
 
     tools = prompt_tools()
     out = []

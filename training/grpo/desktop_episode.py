@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from ...tools.agents.solver_interface import DESKTOP_TOOLS, render_mcp_result
 from ...tools.sandbox import desktop
 from ...tools.sandbox.desktop import DesktopResult, Execs
+from ...tools.sandbox.exec_shell import EnvironmentExec
 from ...tools.tasks.domains import needs_desktop
 from .episode_env import TaskEpisode
 
@@ -117,8 +118,6 @@ class DesktopTaskEpisode(TaskEpisode):
 def _sandbox_of(live: Any) -> Execs | None:
     """The live task's sandbox of ours; on Harbor's own types its environment's exec (the shell
     runs over it too); None before an episode started."""
-    from ...tools.sandbox.exec_shell import EnvironmentExec
-
     try:
         return live.sandbox
     except AttributeError:

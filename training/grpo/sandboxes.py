@@ -21,6 +21,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import docker.errors
+from harbor.environments.factory import EnvironmentFactory
+from harbor.models.task.task import Task
+from harbor.models.trial.paths import TrialPaths
+
+from ...tools.sandbox import engine
 from ...tools.sandbox.base import Sandbox, SandboxError
 from ...tools.sandbox.exec_shell import ExecShell
 from ...tools.sandbox.harbor_backends import (
@@ -30,6 +36,8 @@ from ...tools.sandbox.harbor_backends import (
     environment_config,
     is_harbor_type,
 )
+from ...tools.trials.faults import NoRewardError, RewardOutOfRangeError, reward_problem
+from ...tools.trials.verifier import VerifierRunError, run_verifier
 from .episode_env import StartTask
 
 
@@ -74,15 +82,6 @@ class LiveHarborTask:
     async def verify(self) -> float:
         """The task's verifier by the trial protocol (tools/trials/verifier.py): by default a
         fresh container of the task's image with the agent's work copied in."""
-        from harbor.models.trial.paths import TrialPaths
-
-        from ...tools.trials.faults import (
-            NoRewardError,
-            RewardOutOfRangeError,
-            reward_problem,
-        )
-        from ...tools.trials.verifier import VerifierRunError, run_verifier
-
         try:
             result = await run_verifier(
                 self.task,
@@ -110,13 +109,10 @@ class LiveHarborTask:
         sandbox = getattr(self.environment, "_sandbox", None)
         if sandbox is None or not hasattr(sandbox, "container_id") or sandbox._closed:
             return None  # Harbor's own types: nothing of ours to ask; closed by us
-        import docker.errors
-
-        from ...tools.sandbox.engine import call, client
 
         try:
-            api = (await call(client, sandbox.backend)).api
-            state = (await call(api.inspect_container, sandbox.container_id))["State"]
+            api = (await engine.call(engine.client, sandbox.backend)).api
+            state = (await engine.call(api.inspect_container, sandbox.container_id))["State"]
         except docker.errors.NotFound:
             return "the sandbox's container is gone (its processes ended it)"
         except Exception:  # noqa: BLE001 - the engine cannot tell: not the policy's doing
@@ -149,9 +145,6 @@ def task_starter(backend: str, options: dict[str, Any] | None = None) -> StartTa
 
     async def start(task_dir: Path) -> LiveHarborTask:
         os.environ.setdefault("HARBOR_TELEMETRY", "0")
-        from harbor.environments.factory import EnvironmentFactory
-        from harbor.models.task.task import Task
-        from harbor.models.trial.paths import TrialPaths
 
         task = Task(task_dir=Path(task_dir))
         trial_dir = Path(tempfile.mkdtemp(prefix=f"aes-episode-{task.short_name}-"))

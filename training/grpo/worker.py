@@ -17,15 +17,21 @@ group counts and records are the whole step's and rank 0's result has every epis
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ...tools.settings import get_settings
+from ...tools.tasks.format import load_task
+from ...tools.trials.verifier import shared_verifier_risk
 from ..backend import TrainHyperParams, TrainJob
 from ..policy_loading import load_policy
+from ..trl_adapter import score_labelled_positions_only
 from ..trl_worker import (
     RL_LR_SCHEDULE,
     save_weights,
@@ -41,6 +47,12 @@ from ..worker_protocol import (
     serve_job,
     step_progress,
 )
+from .behaviour import BehaviourRecorder, measured
+from .desktop_episode import EPISODES, episode_kind
+from .episode_env import EpisodeConfig, EventLoop, TaskEpisode, episode_prompt, prompt_tools
+from .heap import trim_heap_between_passes
+from .sandboxes import task_starter
+from .trl_backend import plan_steps
 
 for _key, _value in WORKER_ENV.items():
     os.environ.setdefault(_key, _value)  # before transformers/trl are imported (lazily, below)
@@ -75,8 +87,6 @@ class GroupStats:
 def dropped_episodes(records: list[dict[str, Any]]) -> dict[str, Any]:
     """What the result and the round report say about episodes that were not scored: how many
     by fault (infrastructure, the task's) and the most common reasons."""
-    from collections import Counter
-
     faults = [r for r in records if r.get("fault")]
     reasons = Counter(f"{r['fault']}: {Path(r['task_dir']).name}: {r['error']}" for r in faults)
     counts: dict[str, Any] = {
@@ -92,8 +102,6 @@ def dropped_episodes(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def step_plan(job: TrainJob) -> list[list[str]]:
     """The tasks of each step (trl_grpo.plan_steps: admitted first, replay fills the rest)."""
-    from .trl_backend import plan_steps
-
     hyper = job.hyper
     return plan_steps(
         _trainable(job, job.task_dirs),
@@ -108,9 +116,6 @@ def step_plan(job: TrainJob) -> list[list[str]]:
 def _trainable(job: TrainJob, paths: list[Path]) -> list[Path]:
     """The tasks whose reward a policy cannot forge by design: a shared-verifier task with a
     root agent enters a job only when the user opts in (Settings.train_shared_verifier)."""
-    from ...tools.settings import get_settings
-    from ...tools.trials.verifier import shared_verifier_risk
-
     kept = []
     for path in (Path(p).resolve() for p in paths):
         risk = None if get_settings().train_shared_verifier else shared_verifier_risk(path)
@@ -131,10 +136,6 @@ def dataset_rows(job: TrainJob) -> list[dict[str, Any]]:
     `tasks_per_step` rows a step, so step i trains on exactly plan[i]. `environment` routes the
     row to its episode (TRL's dict environment_factory): a computer-use task's has the served
     desktop tools, every other task's the terminal alone (training/grpo/desktop_episode.py)."""
-    from ...tools.tasks.format import load_task
-    from .desktop_episode import episode_kind
-    from .episode_env import episode_prompt
-
     plan = step_plan(job)
     if not any(plan):
         raise ValueError("the job has no tasks (task_dirs and replay_task_dirs are empty)")
@@ -162,9 +163,6 @@ def longest_prompt_tokens(
 ) -> int:
     """The longest first prompt of the job, as GRPOTrainer renders it: each with the tools of
     its row's episode (`environments`, the rows' `environment`; the terminal's when None)."""
-    from .desktop_episode import EPISODES
-    from .episode_env import prompt_tools
-
     longest = 0
     kinds = environments or ["terminal"] * len(prompts)
     for prompt, kind in zip(prompts, kinds, strict=True):
@@ -201,7 +199,6 @@ def make_reward_func(loop, stats: GroupStats, records: list[dict[str, Any]], job
     None as "no reward" for a sample: it becomes NaN, is left out of the group's nanmean and
     nanstd, and its advantage is set to 0, so it neither scores nor moves its group's baseline.
     (Its tokens still count in the loss's normaliser and, with beta > 0, in the KL term.)"""
-    import asyncio
 
     def verifier_reward(prompts, completions, environments=None, log_metric=None, **_: Any):
         if environments is None:
@@ -261,13 +258,6 @@ def _steps_of(records: list[dict[str, Any]], per_step: int) -> list[list[str]]:
 def run(job: TrainJob) -> WorkerResult:
     from trl.trainer.grpo_config import GRPOConfig
     from trl.trainer.grpo_trainer import EnvironmentFactory, GRPOTrainer
-
-    from ..trl_adapter import score_labelled_positions_only
-    from .behaviour import BehaviourRecorder, measured
-    from .desktop_episode import EPISODES
-    from .episode_env import EpisodeConfig, EventLoop, TaskEpisode
-    from .heap import trim_heap_between_passes
-    from .sandboxes import task_starter
 
     started = time.monotonic()
     hyper = job.hyper

@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from ...tools.report.truncation import CompletionTruncation, EpisodeCut
+from ..grpo.behaviour import BehaviourRecorder, measured
 from ..policy_loading import load_policy
 from ..trl_adapter import score_labelled_positions_only
 from ..trl_worker import (
@@ -99,8 +100,6 @@ def run(job: ProposerJob) -> WorkerResult:
     from datasets import Dataset
     from trl.trainer.grpo_config import GRPOConfig
     from trl.trainer.grpo_trainer import GRPOTrainer
-
-    from ..grpo.behaviour import BehaviourRecorder, measured
 
     started = time.monotonic()
     hyper = job.hyper

@@ -36,8 +36,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..chat_format import tool_chat_template
 from ..orphan import watch_parent
 from .cpu_support import UnsupportedCpuError, check_cpu_support
+from .llama_cpp_adapter import create_app
+from .tool_chat import HANDLER_NAME, register
 
 GGUF_MAGIC = b"GGUF"
 
@@ -206,8 +209,6 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
     from llama_cpp.server.model import LlamaProxy
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
-    from .llama_cpp_adapter import create_app
-
     def error(status: int, message: str, kind: str) -> JSONResponse:
         # vLLM's error body shape, which clients (and VLLMPolicyServer) read
         return JSONResponse(
@@ -261,9 +262,6 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
             del self.served[name]
             if self.current_name == name:
                 self(self.base_name)
-
-    from ..chat_format import tool_chat_template
-    from .tool_chat import HANDLER_NAME, register
 
     handler = register(config.chat_template or tool_chat_template())
     threads: dict[str, int] = {}  # unset: llama-cpp-python's own defaults
@@ -373,6 +371,7 @@ def build_app(config: ServeConfig):  # -> fastapi.FastAPI (imported lazily: heav
 
 
 def serve(config: ServeConfig) -> None:
+    # lazy: only the server process runs uvicorn (~100 modules); its parent imports this module
     import uvicorn
 
     server: uvicorn.Server | None = None

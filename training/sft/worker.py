@@ -25,6 +25,7 @@ from ..worker_protocol import (
     serve_job,
     step_progress,
 )
+from .data import load_sft_dataset
 from .step_timing import StepTimer, lengths_by_role
 from .trl_backend import SFTJob
 
@@ -32,8 +33,6 @@ from .trl_backend import SFTJob
 def run(job: SFTJob) -> WorkerResult:
     from trl.trainer.sft_config import SFTConfig
     from trl.trainer.sft_trainer import SFTTrainer
-
-    from .data import load_sft_dataset
 
     started = time.monotonic()
     hyper = job.hyper

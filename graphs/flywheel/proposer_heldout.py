@@ -22,16 +22,20 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...tools.agents.brief import build_brief
 from ...tools.report.proposer_heldout import ProposerHeldoutEval, ProposerHeldoutSample
 from ...tools.tasks.splits import task_folders
 from ...tools.tasks.task_files import written_task_files
+from ..proposer.record import propose
+from ..proposer.settings import ProposerSettings, proposer_budget
+from .admission import proposer_gate
 
 if TYPE_CHECKING:
     from ...tools.agents.brief import ProposerBrief
     from ...tools.run_dir import RunDir
     from ..config import FlywheelContext
     from ..models import ModelConfig, Policy
-    from .settings import ProposerSettings
+    from ..proposer.settings import ProposerSettings
 
 #: Where a run keeps the evaluation: one JSON a point, the candidates, the attempts' store.
 FOLDER = "heldout-proposer"
@@ -47,7 +51,6 @@ def heldout_folder(ctx: FlywheelContext) -> str | None:
 
 def heldout_briefs(ctx: FlywheelContext, folder: str) -> list[ProposerBrief]:
     """The held-out briefs: the run's brief settings on `folder`, one set of examples each."""
-    from ...tools.agents.brief import build_brief
 
     n = ctx.proposer_heldout_briefs
     return [
@@ -141,8 +144,6 @@ def heldout_settings(
 ) -> ProposerSettings:
     """The run's proposer settings for a held-out point: its arm, turns and gate, no revision, no
     rollout evidence, recorded in the point's own store."""
-    from ..flywheel.admission import proposer_gate
-    from .settings import ProposerSettings, proposer_budget
 
     root = run.root / FOLDER
     root.mkdir(parents=True, exist_ok=True)
@@ -170,7 +171,6 @@ async def _serve(
     graph: Any,
 ) -> list[ProposerHeldoutSample]:
     """Each brief `samples` times, `concurrency` attempts at once."""
-    from .record import propose
 
     slots = asyncio.Semaphore(max(1, concurrency))
 
