@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,8 +94,11 @@ async def serve_policy(
     *,
     resume: bool = False,
     notify: Notify | None = None,
+    given: AbstractSet[str] = frozenset(),
 ) -> dict[str, Any]:
-    """Start the run's policy among `servers` and return the settings that name it.
+    """Start the run's policy among `servers` and return the settings that name it. A value of
+    None in `values` is "not given" (a default or preset fills it), unless its name is in
+    `given` (a context that set it to None on purpose: Studio's form, an app's context).
 
     The embedded default (no model, no endpoint: `RunConfig.embedded_default`) gets its server
     (set up once per machine) and the "embedded" preset under every setting given. Then the cold
@@ -108,7 +112,7 @@ async def serve_policy(
     embedded = RunConfig.from_values(out).embedded_default()
     if embedded:
         for key, value in (await embedded_defaults(servers, notify)).items():
-            if key in _SERVED_FACTS or out.get(key) is None:  # what was given wins
+            if key in _SERVED_FACTS or (out.get(key) is None and key not in given):
                 out[key] = value
     asked = out.get("cold_start")
     if asked is None:  # default: the embedded policy of a new run that trains, from the base

@@ -172,13 +172,11 @@ def test_the_run_window_reaches_the_policy_roles_only() -> None:
 
 async def test_propose_admit_is_a_real_duration(tmp_path: Path, monkeypatch) -> None:
     """The round starts before inspect: a slow inspect and a quick propose is not negative."""
-    import autoenvscaling.tools.agents.brief as brief_module
-
     def slow_brief(*args, **kwargs):
         time.sleep(0.3)
         return ProposerBrief()
 
-    monkeypatch.setattr(brief_module, "build_brief", slow_brief)
+    monkeypatch.setattr(nodes, "build_brief", slow_brief)  # the name inspect calls
     before = time.time()
     context = FlywheelContext(run_dir=str(tmp_path / "run"), policy_server="none")
     runtime = Runtime(context=context)

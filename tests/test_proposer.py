@@ -392,7 +392,7 @@ async def test_studio_graph_fans_out_proposers(tmp_path, monkeypatch):
 
 
 def test_cli_propose_prints_json_and_records_rollouts(tmp_path, monkeypatch):
-    import autoenvscaling.graphs.proposer as proposer_module
+    import autoenvscaling.graphs.proposer.settings as proposer_module
     from autoenvscaling.cli.main import app
 
     monkeypatch.setattr(proposer_module, "gate_config", lambda **_kw: QUICK_GATE)

@@ -16,8 +16,11 @@ from autoenvscaling.tools.report.metrics import CandidateRecord, RoundMetrics
 pytestmark = pytest.mark.timeout(30)
 
 
-class _Graph:
-    """Streams the updates a round's nodes return, as `astream(stream_mode="updates")` does."""
+class _Run:
+    """An opened run (graphs/lifecycle.py: OpenRun) whose stream is the updates a round's nodes
+    return, as `astream(stream_mode="updates")` gives them."""
+
+    payload = None
 
     def __init__(self, chunks: list[dict[str, Any]]) -> None:
         self.chunks = chunks
@@ -63,7 +66,7 @@ async def test_progress_lines_name_what_each_node_did() -> None:
         },
     ]
     bar = _Bar()
-    await _stream(_Graph(chunks), None, {}, None, True, bar)
+    await _stream(_Run(chunks), True, bar)  # type: ignore[arg-type]
     assert bar.lines == [
         "admit_one slot 0 rev 0: admitted",
         f"admit_one slot 1 rev 2: rejected at oracle: {'x' * 90} (from the checkpoint)",

@@ -50,11 +50,20 @@ async def serve_embedded_default(ctx: FlywheelContext, policy: Policy | None) ->
             return ctx.served
         servers = PolicyServers()
         try:
-            given = {name: getattr(ctx, name) for name in ctx.model_fields_set}
+            given = ctx.model_fields_set
             settings = await serve_policy(
-                given, servers, resume=policy is not None, notify=logger.info
+                {name: getattr(ctx, name) for name in given},
+                servers,
+                resume=policy is not None,
+                notify=logger.info,
+                given=given,
             )
-            served = type(ctx).from_values(settings).with_servers(servers)
+            # What the context set stays as it set it, None included (from_values would drop it).
+            fields = type(ctx).model_fields
+            kept = {
+                k: v for k, v in settings.items() if k in fields and (v is not None or k in given)
+            }
+            served = type(ctx)(**kept).with_servers(servers)
             await rebind_policy(served, RunDir(Path(served.run_dir)), policy)
         except BaseException:
             await servers.aclose()
