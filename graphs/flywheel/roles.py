@@ -63,7 +63,7 @@ async def serve_embedded_default(ctx: FlywheelContext, policy: Policy | None) ->
             kept = {
                 k: v for k, v in settings.items() if k in fields and (v is not None or k in given)
             }
-            served = type(ctx)(**kept).with_servers(servers)
+            served = type(ctx).model_validate(kept).with_servers(servers)
             await rebind_policy(served, RunDir(Path(served.run_dir)), policy)
         except BaseException:
             await servers.aclose()
