@@ -53,6 +53,7 @@ import subprocess
 
 from pydantic import BaseModel
 
+from ..settings import get_settings
 from .base import Backend, RuntimeName, RuntimeSetting, SandboxError
 
 RUNSC = "/usr/bin/runsc"
@@ -155,6 +156,8 @@ def self_check(image: str | None = None) -> SelfCheck:
     """Start a tiny container under runsc, read its kernel release and try `ls /`."""
     if not os.access(RUNSC, os.X_OK):
         return SelfCheck(broken=f"{RUNSC} is not installed (apt-get install runsc; `make system`)")
+    # lazy: import circle (engine.py and, through it, bases.py and cleanup.py read the runtime
+    # registry here)
     from .bases import SEED_BASE_TAGS
     from .cleanup import labels
     from .engine import PODMAN, podman_env
@@ -210,8 +213,6 @@ def choice(backend: Backend = "podman") -> Choice:
         return Choice(
             runtime="runc", reason=f"the {backend} daemon's own runtime (not chosen here)"
         )
-    from ..settings import get_settings
-
     return _choose(get_settings().sandbox_runtime)
 
 
