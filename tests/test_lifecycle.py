@@ -58,9 +58,7 @@ async def test_an_app_opens_a_run_resumes_it_and_is_told_when_nothing_is_left(
             pass
     assert refused.value.setting == "run_dir"
 
-    nodes = await _run_to_the_end(
-        values={**values, "rounds": 2}, resume=True, notify=said.append
-    )
+    nodes = await _run_to_the_end(values={**values, "rounds": 2}, resume=True, notify=said.append)
     assert "refresh" in nodes
     assert any("continuing with rounds 2..2" in line for line in said), said
     metrics = json.loads((run_dir / "reports" / "metrics.json").read_text())

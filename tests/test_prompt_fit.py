@@ -172,6 +172,7 @@ def test_the_run_window_reaches_the_policy_roles_only() -> None:
 
 async def test_propose_admit_is_a_real_duration(tmp_path: Path, monkeypatch) -> None:
     """The round starts before inspect: a slow inspect and a quick propose is not negative."""
+
     def slow_brief(*args, **kwargs):
         time.sleep(0.3)
         return ProposerBrief()

@@ -214,7 +214,9 @@ async def test_served_flywheel_starts_and_stops_the_embedded_policy_itself(
     assert {a.role for a in attempts} >= {"solver", "proposer"}
     assert all(a.metadata.get("model") in (None, config["policy_model"]) for a in attempts)
     assert any(a.completion_tokens > 0 for a in attempts), [a.metadata for a in attempts]
-    assert {a.policy_version for a in attempts} == {checkpoint}, {a.policy_version for a in attempts}
+    assert {a.policy_version for a in attempts} == {checkpoint}, {
+        a.policy_version for a in attempts
+    }
     # The held-out task was evaluated before the round and after it, never trained on.
     heldout_runs = [a for a in attempts if a.metadata.get("purpose") == "heldout"]
     assert len(heldout_runs) == 2 and {a.task_id for a in heldout_runs} == {first[0].name}, [
