@@ -192,7 +192,7 @@ def run(
     embedded = RunConfig.from_values(run_values(values, plan)).embedded_default()
 
     async def main() -> None:
-        async with open_run(values, resume=resume, notify=_say) as opened:
+        async with open_run(values, resume=resume, notify=_say, plan=plan) as opened:
             if opened.finished:
                 return
             # A review prompt cannot share the terminal with a live bar: no bar then.

@@ -206,6 +206,7 @@ async def open_run(
     *,
     resume: bool = False,
     notify: Notify | None = None,
+    plan: RunPlan | None = None,
 ) -> AsyncIterator[OpenRun]:
     """Open a run of the flywheel (see the module's docstring); the policy servers it started
     stop when the block ends, an exception or a cancellation included.
@@ -220,7 +221,7 @@ async def open_run(
         if isinstance(values, RunConfig)
         else dict(values)
     )
-    plan = await plan_run(given, resume=resume)
+    plan = plan or await plan_run(given, resume=resume)  # the caller's, when it planned first
     for line in plan.notes:
         say(line)
     plan.run_dir.mkdir(parents=True, exist_ok=True)
