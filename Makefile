@@ -29,14 +29,15 @@ WHEELHOUSE = $(HOME)/.cache/autoenvscaling/wheels/llama-cpp-python-$(LLAMA_VERSI
 # The engine (podman, rootful, with runc and catatonit for --init), debootstrap for the offline
 # base image, Chromium and a font for the viewer's browser tests, and slirp4netns for a task granted the
 # internet (a user-mode network without the host's loopback), PostgreSQL's server for the store and
-# checkpointer tests on PostgreSQL (tests/postgres_server.py), and runsc (gVisor: a user-space kernel,
-# the sandboxes' second runtime, tools/sandbox/runtimes.py). Each package is checked by the file
-# it provides, so a set-up machine starts at once.
+# checkpointer tests on PostgreSQL (tests/postgres_server.py). Each package is checked by the file
+# it provides, so a set-up machine starts at once. Then runsc (gVisor: a user-space kernel, the
+# sandboxes' second runtime, tools/sandbox/runtimes.py), pinned to Debian trixie's build and checked
+# by its version: bookworm's breaks `ls` and `stat` inside (tools/sandbox/install-runsc.sh says why).
 SYSTEM_PACKAGES = /usr/bin/podman:podman /usr/sbin/runc:runc /usr/bin/newuidmap:uidmap \
 	/usr/bin/catatonit:catatonit /usr/sbin/debootstrap:debootstrap /usr/bin/chromium:chromium \
 	/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core \
 	/usr/bin/slirp4netns:slirp4netns /usr/lib/postgresql/15/bin/initdb:postgresql \
-	/usr/sbin/mkfs.ext4:e2fsprogs /usr/bin/mount:mount /usr/bin/runsc:runsc
+	/usr/sbin/mkfs.ext4:e2fsprogs /usr/bin/mount:mount
 
 system:
 	@missing=""; for pair in $(SYSTEM_PACKAGES); do \
@@ -45,6 +46,7 @@ system:
 	  echo "installing$$missing with apt-get"; \
 	  (apt-get install -y --no-install-recommends $$missing || \
 	   (apt-get update -qq && apt-get install -y --no-install-recommends $$missing)); fi
+	@sh tools/sandbox/install-runsc.sh
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	@test -n "$(PY)" || (echo "python3.12 not found: install Python 3.12" && exit 1)
@@ -94,7 +96,7 @@ docs: $(VENV)/.installed-$(EXTRAS)
 architecture: $(VENV)/.installed-$(EXTRAS)
 	$(VENV)/bin/python -m tests.architecture_doc
 
-# The embedded policy's cold start (graphs/cold_start.py): both roles' verified episodes replayed
+# The embedded policy's cold start (graphs/cold_start/start.py): both roles' verified episodes replayed
 # and an SFT on them, built once per machine (tens of minutes on 2 cores; then found at once).
 coldstart: setup
 	$(VENV)/bin/autoenvscaling cold-start

@@ -6,8 +6,11 @@ drift falls on both.
 
 Per round and runtime: sandbox start (`ContainerSandbox.start` on the offline base, until the
 container runs), the exec round trip (median of `--execs` execs of `true` in that sandbox, the
-engine's exec API), removal, and with `--trial` one oracle trial of that task (Harbor, the
-separate verifier: two containers). Reports medians and the 1-minute load average seen.
+engine's exec API), a process start inside (`/bin/true` run 100 times in one shell, timed inside),
+removal, and with `--trial` one oracle trial of that task (Harbor, the separate verifier: two
+containers). Reports medians and the 1-minute load average seen. The gate over the seed pool
+(~20-45 min a runtime here) is not in it: `AUTOENVSCALING_SANDBOX_RUNTIME=runsc autoenvscaling
+validate tasks/seed/*/ --skip calibrate --pool tasks/seed --json` (benchmarks/RESULTS.md).
 Needs podman, the base image and runsc (`make setup`).
 """
 
@@ -28,6 +31,11 @@ from autoenvscaling.tools.sandbox.container import ContainerSandbox  # noqa: E40
 from autoenvscaling.tools.settings import get_settings  # noqa: E402
 
 RUNTIMES = ("runc", "runsc")
+SPAWNS = 100
+#: Nanoseconds for SPAWNS starts of /bin/true, timed inside the sandbox.
+SPAWN = (
+    f"s=$(date +%s%N); for i in $(seq {SPAWNS}); do /bin/true; done; echo $(( $(date +%s%N) - s ))"
+)
 
 
 def use(runtime: str) -> None:
@@ -50,6 +58,8 @@ async def one_round(runtime: str, image: str, execs: int, trial: Path | None) ->
             out = await box.exec("true")
             rtts.append(time.monotonic() - t)
             assert out.exit_code == 0, out
+        spawn = await box.exec(SPAWN, cwd="/")
+        spawn_ms = int(spawn.stdout.split()[-1]) / 1e6 / SPAWNS
     finally:
         t = time.monotonic()
         await box.close()
@@ -58,6 +68,7 @@ async def one_round(runtime: str, image: str, execs: int, trial: Path | None) ->
         "load": load,
         "start_sec": start_sec,
         "exec_ms": statistics.median(rtts) * 1000,
+        "spawn_ms": spawn_ms,
         "close_sec": close_sec,
     }
     if trial is not None:
@@ -82,7 +93,8 @@ async def main(rounds: int, execs: int, trial: Path | None) -> dict[str, list[di
 
 
 def table(rows: dict[str, list[dict[str, float]]]) -> str:
-    keys = [k for k in ("start_sec", "exec_ms", "close_sec", "trial_sec") if k in rows["runc"][0]]
+    keys = ("start_sec", "exec_ms", "spawn_ms", "close_sec", "trial_sec")
+    keys = [k for k in keys if k in rows["runc"][0]]
     lines = ["| measure (median) | runc | runsc | runsc / runc |", "|---|---|---|---|"]
     for key in keys:
         a = statistics.median(r[key] for r in rows["runc"])

@@ -43,7 +43,7 @@ KILLED = "control channel killed under the command"
 # What the channel checks it has before serving anything.
 SETUP = r"""
 for t in mktemp stat head tail cat rm; do command -v "$t" >/dev/null || exit 3; done
-stat -c %s /dev/null >/dev/null 2>&1 || exit 3  # runsc 0.0~20221219: statx EINVAL (runtimes.py)
+stat -c %s /dev/null >/dev/null 2>&1 || exit 3  # bookworm's runsc: statx EINVAL (runtimes.py)
 umask 077
 d=$(mktemp -d /tmp/.aes-control.XXXXXXXX) || exit 3
 emit() { s=$(stat -c %s "$1") || s=0; if [ "$s" -le "$2" ]; then cat "$1"; else head -c "$3" "$1"; tail -c "$3" "$1"; fi; }

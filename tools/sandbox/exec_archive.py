@@ -4,9 +4,11 @@ runtime whose root the engine's own copier cannot reach.
 Under runsc podman's copier works in the mount namespace of the runsc sandbox process, not in
 gVisor's view of the container: an upload fails ("mkdir /solution: read-only file system") and
 a download of a file the sandbox wrote finds nothing (404). Measured with podman 4.3.1 and runsc
-0.0~20221219. Here the same calls run `tar` inside the sandbox as root through the engine's CLI
-(`exec -i`), so archives.py keeps one code path: it streams, caps and filters the tar exactly as
-it does the engine's. Needs `tar` in the image (Debian's and the seed images have it).
+0.0~20221219; with 0.0~20240729 a file written inside lives in gVisor's own overlay of `/`, which
+the host never sees. Here the same calls run `tar` inside the sandbox as root through the engine's
+CLI (`exec -i`, from `/`), so archives.py keeps one code path: it streams, caps and filters the
+tar exactly as it does the engine's. Needs `tar` in the image (Debian's and the seed images
+have it).
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ class ExecArchive:
             "-i",
             "-u",
             "0",
+            # From /, not the image's WORKDIR: a copy into the workdir's parent may have emptied
+            # it first (Harbor's artifact upload), and runsc will not start an exec whose
+            # working directory is gone (runc's engine copies never exec at all).
+            "-w",
+            "/",
             container_id,
             "sh",
             "-c",

@@ -13,7 +13,8 @@ container (`service_flags`); engine.py keeps one service per set. runc's set is 
 default runtime nothing about a sandbox changes. Execs, the persistent shell and removal go to
 any service: podman finds the runtime a container was created with by its recorded path.
 
-What runsc needs, measured here (runsc 0.0~20221219, podman 4.3.1):
+What runsc needs, measured here (podman 4.3.1; runsc 0.0~20240729.0, Debian trixie's, which
+`make system` installs pinned, tools/sandbox/install-runsc.sh; first with bookworm's 0.0~20221219):
 - no network: `--runtime-flag network=none` (gVisor's own stack, loopback only). Without a flag
   runsc refuses to start ("cannot run with network enabled in root network namespace"), for
   `--network none` and for slirp4netns alike;
@@ -31,11 +32,23 @@ What differs under runsc (tests/test_sandbox_runtimes.py holds each one):
   sandbox that reaches it ends as a whole instead of seeing fork fail (runc);
 - memory holds (the Sentry and its tmpfs pages are charged to the container's cgroup), but a
   process past it ends the whole sandbox (runc: that process is OOM-killed, the sandbox lives);
-- the writable layer's cap holds (the gofer writes the host's overlay on its own ext4), except
-  /tmp: runsc mounts a tmpfs of its own there, bounded by the memory limit instead;
-- runsc 0.0~20221219 (Debian's) rejects statx with AT_NO_AUTOMOUNT: bookworm's `ls` and `stat`
-  fail with "Invalid argument", and with `stat` the control channel (control.py) cannot open;
-  `auto` therefore keeps runc where the self-check sees it;
+- the writable layer's cap holds, except /tmp: runsc mounts a tmpfs of its own there, bounded
+  by the memory limit instead. 0.0~20221219 wrote the host's overlay through the gofer (`/` is
+  9p inside); 0.0~20240729 wraps `/` in an overlay of its own (`--overlay2 root:self`, its
+  default) whose file data goes to one `.gvisor.filestore.<id>` file in the container's root, on
+  the layer's ext4: the cap holds the same, and a file written inside is not seen from the host;
+- bookworm's runsc 0.0~20221219 rejects statx with AT_NO_AUTOMOUNT: bookworm's `ls` and `stat`
+  fail with "Invalid argument", and with `stat` the control channel (control.py) cannot open.
+  trixie's 0.0~20240729 does not. The self-check still runs `ls` and `stat`, so `auto` keeps
+  runc where an older runsc is found, and takes runsc here;
+- runsc 0.0~20240729 grows a process's descriptor table to the number it closes (its heap
+  profile: `FDTable.set` under `close`); every tmux client closes 0x7fffffff and leaves ~33 MB in
+  the Sentry that is never given back. A task that drives tmux (tasks/seed/tmux-editor-settings:
+  ~50 tmux calls in its oracle) runs the sandbox past its memory limit and the whole sandbox
+  ends (above): its oracle scores 0 under runsc;
+- a process start costs ~30-45 ms under runsc against ~1.5-2 ms under runc (`/bin/true` in a
+  loop, load 11-14): a verifier that times whole processes against a reference sees a smaller
+  speed-up (tasks/seed/histogram-edges-c: 3.0-3.3x where it asks for 5x, in some runs);
 - the seccomp profile (profile.py) holds only for the container's first process, not for execs
   (every command of ours): no keyring call reaches the host's kernel anyway (the Sentry has none),
   but a setuid bit written into a bound host folder would reach the host through the gofer
@@ -60,9 +73,10 @@ RUNSC = "/usr/bin/runsc"
 #: What gVisor's Sentry reports as its kernel release.
 GVISOR_RELEASE = "4.4.0"
 SELF_CHECK_SEC = 60.0
-#: runsc on its default platform (ptrace) gives every guest process host threads and a stub
-#: process, all charged to the container's pids cgroup: measured here, ~59 host pids for an idle
-#: sandbox and ~9.5 more per `sleep` started in it (10 sleeps: 154; 50 more: 550).
+#: runsc gives every guest process host threads and a stub process, all charged to the
+#: container's pids cgroup. Measured here on ptrace (0.0~20221219's default): ~59 host pids for an
+#: idle sandbox and ~9.5 more per `sleep` started in it (10 sleeps: 154; 50 more: 550); on systrap
+#: (0.0~20240729's default) ~36 and ~2.6 (10 sleeps: 62). The scale keeps room for ptrace.
 HOST_PIDS_PER_PROCESS = 10
 SENTRY_PIDS = 128
 
@@ -137,10 +151,25 @@ class RuntimeUnavailableError(SandboxError):
     """runsc was asked for and cannot run a sandbox here; the message says why."""
 
 
-#: Run in the self-check's container: the kernel, then what every task's scripts lean on.
-#: runsc 0.0~20221219 (Debian's) rejects statx with AT_NO_AUTOMOUNT, which bookworm's coreutils
-#: pass: `ls` and `stat` fail with "Invalid argument" (measured; the control channel needs stat).
-PROBE = "uname -r; ls / >/dev/null 2>&1 || ls / 2>&1 >/dev/null | head -n 1"
+#: Run in the self-check's container: the kernel, then what every task's scripts lean on, one
+#: line of error for each that fails. bookworm's runsc 0.0~20221219 rejects statx with
+#: AT_NO_AUTOMOUNT, which bookworm's coreutils pass: `ls` and `stat` fail with "Invalid argument"
+#: (measured; the control channel needs `stat`). trixie's, which `make system` installs, does not.
+PROBE = (
+    "uname -r; for c in 'ls /' 'stat /etc/hostname'; do "
+    "$c >/dev/null 2>&1 || $c 2>&1 >/dev/null | head -n 1; done"
+)
+
+
+@functools.cache
+def runsc_version() -> str:
+    """`runsc --version`'s version (e.g. 0.0~20240729.0), or "" where it cannot say."""
+    try:
+        out = subprocess.run([RUNSC, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    first = out.stdout.splitlines()[0] if out.stdout.strip() else ""
+    return first.removeprefix("runsc version ").strip()
 
 
 class SelfCheck(BaseModel, frozen=True):
@@ -192,17 +221,20 @@ def _choose(setting: RuntimeSetting) -> Choice:
             )
         return Choice(runtime="runc", reason=f"auto: runsc not used: {check.broken}")
     problems = "; ".join(check.problems)
+    runsc = f"runsc {runsc_version() or '(version unknown)'}"
     if setting == "auto" and problems:
         return Choice(
             runtime="runc",
-            reason=f"auto: runsc starts (gVisor's kernel {GVISOR_RELEASE}) but breaks task "
+            reason=f"auto: {runsc} starts (gVisor's kernel {GVISOR_RELEASE}) but breaks task "
             f"tools: {problems}",
         )
     return Choice(
         runtime="runsc",
-        reason=f"AUTOENVSCALING_SANDBOX_RUNTIME={setting}; self-check passed (gVisor's kernel "
-        f"{GVISOR_RELEASE} inside)"
-        + (f"; WARNING, breaks task tools: {problems}" if problems else ""),
+        reason=f"AUTOENVSCALING_SANDBOX_RUNTIME={setting}; {runsc} passed the self-check "
+        f"(gVisor's kernel {GVISOR_RELEASE} inside, `ls` and `stat` work)"
+        if not problems
+        else f"AUTOENVSCALING_SANDBOX_RUNTIME={setting}; {runsc} starts (gVisor's kernel "
+        f"{GVISOR_RELEASE} inside); WARNING, breaks task tools: {problems}",
     )
 
 
