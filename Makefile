@@ -23,7 +23,7 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXA
 LLAMA_VERSION = $(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
 WHEELHOUSE = $(HOME)/.cache/autoenvscaling/wheels/llama-cpp-python-$(LLAMA_VERSION)-$(shell printf '%s' '$(CMAKE_ARGS)' | sha256sum | cut -c1-12)
 
-.PHONY: setup system bases test test-slow typecheck docs architecture run bench coldstart learn \
+.PHONY: test-security-runsc setup system bases test test-slow typecheck docs architecture run bench coldstart learn \
 	learn-proposer
 
 # The engine (podman, rootful, with runc and catatonit for --init), debootstrap for the offline
@@ -81,6 +81,11 @@ test: setup
 test-slow: setup
 	$(VENV)/bin/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist worksteal -m "slow and not long and not serial" $(PYTEST_ARGS)
 	$(VENV)/bin/python -m pytest -q -rs -m "slow and serial and not long" $(PYTEST_ARGS)
+
+# The red-team suite again with every sandbox under runsc (gVisor; tools/sandbox/runtimes.py):
+# `make test` runs it under runc. Fails where runsc cannot run a sandbox (`make system` installs it).
+test-security-runsc: setup
+	AUTOENVSCALING_SANDBOX_RUNTIME=runsc $(VENV)/bin/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist worksteal tests/security $(PYTEST_ARGS)
 
 # The type checker over the package (config: [tool.pyright] in pyproject.toml); fails on any error.
 typecheck: $(VENV)/.installed-$(EXTRAS)

@@ -26,6 +26,15 @@ ENVIRONMENTS.setdefault(NAIVE, {"import_path": NAIVE_IMPORT_PATH})
 CONCURRENCY = 4
 
 
+def sandbox_runtime() -> str:
+    """The OCI runtime this session's podman sandboxes start under: the suite runs whole under
+    each (`make test-security-runsc` runs it with AUTOENVSCALING_SANDBOX_RUNTIME=runsc), and an
+    attack whose defence differs by runtime checks that runtime's (tools/sandbox/runtimes.py)."""
+    from autoenvscaling.tools.sandbox import runtimes
+
+    return runtimes.choice(BACKEND).runtime
+
+
 def build_image(name: str, dockerfile: str, files: dict[str, str] | None = None) -> str:
     """Build one image for a family of attack tasks (they name it as `docker_image`)."""
     from autoenvscaling.tools.sandbox.images import build_image as build

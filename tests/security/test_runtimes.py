@@ -131,6 +131,25 @@ async def test_logs_stop_at_their_size(engine_ready, runtime):
     assert int(wrote.stdout.split()[-1]) <= cap * 2**20, wrote.stdout
 
 
+async def test_limits_are_clamped_on_the_host(engine_ready, runtime):
+    """A sandbox asking for 64 CPUs and 1 TB gets at most the settings' caps and the host's
+    CPUs, read from the engine (the host's view: under runsc the cgroup files inside are
+    gVisor's and show no limit)."""
+    from autoenvscaling.tools.sandbox.engine import client
+
+    settings = get_settings()
+    box = await started_under(runtime, limits=SandboxLimits(memory_mb=1024 * 1024, cpus=64))
+    try:
+        host = client(box.backend).api.inspect_container(box.container_id)["HostConfig"]
+        seen = await box.exec("awk '/^MemTotal:/ {print $2 * 1024}' /proc/meminfo")
+    finally:
+        await box.close()
+    assert 0 < host["Memory"] <= settings.max_memory_mb * 2**20, host["Memory"]
+    assert 0 < host["NanoCpus"] <= (os.cpu_count() or 1) * 10**9, host["NanoCpus"]
+    if runtime == "runsc":  # what the Sentry tells the sandbox is the container's limit
+        assert int(seen.stdout) == host["Memory"], seen.stdout
+
+
 KEYRING = """python3 - <<'EOF'
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)

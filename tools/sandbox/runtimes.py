@@ -53,7 +53,11 @@ What differs under runsc (tests/test_sandbox_runtimes.py holds each one):
   (every command of ours): no keyring call reaches the host's kernel anyway (the Sentry has none),
   but a setuid bit written into a bound host folder would reach the host through the gofer
   (tests/security/test_runtimes.py showed setuid-root bash there). So a sandbox with a host
-  folder bound in (the proposer's workspace) runs under runc (`for_sandbox`);
+  folder bound in (the proposer's workspace) runs under runc (`for_sandbox`), and so does one
+  whose layer got no filesystem of its own (container.py): the measured cap relies on the
+  profile refusing fallocate, and a runsc exec reserved 6 GiB of host disk before it looked;
+- the files of `/` are entries in the Sentry's memory (their data in the filestore on the
+  layer's ext4): a flood of empty files ends at the memory limit, not at the inode count;
 - builds stay on the engine's builder (buildah, runc): a Dockerfile's RUN steps run on the host's
   kernel under the build profile (profile.build_flags, buildjail.py), not under gVisor.
 """
