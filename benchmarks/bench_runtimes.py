@@ -2,13 +2,17 @@
 side by side in one process, the runtimes alternating round by round so a loaded machine's
 drift falls on both.
 
-    .venv/bin/python benchmarks/bench_runtimes.py [--rounds 5] [--execs 10] [--trial tasks/seed/X] [--json]
+    .venv/bin/python benchmarks/bench_runtimes.py [--rounds 5] [--execs 10] [--trial tasks/seed/X]
+        [--episode tasks/seed/X] [--json]
 
 Per round and runtime: sandbox start (`ContainerSandbox.start` on the offline base, until the
 container runs), the exec round trip (median of `--execs` execs of `true` in that sandbox, the
 engine's exec API), a process start inside (`/bin/true` run 100 times in one shell, timed inside),
 removal, and with `--trial` one oracle trial of that task (Harbor, the separate verifier: two
-containers). Reports medians and the 1-minute load average seen. The gate over the seed pool
+containers), and with `--episode` one GRPO episode of that task as TRL drives it
+(training/grpo/episode_env.py: a fresh sandbox, five tool calls of `ls`, the reference solution
+as one more, then the task's verifier in the episode's sandbox; the model's tokens are left out,
+they cost the same under either runtime). Reports medians and the 1-minute load average seen. The gate over the seed pool
 (~20-45 min a runtime here) is not in it: `AUTOENVSCALING_SANDBOX_RUNTIME=runsc autoenvscaling
 validate tasks/seed/*/ --skip calibrate --pool tasks/seed --json` (benchmarks/RESULTS.md).
 Needs podman, the base image and runsc (`make setup`).
@@ -43,7 +47,28 @@ def use(runtime: str) -> None:
     get_settings.cache_clear()
 
 
-async def one_round(runtime: str, image: str, execs: int, trial: Path | None) -> dict[str, float]:
+def grpo_episode(task: Path) -> float:
+    """One GRPO episode's sandbox side on `task`, as TRL's environment calls it; its reward."""
+    from autoenvscaling.training.grpo.episode_env import EpisodeConfig, EventLoop, TaskEpisode
+    from autoenvscaling.training.grpo.sandboxes import task_starter
+
+    solve = (task / "solution" / "solve.sh").read_text()
+    loop = EventLoop()
+    try:
+        episode = TaskEpisode(loop, task_starter("podman"), EpisodeConfig())
+        episode.reset(task_dir=str(task))
+        for _ in range(5):
+            episode.run("ls -la")
+        episode.run(f"bash <<'AES_SOLVE'\n{solve}\nAES_SOLVE")
+        record = loop.run(episode._finish())
+    finally:
+        loop.stop()
+    return record.reward if record.reward is not None else -1.0
+
+
+async def one_round(
+    runtime: str, image: str, execs: int, trial: Path | None, task: Path | None = None
+) -> dict[str, float]:
     use(runtime)
     load = os.getloadavg()[0]
     started = time.monotonic()
@@ -78,22 +103,28 @@ async def one_round(runtime: str, image: str, execs: int, trial: Path | None) ->
         outcome = await run_trial(trial, agent="oracle")
         row["trial_sec"] = time.monotonic() - t
         row["trial_reward"] = outcome.reward if outcome.reward is not None else -1.0
+    if task is not None:
+        t = time.monotonic()
+        row["episode_reward"] = await asyncio.to_thread(grpo_episode, task)
+        row["episode_sec"] = time.monotonic() - t
     return row
 
 
-async def main(rounds: int, execs: int, trial: Path | None) -> dict[str, list[dict[str, float]]]:
+async def main(
+    rounds: int, execs: int, trial: Path | None, episode: Path | None = None
+) -> dict[str, list[dict[str, float]]]:
     image = require_base("podman")
     rows: dict[str, list[dict[str, float]]] = {name: [] for name in RUNTIMES}
     for i in range(rounds):
         order = RUNTIMES if i % 2 == 0 else RUNTIMES[::-1]
         for runtime in order:
-            rows[runtime].append(await one_round(runtime, image, execs, trial))
+            rows[runtime].append(await one_round(runtime, image, execs, trial, episode))
             print(f"round {i + 1} {runtime}: {rows[runtime][-1]}", flush=True)
     return rows
 
 
 def table(rows: dict[str, list[dict[str, float]]]) -> str:
-    keys = ("start_sec", "exec_ms", "spawn_ms", "close_sec", "trial_sec")
+    keys = ("start_sec", "exec_ms", "spawn_ms", "close_sec", "trial_sec", "episode_sec")
     keys = [k for k in keys if k in rows["runc"][0]]
     lines = ["| measure (median) | runc | runsc | runsc / runc |", "|---|---|---|---|"]
     for key in keys:
@@ -105,6 +136,9 @@ def table(rows: dict[str, list[dict[str, float]]]) -> str:
     if "trial_reward" in rows["runc"][0]:
         rewards = {k: [r["trial_reward"] for r in v] for k, v in rows.items()}
         lines.append(f"oracle rewards: {rewards}")
+    if "episode_reward" in rows["runc"][0]:
+        rewards = {k: [r["episode_reward"] for r in v] for k, v in rows.items()}
+        lines.append(f"episode rewards: {rewards}")
     return "\n".join(lines)
 
 
@@ -113,7 +147,8 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--execs", type=int, default=10)
     parser.add_argument("--trial", type=Path, default=None)
+    parser.add_argument("--episode", type=Path, default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = asyncio.run(main(args.rounds, args.execs, args.trial))
+    result = asyncio.run(main(args.rounds, args.execs, args.trial, args.episode))
     print(json.dumps(result, indent=1) if args.json else table(result))
