@@ -32,10 +32,11 @@ class Settings(BaseSettings):
         description="Container engine when none is named: podman (ours) or docker.",
     )
     sandbox_runtime: RuntimeSetting = Field(
-        default="runc",
-        description="OCI runtime of podman sandboxes: runc (the host's kernel), runsc (gVisor's "
-        "user-space kernel; fails at start if its self-check does) or auto (runsc where it passes "
-        "the self-check, else runc). tools/sandbox/runtimes.py says what differs.",
+        default="auto",
+        description="OCI runtime of podman sandboxes: auto (runsc where it is installed and "
+        "passes the self-check, else runc, saying why), runc (the host's kernel) or runsc "
+        "(gVisor's user-space kernel; fails at start if it cannot run a sandbox). "
+        "tools/sandbox/runtimes.py says what differs.",
     )
     max_memory_mb: int = Field(default=8192, description="No sandbox gets more memory than this.")
     max_pids: int = Field(default=4096, description="No sandbox runs more processes at once.")

@@ -2,9 +2,11 @@
 
 runc shares the host's kernel with the agent: every kernel bug is a way out. runsc puts gVisor's
 user-space kernel (its "Sentry"; `uname -r` says 4.4.0 inside) between the agent and the host.
-Which one is used is `AUTOENVSCALING_SANDBOX_RUNTIME`: `runc` (the default), `runsc`, or `auto`
-(runsc where it is installed and passes a self-check, else runc, saying why). `doctor` reports the
-choice and its reason.
+Which one is used is `AUTOENVSCALING_SANDBOX_RUNTIME`: `auto` (the default: runsc where it is
+installed and passes a self-check, else runc, saying why), `runc`, or `runsc`. `doctor` reports
+the choice and its reason. The self-check runs once per machine and runsc binary (its passing
+result is kept in the cache folder); on this project's machines it keeps runc, because trixie's
+runsc ends a sandbox that runs a dozen tmux clients (below).
 
 How a runtime reaches a container: podman's Docker-compatible API ignores `HostConfig.Runtime`
 (measured with podman 4.3: the container ran under runc), and containers.conf has no per-runtime
@@ -40,7 +42,7 @@ What differs under runsc (tests/test_sandbox_runtimes.py holds each one):
 - bookworm's runsc 0.0~20221219 rejects statx with AT_NO_AUTOMOUNT: bookworm's `ls` and `stat`
   fail with "Invalid argument", and with `stat` the control channel (control.py) cannot open.
   trixie's 0.0~20240729 does not. The self-check still runs `ls` and `stat`, so `auto` keeps
-  runc where an older runsc is found, and takes runsc here;
+  runc where an older runsc is found;
 - runsc 0.0~20240729 grows a process's descriptor table to the number it closes (its heap
   profile: `FDTable.set` under `close`); every tmux client closes 0x7fffffff and leaves ~33 MB in
   the Sentry that is never given back. A task that drives tmux (tasks/seed/tmux-editor-settings:
@@ -158,10 +160,23 @@ class RuntimeUnavailableError(SandboxError):
 #: Run in the self-check's container: the kernel, then what every task's scripts lean on, one
 #: line of error for each that fails. bookworm's runsc 0.0~20221219 rejects statx with
 #: AT_NO_AUTOMOUNT, which bookworm's coreutils pass: `ls` and `stat` fail with "Invalid argument"
-#: (measured; the control channel needs `stat`). trixie's, which `make system` installs, does not.
+#: (measured; the control channel needs `stat`). trixie's, which `make system` installs, does not,
+#: but keeps ~33 MB for every tmux client (above): TMUX_CLIENTS of them end a sandbox of
+#: SELF_CHECK_MEMORY_MB (measured: in 1.6 s, exit 137), which runc does not notice. tmux drives
+#: terminal agents (Terminal-Bench's own harness runs the agent in a tmux session).
+TMUX_CLIENTS = 12
+SELF_CHECK_MEMORY_MB = 256
+TMUX_STARTED, TMUX_DONE = "aes-tmux-started", "aes-tmux-done"
 PROBE = (
     "uname -r; for c in 'ls /' 'stat /etc/hostname'; do "
-    "$c >/dev/null 2>&1 || $c 2>&1 >/dev/null | head -n 1; done"
+    "$c >/dev/null 2>&1 || $c 2>&1 >/dev/null | head -n 1; done; "
+    "command -v tmux >/dev/null && tmux new-session -d -s aes 'sleep 60' && "
+    f"echo {TMUX_STARTED} && for i in $(seq {TMUX_CLIENTS}); do tmux ls >/dev/null || break; done "
+    f"&& echo {TMUX_DONE}"
+)
+TMUX_PROBLEM = (
+    f"{TMUX_CLIENTS} tmux clients ran a {SELF_CHECK_MEMORY_MB} MB sandbox out of memory (this "
+    "runsc keeps ~33 MB for each: tmux-driven tasks and agents fail)"
 )
 
 
@@ -186,9 +201,41 @@ class SelfCheck(BaseModel, frozen=True):
 
 
 def self_check(image: str | None = None) -> SelfCheck:
-    """Start a tiny container under runsc, read its kernel release and try `ls /`."""
-    if not os.access(RUNSC, os.X_OK):
+    """What runsc does here: the one passing result kept for this machine and runsc binary, else
+    a tiny container started under runsc (`check_now`). A failed start is never kept."""
+    try:
+        made = os.stat(RUNSC)
+    except OSError:
         return SelfCheck(broken=f"{RUNSC} is not installed (apt-get install runsc; `make system`)")
+    key = f"{runsc_version()} {made.st_size} {made.st_mtime_ns} {image or ''}"
+    kept = get_settings().cache_dir / "runsc-self-check.json"
+    try:
+        stored = KeptCheck.model_validate_json(kept.read_text())
+        if stored.key == key:
+            return stored.check
+    except (OSError, ValueError):
+        pass
+    check = check_now(image)
+    if check.broken is None:
+        try:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            partial = kept.with_name(f".{kept.name}.{os.getpid()}")
+            partial.write_text(KeptCheck(key=key, check=check).model_dump_json())
+            partial.replace(kept)  # atomic: concurrent processes each write a whole file
+        except OSError:
+            pass  # a read-only cache: the check runs again next time
+    return check
+
+
+class KeptCheck(BaseModel, frozen=True):
+    """A passing self-check and the runsc binary (version, size, mtime) and image it was for."""
+
+    key: str
+    check: SelfCheck
+
+
+def check_now(image: str | None = None) -> SelfCheck:
+    """Start a tiny container under runsc: its kernel release, `ls`, `stat` and tmux clients."""
     # lazy: import circle (engine.py and, through it, bases.py and cleanup.py read the runtime
     # registry here)
     from .bases import SEED_BASE_TAGS
@@ -197,6 +244,7 @@ def self_check(image: str | None = None) -> SelfCheck:
 
     label = [f"--label={k}={v}" for k, v in labels().items()]
     argv = [PODMAN, *RUNTIMES["runsc"].flags_offline, "run", "--rm", "--network", "none"]
+    argv += ["--memory", f"{SELF_CHECK_MEMORY_MB}m"]
     argv += [*label, image or SEED_BASE_TAGS[0], "sh", "-c", PROBE]
     try:
         done = subprocess.run(
@@ -204,18 +252,20 @@ def self_check(image: str | None = None) -> SelfCheck:
         )
     except subprocess.TimeoutExpired:
         return SelfCheck(broken=f"the runsc self-check did not finish in {SELF_CHECK_SEC:g} s")
-    lines = done.stdout.strip().splitlines()
-    release = lines[0].strip() if lines else ""
-    if done.returncode != 0 or release != GVISOR_RELEASE:
+    lines = [line.strip() for line in done.stdout.strip().splitlines() if line.strip()]
+    release = lines[0] if lines else ""
+    tmux_failed = TMUX_STARTED in lines and TMUX_DONE not in lines
+    if release != GVISOR_RELEASE or (done.returncode != 0 and not tmux_failed):
         why = (done.stderr.strip() or release or "no output")[-400:]
         return SelfCheck(broken=f"the runsc self-check failed (exit {done.returncode}): {why}")
-    return SelfCheck(problems=tuple(line.strip() for line in lines[1:] if line.strip()))
+    problems = [line for line in lines[1:] if line not in (TMUX_STARTED, TMUX_DONE)]
+    return SelfCheck(problems=(*problems, *([TMUX_PROBLEM] if tmux_failed else [])))
 
 
 @functools.cache
 def _choose(setting: RuntimeSetting) -> Choice:
     if setting == "runc":
-        return Choice(runtime="runc", reason="the default (AUTOENVSCALING_SANDBOX_RUNTIME=runc)")
+        return Choice(runtime="runc", reason="AUTOENVSCALING_SANDBOX_RUNTIME=runc")
     check = self_check()
     if check.broken is not None:
         if setting == "runsc":
@@ -235,7 +285,7 @@ def _choose(setting: RuntimeSetting) -> Choice:
     return Choice(
         runtime="runsc",
         reason=f"AUTOENVSCALING_SANDBOX_RUNTIME={setting}; {runsc} passed the self-check "
-        f"(gVisor's kernel {GVISOR_RELEASE} inside, `ls` and `stat` work)"
+        f"(gVisor's kernel {GVISOR_RELEASE} inside, `ls`, `stat` and tmux work)"
         if not problems
         else f"AUTOENVSCALING_SANDBOX_RUNTIME={setting}; {runsc} starts (gVisor's kernel "
         f"{GVISOR_RELEASE} inside); WARNING, breaks task tools: {problems}",
