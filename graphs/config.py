@@ -400,9 +400,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         # and every turn of a 135M model's episode costs CPU time in refresh, calibration and GRPO.
         "solver_max_turns": 4,
         "max_tokens": 384,
-        # Two samples per task, the fewest a retirement takes (graphs/flywheel/nodes.py:
-        # RETIRE_MIN_SAMPLES), on two tasks a round (the window moves on each round): the four
-        # refresh trials of one sample on four tasks, the measured round's (README).
+        # Two samples per task on two tasks a round (the window moves on each round): the four
+        # refresh trials of one sample on four tasks, the measured round's (README). A task is
+        # retired only when the whole 95% interval of one refresh's samples lies outside the band
+        # (graphs/flywheel/nodes.py, tools/tasks/pool.py: band_decision).
         "refresh_attempts": 2,
         "refresh_limit": 2,
         "baseline_tasks": 2,

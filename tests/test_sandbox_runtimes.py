@@ -191,6 +191,16 @@ def test_a_passing_self_check_is_kept_per_runsc_binary(monkeypatch, tmp_path):
         get_settings.cache_clear()
 
 
+async def output_or_end(box, command: str, timeout_sec: float) -> str:
+    """What `command` printed, or, where the sandbox went with it (runsc past its memory), why
+    the exec failed."""
+    try:
+        out = await box.exec(command, timeout_sec=timeout_sec, cwd="/")
+    except Exception as exc:  # noqa: BLE001 - the sandbox went with it (runsc)
+        return str(exc)
+    return out.stdout + out.stderr
+
+
 async def ended(box, within_sec: float = 20.0) -> bool:
     """Whether the sandbox's container stops within `within_sec` (podman notices a dead Sentry
     a moment after the exec that saw it die)."""
@@ -243,11 +253,7 @@ async def test_memory_limit_holds(engine_ready, use_runtime, name):
     image = require_base("podman")
     box = await ContainerSandbox.start(image, limits=SandboxLimits(memory_mb=192))
     try:
-        try:
-            out = await box.exec(MEMORY_HOG, timeout_sec=60, cwd="/")
-            text = out.stdout + out.stderr
-        except Exception as exc:  # noqa: BLE001 - the sandbox went with it (runsc)
-            text = str(exc)
+        text = await output_or_end(box, MEMORY_HOG, 60)
         assert str(400 * 1024 * 1024) not in text
         if name == "runc":
             assert "rc=137" in text and container_running(box)
@@ -303,11 +309,7 @@ async def test_runsc_keeps_memory_for_every_tmux_client(engine_ready, use_runtim
     use_runtime(name)
     box = await start_workspace(limits=SandboxLimits(memory_mb=256))
     try:
-        try:
-            out = await box.exec(TMUX_CLIENTS, timeout_sec=120, cwd="/")
-            text = out.stdout + out.stderr
-        except Exception as exc:  # noqa: BLE001 - the sandbox went with it (runsc)
-            text = str(exc)
+        text = await output_or_end(box, TMUX_CLIENTS, 120)
         if name == "runc":
             assert "done" in text and container_running(box), text
         else:
