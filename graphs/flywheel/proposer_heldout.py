@@ -17,12 +17,12 @@ measures only noise) and says so. Idempotent per point: a resumed run reads the 
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...tools.agents.brief import build_brief
+from ...tools.files.whole import write_whole
 from ...tools.report.proposer_heldout import ProposerHeldoutEval, ProposerHeldoutSample
 from ...tools.tasks.splits import task_folders
 from ...tools.tasks.task_files import written_task_files
@@ -128,9 +128,7 @@ async def evaluate_proposer_heldout(
     path.parent.mkdir(parents=True, exist_ok=True)
     # Whole or absent: a run killed mid-write resumes by serving the point again, never by
     # reading half of one.
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(result.model_dump_json(indent=2))
-    os.replace(tmp, path)
+    write_whole(path, result.model_dump_json(indent=2))
     return result
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..files.whole import write_whole
 from .connection import StoreConnection
 from .postgres import is_postgres_url
 
@@ -52,9 +53,7 @@ def save_transcript(store_path: str | os.PathLike[str], transcript: Transcript) 
         return None
     path = transcript_path(store_path, transcript.attempt_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(transcript.model_dump_json(), encoding="utf-8")
-    os.replace(tmp, path)
+    write_whole(path, transcript.model_dump_json())
     return path
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import docker
 
+from ..files.whole import write_whole
 from ..settings import get_settings
 from .base import EngineUnavailableError, EngineWedgedError
 
@@ -73,9 +74,7 @@ def config_dir() -> Path:
 def containers_conf() -> Path:
     path = config_dir() / "containers.conf"
     if not path.exists() or path.read_text() != CONTAINERS_CONF:
-        tmp = path.with_suffix(f".tmp-{os.getpid()}")
-        tmp.write_text(CONTAINERS_CONF)
-        tmp.replace(path)
+        write_whole(path, CONTAINERS_CONF)
     return path
 
 

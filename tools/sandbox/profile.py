@@ -30,6 +30,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..files.whole import write_whole
 from ..settings import get_settings
 from .base import Backend, SandboxLimits
 from .engine import config_dir
@@ -133,9 +134,7 @@ def seccomp_profile(*, run: bool = False, bound: bool = False) -> Path:
     text = json.dumps(base, indent=1, sort_keys=True)
     path = config_dir() / name
     if not path.exists() or path.read_text() != text:
-        tmp = path.with_suffix(f".tmp-{os.getpid()}")
-        tmp.write_text(text)
-        tmp.replace(path)
+        write_whole(path, text)
     return path
 
 

@@ -72,6 +72,7 @@ import subprocess
 
 from pydantic import BaseModel
 
+from ..files.whole import write_whole
 from ..settings import get_settings
 from .base import Backend, RuntimeName, RuntimeSetting, SandboxError
 
@@ -219,9 +220,7 @@ def self_check(image: str | None = None) -> SelfCheck:
     if check.broken is None:
         try:
             kept.parent.mkdir(parents=True, exist_ok=True)
-            partial = kept.with_name(f".{kept.name}.{os.getpid()}")
-            partial.write_text(KeptCheck(key=key, check=check).model_dump_json())
-            partial.replace(kept)  # atomic: concurrent processes each write a whole file
+            write_whole(kept, KeptCheck(key=key, check=check).model_dump_json())
         except OSError:
             pass  # a read-only cache: the check runs again next time
     return check
