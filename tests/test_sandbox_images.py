@@ -77,33 +77,44 @@ async def test_docker_image_without_dockerfile_is_used_as_is(engine, engine_clie
 async def test_gc_removes_rejected_images_and_nothing_it_did_not_build(
     engine, engine_client, tmp_path
 ):
+    """gc removes this run's images but those kept, and never one it did not build: not another
+    run's (other test processes build while it lists: seen removing one under a running test),
+    not someone else's built FROM ours."""
+    import subprocess
+    import sys
+
     api = engine_client.api
     admitted = await build_image(
         make_task(tmp_path, "FROM debian:bookworm-slim\nRUN echo a > /a\n") / "environment",
         backend=engine,
     )
     rejected = await build_image(
-        make_task(tmp_path, "FROM debian:bookworm-slim\nRUN echo r > /r\n") / "environment",
+        make_task(tmp_path, f"FROM debian:bookworm-slim\nRUN echo {uuid.uuid4().hex} > /r\n")
+        / "environment",
         backend=engine,
     )
+    other_run = make_task(tmp_path, f"FROM debian:bookworm-slim\nRUN echo {uuid.uuid4().hex}\n")
+    other_tag = subprocess.run(
+        [sys.executable, "-c", BUILD_IN_A_CHILD, engine, str(other_run / "environment")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=True,
+    ).stdout.strip()
     # Someone else's image built FROM ours inherits our label, but not our name: never ours.
     theirs = make_task(tmp_path, f"FROM {admitted.tag}\nRUN echo mine > /mine\n")
     foreign = f"someone-else/app:{uuid.uuid4().hex[:6]}"
     list(api.build(path=str(theirs / "environment"), tag=foreign, network_mode="none", rm=True))
-    # Keep everything that is not this test's rejected image (other runs share the engine).
-    everything = list_images(api, filters={"label": f"{LABEL}=1"})
-    keep = {i["Id"] for i in everything} | {t for i in everything for t in i["RepoTags"] or []}
-    rejected_id = api.inspect_image(rejected.tag)["Id"]
-    keep = {k for k in keep if k != rejected_id and short(k) != rejected.tag}
     try:
-        report = gc_images(keep, backend=engine)
-        assert rejected.tag in report.images and admitted.tag not in report.images
+        report = gc_images({admitted.tag}, backend=engine)
+        assert rejected.tag in report.images, report
+        assert not {admitted.tag, other_tag} & set(report.images), report
         present = {short(t) for i in list_images(api) for t in i["RepoTags"] or []}
-        assert {admitted.tag, foreign, base_image_tag(), "debian:bookworm-slim"} <= present
+        assert {admitted.tag, other_tag, foreign, base_image_tag()} <= present
         assert rejected.tag not in present
     finally:
-        api.remove_image(foreign)
-        api.remove_image(admitted.tag)
+        for tag in (foreign, admitted.tag, other_tag):
+            api.remove_image(tag)
 
 
 # Builds two task images in a process of its own, which then exits: their owner is dead.

@@ -130,16 +130,18 @@ def sweep_stale_images_once(backend: Backend) -> threading.Thread:
 
 
 def gc_images(keep: Iterable[str], *, backend: Backend = "podman") -> CleanupReport:
-    """Remove the task images we built, except those named in `keep` (tags or image ids).
+    """Remove the task images this run built, except those named in `keep` (tags or image ids).
 
-    Only images labelled `autoenvscaling=1` whose every tag is `autoenvscaling/...` (or that
-    have no tag left) are candidates; images in use by a container are skipped and reported.
+    Only images labelled `autoenvscaling=1` with this process's run id, whose every tag is
+    `autoenvscaling/...` (or that have no tag left), are candidates: another run's images are
+    that run's to remove, even one it is building while this listing runs (a keep-list snapshot
+    cannot name those). Images in use by a container are skipped and reported.
     """
     api = _listing_api(backend)
     keep = {k.removeprefix("localhost/") for k in keep}
     report = CleanupReport()
     for image in _labelled_images(api):
-        if not _ours(image):
+        if not _ours(image) or (image.get("Labels") or {}).get(RUN_LABEL) != cleanup.RUN_ID:
             continue
         tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
         if keep & {image["Id"], *(t.removeprefix("localhost/") for t in tags)}:
