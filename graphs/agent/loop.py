@@ -8,18 +8,22 @@ failed model call into an `error` outcome after retries, and end when a stop too
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal, Required, TypedDict
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
+from langgraph.runtime import Runtime
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
@@ -79,6 +83,32 @@ def _over_budget(state: LoopState, budget: LoopBudget) -> StopReason | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Episode:
+    """One loop's live parts, handed to the shared compiled graph as its runtime context."""
+
+    bound: Runnable[Any, AIMessage]  # the model with the tools bound
+    by_name: dict[str, BaseTool]
+    budget: LoopBudget
+    stop_tools: frozenset[str]
+    present: Callable[[str], str] | None
+    endpoint: str | None  # an OpenAI-compatible server's URL (for crash attribution)
+
+
+@dataclass(frozen=True)
+class AgentLoop:
+    """An agent loop over one model and tool set: the graph compiled once per name (compiling
+    was ~7% of an episode's CPU at 64 in flight), run with this loop's parts as its context."""
+
+    graph: Any
+    episode: _Episode
+
+    async def ainvoke(
+        self, state: Mapping[str, Any], config: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        return await self.graph.ainvoke(state, config, context=self.episode, **kwargs)
+
+
 def build_agent_loop(
     model: BaseChatModel,
     tools: Sequence[BaseTool],
@@ -89,133 +119,152 @@ def build_agent_loop(
     tool_choice: str | None = None,
     schemas: Sequence[dict[str, Any]] | None = None,
     present: Callable[[str], str] | None = None,
-) -> Any:
+) -> AgentLoop:
     """`schemas` (OpenAI tool dicts) are what the model is shown instead of the tools' own
     schemas, and `present` turns a tool's text result into what the model reads: together they
     let a role show one fixed interface (tools/agents/solver_interface.py) whatever serves the tools."""
-    by_name = {tool.name: tool for tool in tools}
     extra = {"tool_choice": tool_choice} if tool_choice else {}
     shown = list(schemas) if schemas is not None else list(tools)
-    bound = model.bind_tools(shown, **extra) if shown else model
+    episode = _Episode(
+        bound=model.bind_tools(shown, **extra) if shown else model,
+        by_name={tool.name: tool for tool in tools},
+        budget=budget,
+        stop_tools=stop_tools,
+        present=present,
+        endpoint=getattr(model, "openai_api_base", None),
+    )
+    return AgentLoop(_compiled_loop(name), episode)
 
-    endpoint = getattr(model, "openai_api_base", None)  # an OpenAI-compatible server's URL
 
-    async def call_model(messages: list[AnyMessage], retried: list[str]) -> AIMessage:
-        """The model call with bounded retries and exponential backoff; each retry is recorded
-        in `retried` (a full context window is the episode's limit, never retried; nor is a call
-        its policy server crashed under: that request may be what killed it)."""
-        for attempt in range(budget.max_retries + 1):
-            started = time.monotonic()
-            try:
-                return await bound.ainvoke(messages)
-            except Exception as exc:
-                crash = (
-                    await asyncio.to_thread(crash_during, endpoint, started, exc)
-                    if endpoint
-                    else None
-                )
-                if crash is not None:
-                    raise PolicyServerCrashed(crash) from exc
-                if _context_full(exc) or attempt == budget.max_retries:
-                    raise
-                retried.append(f"{type(exc).__name__}: {exc}"[:300])
-                delay = min(budget.retry_max_sec, budget.retry_base_sec * 2**attempt)
-                await asyncio.sleep(delay * (0.5 + random.random() / 2))
-        raise AssertionError("unreachable")
-
-    async def agent(state: LoopState) -> Command[Literal["tools", "__end__"]]:
-        if reason := _over_budget(state, budget):
-            return Command(goto=END, update={"stop_reason": reason})
-        retried: list[str] = []
-        recorded = {
-            "model_retries": state.get("model_retries", 0),
-            "retry_errors": list(state.get("retry_errors", [])),
-        }
+async def _call_model(ep: _Episode, messages: list[AnyMessage], retried: list[str]) -> AIMessage:
+    """The model call with bounded retries and exponential backoff; each retry is recorded in
+    `retried` (a full context window is the episode's limit, never retried; nor is a call its
+    policy server crashed under: that request may be what killed it)."""
+    budget = ep.budget
+    for attempt in range(budget.max_retries + 1):
+        started = time.monotonic()
         try:
-            reply: AIMessage = await call_model(state["messages"], retried)
-        except Exception as exc:  # noqa: BLE001 - after retries: recorded as an error outcome, never raised
-            recorded["model_retries"] += len(retried)
-            recorded["retry_errors"] = (recorded["retry_errors"] + retried)[-10:]
-            if _context_full(exc):
-                # The conversation outgrew the model's window: the episode's budget, not a fault.
-                return Command(
-                    goto=END,
-                    update={
-                        **recorded,
-                        "stop_reason": "max_tokens",
-                        "error": f"the conversation {CONTEXT_EXCEEDED}: {exc}"[:500],
-                    },
-                )
-            failed = (
-                "the policy server crashed during the model call"
-                if isinstance(exc, PolicyServerCrashed)
-                else f"model call failed after {budget.max_retries + 1} tries"
+            return await ep.bound.ainvoke(messages)
+        except Exception as exc:
+            crash = (
+                await asyncio.to_thread(crash_during, ep.endpoint, started, exc)
+                if ep.endpoint
+                else None
             )
+            if crash is not None:
+                raise PolicyServerCrashed(crash) from exc
+            if _context_full(exc) or attempt == budget.max_retries:
+                raise
+            retried.append(f"{type(exc).__name__}: {exc}"[:300])
+            delay = min(budget.retry_max_sec, budget.retry_base_sec * 2**attempt)
+            await asyncio.sleep(delay * (0.5 + random.random() / 2))
+    raise AssertionError("unreachable")
+
+
+async def _agent(
+    state: LoopState, runtime: Runtime[_Episode]
+) -> Command[Literal["tools", "__end__"]]:
+    ep = runtime.context
+    budget = ep.budget
+    if reason := _over_budget(state, budget):
+        return Command(goto=END, update={"stop_reason": reason})
+    retried: list[str] = []
+    recorded = {
+        "model_retries": state.get("model_retries", 0),
+        "retry_errors": list(state.get("retry_errors", [])),
+    }
+    try:
+        reply: AIMessage = await _call_model(ep, state["messages"], retried)
+    except Exception as exc:  # noqa: BLE001 - after retries: recorded as an error outcome, never raised
+        recorded["model_retries"] += len(retried)
+        recorded["retry_errors"] = (recorded["retry_errors"] + retried)[-10:]
+        if _context_full(exc):
+            # The conversation outgrew the model's window: the episode's budget, not a fault.
             return Command(
                 goto=END,
                 update={
                     **recorded,
-                    "stop_reason": "error",  # infrastructure (tools/trials/faults.py)
-                    "error": f"{failed}: {type(exc).__name__}: {exc}",
+                    "stop_reason": "max_tokens",
+                    "error": f"the conversation {CONTEXT_EXCEEDED}: {exc}"[:500],
                 },
             )
-        recorded["model_retries"] += len(retried)
-        recorded["retry_errors"] = (recorded["retry_errors"] + retried)[-10:]
-        usage = reply.usage_metadata or {}
-        update: dict[str, Any] = {
-            **recorded,
-            "messages": [reply],
-            "turns": state.get("turns", 0) + 1,
-            "prompt_tokens": state.get("prompt_tokens", 0) + usage.get("input_tokens", 0),
-            "completion_tokens": state.get("completion_tokens", 0) + usage.get("output_tokens", 0),
-        }
-        if not reply.tool_calls:
-            return Command(goto=END, update={**update, "stop_reason": "done"})
-        return Command(goto="tools", update=update)
+        failed = (
+            "the policy server crashed during the model call"
+            if isinstance(exc, PolicyServerCrashed)
+            else f"model call failed after {budget.max_retries + 1} tries"
+        )
+        return Command(
+            goto=END,
+            update={
+                **recorded,
+                "stop_reason": "error",  # infrastructure (tools/trials/faults.py)
+                "error": f"{failed}: {type(exc).__name__}: {exc}",
+            },
+        )
+    recorded["model_retries"] += len(retried)
+    recorded["retry_errors"] = (recorded["retry_errors"] + retried)[-10:]
+    usage = reply.usage_metadata or {}
+    update: dict[str, Any] = {
+        **recorded,
+        "messages": [reply],
+        "turns": state.get("turns", 0) + 1,
+        "prompt_tokens": state.get("prompt_tokens", 0) + usage.get("input_tokens", 0),
+        "completion_tokens": state.get("completion_tokens", 0) + usage.get("output_tokens", 0),
+    }
+    if not reply.tool_calls:
+        return Command(goto=END, update={**update, "stop_reason": "done"})
+    return Command(goto="tools", update=update)
 
-    async def run_tools(state: LoopState) -> Command[Literal["agent", "__end__"]]:
-        last = state["messages"][-1]
-        assert isinstance(last, AIMessage)
-        results: list[ToolMessage] = []
-        seconds = dict(state.get("tool_seconds", {}))
-        for call in last.tool_calls:
-            call_id = call["id"] or ""  # OpenAI-style servers always send one
-            started = time.monotonic()
-            tool = by_name.get(call["name"])
-            if tool is None:
+
+async def _run_tools(
+    state: LoopState, runtime: Runtime[_Episode]
+) -> Command[Literal["agent", "__end__"]]:
+    ep = runtime.context
+    last = state["messages"][-1]
+    assert isinstance(last, AIMessage)
+    results: list[ToolMessage] = []
+    seconds = dict(state.get("tool_seconds", {}))
+    for call in last.tool_calls:
+        call_id = call["id"] or ""  # OpenAI-style servers always send one
+        started = time.monotonic()
+        tool = ep.by_name.get(call["name"])
+        if tool is None:
+            message = ToolMessage(
+                content=f"unknown tool {call['name']!r}; available: {', '.join(sorted(ep.by_name))}",
+                tool_call_id=call["id"],
+                name=call["name"],
+                status="error",
+            )
+        else:
+            try:
+                message = await tool.ainvoke({**call, "type": "tool_call"})
+            except Exception as exc:  # noqa: BLE001 - a tool's failure is the model's feedback, not a crash
                 message = ToolMessage(
-                    content=f"unknown tool {call['name']!r}; available: "
-                    f"{', '.join(sorted(by_name))}",
+                    content=f"{type(exc).__name__}: {exc}",
                     tool_call_id=call["id"],
                     name=call["name"],
                     status="error",
                 )
-            else:
-                try:
-                    message = await tool.ainvoke({**call, "type": "tool_call"})
-                except Exception as exc:  # noqa: BLE001 - a tool's failure is the model's feedback, not a crash
-                    message = ToolMessage(
-                        content=f"{type(exc).__name__}: {exc}",
-                        tool_call_id=call["id"],
-                        name=call["name"],
-                        status="error",
-                    )
-            seconds[call_id] = round(time.monotonic() - started, 4)
-            # Plain text: several OpenAI-compatible servers (llama.cpp among them) reject the
-            # content-block lists MCP tools return.
-            if not isinstance(message.content, str):
-                message = message.model_copy(update={"content": content_text(message.content)})
-            if present is not None:
-                message = message.model_copy(update={"content": present(str(message.content))})
-            results.append(message)
-        update = {"messages": results, "tool_seconds": seconds}
-        if any(call["name"] in stop_tools for call in last.tool_calls):
-            return Command(goto=END, update={**update, "stop_reason": "submitted"})
-        return Command(goto="agent", update=update)
+        seconds[call_id] = round(time.monotonic() - started, 4)
+        # Plain text: several OpenAI-compatible servers (llama.cpp among them) reject the
+        # content-block lists MCP tools return.
+        if not isinstance(message.content, str):
+            message = message.model_copy(update={"content": content_text(message.content)})
+        if ep.present is not None:
+            message = message.model_copy(update={"content": ep.present(str(message.content))})
+        results.append(message)
+    update = {"messages": results, "tool_seconds": seconds}
+    if any(call["name"] in ep.stop_tools for call in last.tool_calls):
+        return Command(goto=END, update={**update, "stop_reason": "submitted"})
+    return Command(goto="agent", update=update)
 
-    builder = StateGraph(LoopState)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", run_tools)
+
+@functools.cache
+def _compiled_loop(name: str) -> Any:
+    """The loop's graph, compiled once per name (the name tracing and Studio show)."""
+    builder = StateGraph(LoopState, context_schema=_Episode)
+    builder.add_node("agent", _agent)
+    builder.add_node("tools", _run_tools)
     builder.add_edge(START, "agent")
     # Never durable, even inside a checkpointed graph (the flywheel): an episode's tools act on a
     # sandbox that dies with the process, so a resumed loop would replay a conversation about a
