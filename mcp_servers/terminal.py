@@ -10,9 +10,15 @@ of its own for each session.
 
 from __future__ import annotations
 
+import collections
 import functools
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import (
+    AbstractAsyncContextManager,
+    AsyncExitStack,
+    asynccontextmanager,
+    contextmanager,
+)
 from typing import Annotated, Any
 
 import anyio
@@ -147,10 +153,56 @@ def build_terminal_server(
     same sandbox's X display."""
     if opener is None:
         opener = attached_shells(ref) if ref is not None else workspace_shells()
+    chosen = opener
+    return _new_server(lambda: chosen, output_cap=output_cap, name=name, desktop=desktop)
+
+
+class _Held:
+    """The opener a pooled server's sessions use: set by whoever holds the server."""
+
+    opener: ShellOpener | None = None
+
+    def current(self) -> ShellOpener:
+        if self.opener is None:
+            raise RuntimeError("a pooled terminal server was connected to while nobody held it")
+        return self.opener
+
+
+_POOL: dict[tuple[bool, int], list[tuple[FastMCP, _Held]]] = collections.defaultdict(list)
+
+
+@contextmanager
+def pooled_terminal_server(
+    opener: ShellOpener, *, desktop: bool = False, output_cap: int = DEFAULT_OUTPUT_CAP
+) -> Iterator[FastMCP]:
+    """`build_terminal_server(opener, ...)` from a per-process pool, for the holder's sessions.
+
+    Every solver episode serves its own terminal: FastMCP's constructor reads its settings from
+    the environment (pydantic-settings), ~5% of an episode's CPU at 64 in flight. A server keeps
+    no state of its own between sessions (each session's shell lives in its lifespan), so one
+    held by nobody serves the next holder's opener."""
+    free = _POOL[(desktop, output_cap)]
+    if free:
+        server, held = free.pop()
+    else:
+        held = _Held()
+        server = _new_server(held.current, output_cap=output_cap, name="terminal", desktop=desktop)
+    held.opener = opener
+    try:
+        yield server
+    finally:
+        held.opener = None
+        free.append((server, held))
+
+
+def _new_server(
+    opener_now: Callable[[], ShellOpener], *, output_cap: int, name: str, desktop: bool
+) -> FastMCP:
+    """The terminal server; each session opens its shell with `opener_now()`'s opener."""
 
     @asynccontextmanager
     async def lifespan(_server: FastMCP) -> AsyncIterator[_Session]:
-        session = _Session(opener)
+        session = _Session(opener_now())
         try:
             yield session
         finally:

@@ -14,6 +14,7 @@ from autoenvscaling.mcp_servers.terminal import (
     attached_shells,
     build_terminal_server,
     exec_shells,
+    pooled_terminal_server,
     workspace_shells,
 )
 from autoenvscaling.tools.agents.solver_interface import SHELL_BUSY
@@ -106,6 +107,38 @@ async def test_each_session_gets_its_own_shell_in_the_shared_sandbox(workspace):
         assert (await run(two, "cat /tmp/note"))["output"] == "shared\n"  # files are shared
     # Closing the sessions closed their shells, not the sandbox the ref points at.
     assert await workspace.is_alive()
+
+
+async def test_a_pooled_server_serves_each_holder_its_own_sandbox(workspace):
+    """Solver episodes take their terminal server from a pool: a server two episodes held in
+    turn reaches each one's sandbox, never the earlier holder's; episodes at once hold
+    different servers; a server nobody holds refuses a session."""
+    from autoenvscaling.tools.sandbox.container import start_workspace
+
+    other = await start_workspace(limits=SandboxLimits(memory_mb=256, pids=64))
+    try:
+        await run_in(workspace, "echo first > /tmp/whose")
+        await run_in(other, "echo second > /tmp/whose")
+        with pooled_terminal_server(attached_shells(workspace.ref)) as first:
+            async with connect(first) as session:
+                assert (await run(session, "cat /tmp/whose"))["output"] == "first\n"
+            with pooled_terminal_server(attached_shells(other.ref)) as meanwhile:
+                assert meanwhile is not first  # held at once: two servers
+        with pooled_terminal_server(attached_shells(other.ref)) as again:
+            assert again in (first, meanwhile)  # reused, not built again
+            async with connect(again) as session:
+                assert (await run(session, "cat /tmp/whose"))["output"] == "second\n"
+        with pytest.raises(BaseExceptionGroup) as refused:
+            async with connect(again) as session:
+                await session.call_tool("run", {"command": "true"})
+        assert refused.group_contains(RuntimeError, match="nobody held it")
+    finally:
+        await other.close()
+
+
+async def run_in(sandbox, command: str) -> None:
+    shell = await sandbox.open_shell()
+    assert (await shell.run(command, 30)).exit_code == 0
 
 
 def mine(api) -> list[dict]:

@@ -17,7 +17,12 @@ from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from ...mcp_servers.terminal import ShellOpener, attached_shells, build_terminal_server, exec_shells
+from ...mcp_servers.terminal import (
+    ShellOpener,
+    attached_shells,
+    exec_shells,
+    pooled_terminal_server,
+)
 from ...prompts import load_prompt
 from ...tools.agents.prompt_fit import prompt_tokens, reply_cap
 from ...tools.agents.solver_interface import first_messages, openai_tools, render_mcp_result
@@ -55,7 +60,6 @@ class SolverAgent(PlainAgent):
         desktop = s.desktop_tools
         if desktop is None:
             desktop = needs_desktop(task_dir)
-        server = build_terminal_server(opener, desktop=desktop)
         # The one solver interface (tools/agents/solver_interface.py): GRPO episodes start the same way.
         # Only the cheat agent (anti_cheat) swaps the system prompt.
         system, user = first_messages(instruction)
@@ -63,21 +67,23 @@ class SolverAgent(PlainAgent):
             system = {"content": load_prompt(s.system_prompt)}
         messages = [SystemMessage(system["content"]), HumanMessage(user["content"])]
         model = solver_model_for(s.model, system["content"], user["content"], desktop=desktop)
-        async with open_mcp_tools({"terminal": server}) as tools:
-            loop = build_agent_loop(
-                load_chat_model(model),
-                tools,
-                s.budget,
-                name="solver",
-                tool_choice=s.model.tool_choice,
-                schemas=openai_tools(desktop=desktop),
-                present=functools.partial(render_mcp_result, cap=s.tool_output_chars),
-            )
-            state = await loop.ainvoke(
-                {"messages": messages, "started_at": time.monotonic()},
-                {"recursion_limit": 4 * s.budget.max_turns + 10},
-                durability="exit",  # no checkpointer; see graphs/proposer/episode.py
-            )
+        # A pooled server: building one per episode was ~5% of its CPU (mcp_servers/terminal.py).
+        with pooled_terminal_server(opener, desktop=desktop) as server:
+            async with open_mcp_tools({"terminal": server}) as tools:
+                loop = build_agent_loop(
+                    load_chat_model(model),
+                    tools,
+                    s.budget,
+                    name="solver",
+                    tool_choice=s.model.tool_choice,
+                    schemas=openai_tools(desktop=desktop),
+                    present=functools.partial(render_mcp_result, cap=s.tool_output_chars),
+                )
+                state = await loop.ainvoke(
+                    {"messages": messages, "started_at": time.monotonic()},
+                    {"recursion_limit": 4 * s.budget.max_turns + 10},
+                    durability="exit",  # no checkpointer; see graphs/proposer/episode.py
+                )
         steps = steps_from_messages(state["messages"], state.get("tool_seconds", {}))
         tool_steps = sum(1 for step in steps if step.tool_name)
         if store_path := s.store_path:
