@@ -170,7 +170,7 @@ async def test_kill_9_of_a_sandbox_holder_leaves_nothing_after_the_next_start(
         "        tie_to_owner=False)\n"
         "    scratch = scratch_dir('test')\n"
         "    service = _SERVICE.proc.pid if _SERVICE.proc else 0\n"
-        "    print(untied.container_id, scratch, service, flush=True)\n"
+        "    print(untied.container_id, scratch, service, _SERVICE.folder, flush=True)\n"
         "    await asyncio.sleep(1000)\n"
         "asyncio.run(main())\n"
     )
@@ -180,7 +180,9 @@ async def test_kill_9_of_a_sandbox_holder_leaves_nothing_after_the_next_start(
         text=True,
     )
     try:
-        untied, scratch, service = (await asyncio.to_thread(child.stdout.readline)).split()
+        untied, scratch, service, service_folder = (
+            await asyncio.to_thread(child.stdout.readline)
+        ).split()
         held = owned_by(api, child.pid)
         assert len(held) == 2
         # Each writable layer is on a loop filesystem of its own, linked from its folder
@@ -208,7 +210,8 @@ async def test_kill_9_of_a_sandbox_holder_leaves_nothing_after_the_next_start(
     assert api.containers(all=True, filters={"id": untied}) == []
     assert not os.path.exists(scratch)
     assert not any(mounted_on(layer) or layer.exists() for layer in layers), layers
-    if engine == "podman":  # its API service died with it (PR_SET_PDEATHSIG)
+    if engine == "podman":  # its API service died with it (PR_SET_PDEATHSIG), its folder went
+        assert not os.path.exists(service_folder), service_folder
         stat = f"/proc/{service}/stat"
         await wait_for(
             lambda: not os.path.exists(stat) or ") Z " in open(stat).read(),

@@ -21,6 +21,7 @@ from pathlib import Path
 import docker
 
 from ..files.whole import write_whole
+from ..scratch import make_scratch
 from ..settings import get_settings
 from .base import EngineUnavailableError, EngineWedgedError
 
@@ -121,7 +122,9 @@ class _Service:
                 f"{PODMAN} is missing: apt-get install podman runc uidmap catatonit "
                 "(`make system` does it)"
             )
-        folder = Path(tempfile.mkdtemp(prefix=f"aes-podman-{os.getpid()}-"))
+        # A scratch folder naming its owner: a SIGKILLed process never reaches stop(), and the
+        # next process's sweep (cleanup.cleanup_stale) removes the folder once the owner is gone.
+        folder = make_scratch(f"aes-podman-{os.getpid()}-")
         sock = folder / "api.sock"
         log = open(folder / "service.log", "wb")  # noqa: SIM115 - kept open by the child
         started: list[subprocess.Popen[bytes]] = []
