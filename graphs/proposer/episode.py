@@ -40,7 +40,7 @@ from ...tools.tasks.format import TaskFormatError, write_task
 from ...tools.tasks.snapshot import content_hash
 from ...tools.trials.verifier import default_to_separate
 from ...training.chat_format import parse_reply
-from ..agent.loop import LoopBudget
+from ..agent.loop import AgentLoop, LoopBudget
 from ..agent.nesting import non_durable
 from ..validation.builder import ValidationInput
 from ..validation.builder import graph as validation_graph
@@ -62,7 +62,7 @@ class EpisodeContext:
 
     settings: ProposerSettings
     candidate: Path
-    loop: Any  # the compiled agent loop (graphs/agent/loop.py), built over the attempt's tools
+    loop: AgentLoop  # the agent loop (graphs/agent/loop.py), built over the attempt's tools
     budget: LoopBudget
 
     @property
