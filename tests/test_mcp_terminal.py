@@ -122,11 +122,18 @@ async def test_a_pooled_server_serves_each_holder_its_own_sandbox(workspace):
         with pooled_terminal_server(attached_shells(workspace.ref)) as first:
             async with connect(first) as session:
                 assert (await run(session, "cat /tmp/whose"))["output"] == "first\n"
+                # Attack: leave a command running (and printing) for the server's next holder.
+                left = await run(session, "sleep 2; echo LEFT-BEHIND; sleep 30", timeout_sec=1)
+                assert left["running"]
             with pooled_terminal_server(attached_shells(other.ref)) as meanwhile:
                 assert meanwhile is not first  # held at once: two servers
         with pooled_terminal_server(attached_shells(other.ref)) as again:
             assert again in (first, meanwhile)  # reused, not built again
             async with connect(again) as session:
+                waited = (
+                    await session.call_tool("read_output", {"timeout_sec": 3})
+                ).structuredContent
+                assert not waited["running"] and "LEFT-BEHIND" not in waited["output"], waited
                 assert (await run(session, "cat /tmp/whose"))["output"] == "second\n"
         with pytest.raises(BaseExceptionGroup) as refused:
             async with connect(again) as session:
